@@ -1,0 +1,209 @@
+# vacuum-operator developer targets. `make help` lists them.
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+## Tool binaries and versions (installed into ./bin by `go install`)
+LOCALBIN ?= $(CURDIR)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+
+## envtest control plane (kube-apiserver, etcd, kubectl), built from the Go module proxy
+SETUP_ENVTEST ?= hack/setup-envtest.sh
+
+## Tests: packages in RACE_PKGS run with -race, all others without. TEST_ARGS adds go test flags,
+## e.g. make test TEST_ARGS='-run TestFoo -v'
+RACE_PKGS ?= ./internal/...
+TEST_ARGS ?=
+
+# Binaries built by `make build`, one per cmd/ directory that exists.
+CMDS := $(notdir $(wildcard cmd/manager cmd/vacuum-runner))
+# controller-gen only runs once there are API types.
+API_GO_FILES := $(wildcard api/*/*.go)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs, RBAC and webhook manifests into config/.
+ifneq ($(API_GO_FILES),)
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+else
+	@echo "manifests: no API types under api/ yet, nothing to generate"
+endif
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods (zz_generated.deepcopy.go).
+ifneq ($(API_GO_FILES),)
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+else
+	@echo "generate: no API types under api/ yet, nothing to generate"
+endif
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (config: .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
+	$(GOLANGCI_LINT) run --fix ./...
+
+.PHONY: test
+test: envtest ## Run all tests (-count=1): RACE_PKGS with -race, the rest without, then test-e2e.
+	@export KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))"; \
+	race_pkgs="$$(go list $(RACE_PKGS) 2>/dev/null || true)"; \
+	other_pkgs="$$(go list ./... | grep -vxF -e "$$race_pkgs" | grep -v '/test/e2e$$' || true)"; \
+	rc=0; \
+	if [ -n "$$race_pkgs" ]; then \
+		echo "go test -race -count=1 $(TEST_ARGS) $(RACE_PKGS)"; \
+		go test -race -count=1 $(TEST_ARGS) $$race_pkgs || rc=1; \
+	fi; \
+	if [ -n "$$other_pkgs" ]; then \
+		echo "go test -count=1 $(TEST_ARGS) <other packages>"; \
+		go test -count=1 $(TEST_ARGS) $$other_pkgs || rc=1; \
+	fi; \
+	echo "go test -count=1 -timeout 30m $(E2E_ARGS) ./test/e2e/"; \
+	go test -count=1 -timeout 30m $(E2E_ARGS) ./test/e2e/ || rc=1; \
+	exit $$rc
+
+.PHONY: test-e2e
+test-e2e: envtest ## End-to-end suite on the local dev cluster (test/e2e; part of make test). E2E_ARGS adds flags.
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go test -count=1 -timeout 30m $(E2E_ARGS) ./test/e2e/
+
+.PHONY: test-short
+test-short: envtest ## Run all tests with -short and without -race (quick feedback).
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go test -short -count=1 $(TEST_ARGS) ./...
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail if generated code or manifests differ from git (use on a clean tree).
+	@changes="$$(git status --porcelain --untracked-files=all -- api config)"; \
+	if [ -n "$$changes" ]; then \
+		echo "Generated files are out of date; run 'make manifests generate' and commit:"; \
+		echo "$$changes"; git --no-pager diff --stat -- api config; exit 1; \
+	fi
+
+##@ Build
+
+.PHONY: build
+build: ## Build all packages, and bin/manager and bin/vacuum-runner once their cmd/ dirs exist.
+	go build ./...
+	@for cmd in $(CMDS); do \
+		echo "go build -o bin/$$cmd ./cmd/$$cmd"; go build -o "$(LOCALBIN)/$$cmd" "./cmd/$$cmd"; \
+	done
+
+.PHONY: demo
+demo: envtest ## The whole product on the local dev cluster; KEEP=1 keeps it up until Ctrl-C.
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go run ./cmd/demo $(if $(filter-out 0,$(KEEP)),--keep)
+
+.PHONY: clean
+clean: ## Remove ./bin and coverage files (the envtest cache in ~/.cache/vacuum-operator stays).
+	rm -rf $(LOCALBIN) cover.out coverage.out coverage.html
+
+##@ Dependencies
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver, etcd and kubectl for envtest (cold: ~10 min, then instant).
+	@$(SETUP_ENVTEST) >/dev/null
+
+.PHONY: controller-gen
+controller-gen: $(LOCALBIN) ## Install controller-gen into ./bin.
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(LOCALBIN) ## Install golangci-lint into ./bin.
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+# go-install-tool installs package $(2) at version $(3) as $(1)-$(3) and points the symlink $(1)
+# at it, so bumping a version above reinstalls the tool.
+define go-install-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)")" = "$(notdir $(1))-$(3)" ] || { \
+	echo "Installing $(2)@$(3)"; \
+	rm -f "$(1)"; \
+	GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
+	mv "$(1)" "$(1)-$(3)"; \
+	ln -sf "$(notdir $(1))-$(3)" "$(1)"; \
+}
+endef
+
+##@ Real cluster (root on Linux: a real kubelet, containerd and runc on this host)
+
+## The operator image, built without Docker (hack/imagetar, go-containerregistry).
+IMAGE ?= vacuum-operator:dev
+IMAGE_TAR ?= $(LOCALBIN)/vacuum-operator.tar
+## Set REALCLUSTER_DIR to move the real cluster's state directory (default /var/tmp/vacuum-realcluster).
+E2E_REAL_ARGS ?=
+
+.PHONY: image-tar
+image-tar: $(LOCALBIN) ## Build static bin/manager and bin/vacuum-runner and the image tarball bin/vacuum-operator.tar (no Docker).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/vacuum-runner ./cmd/vacuum-runner
+	go run ./hack/imagetar --tag $(IMAGE) --out $(IMAGE_TAR) \
+		--add $(LOCALBIN)/manager=/manager --add $(LOCALBIN)/vacuum-runner=/vacuum-runner \
+		--user 65532:65532 --entrypoint /manager
+
+.PHONY: test-e2e-real
+test-e2e-real: image-tar ## E2E suite on a real single-node cluster (root): up, test/e2e-real, always down.
+	@rc=0; \
+	hack/realcluster/up --image $(IMAGE_TAR) >/dev/null || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		E2E_REAL=1 KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig E2E_REAL_IMAGE=$(IMAGE) \
+			go test ./test/e2e-real/ -count=1 -timeout 20m -v $(E2E_REAL_ARGS) -ginkgo.v || rc=$$?; \
+	fi; \
+	REALCLUSTER_SAVE_LOGS=$(LOCALBIN)/realcluster-logs hack/realcluster/down || rc=$${rc/#0/1}; \
+	exit $$rc
+
+.PHONY: demo-real
+demo-real: image-tar ## The demo on a real single-node cluster (root); KEEP=1 leaves it up (then: hack/realcluster/down).
+	@hack/realcluster/up --image $(IMAGE_TAR) >/dev/null
+	@rc=0; KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig \
+		hack/realcluster/demo || rc=$$?; \
+	if [ -z "$(KEEP)" ]; then hack/realcluster/down || rc=$${rc/#0/1}; \
+	else echo "cluster left up: export KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig; stop it with: sudo hack/realcluster/down"; fi; \
+	exit $$rc
+
+##@ Benchmarks
+
+# BENCH_ARGS adds vacbench flags, e.g. make bench BENCH_ARGS=--quick (toy sizes, under a minute).
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: ## Reproduce the field reports with the engine: docs/benchmarks/REPORT.md, CSVs, PNGs (~20 min).
+	go run ./cmd/vacbench --out docs/benchmarks $(BENCH_ARGS)
+
+##@ Reliability
+
+# SOAK_ARGS adds cmd/soak flags, e.g. make soak SOAK_ARGS='--duration 30m --kills 0 --seed 42'.
+SOAK_KILLS ?= 250
+SOAK_ARGS ?=
+
+.PHONY: soak
+soak: $(LOCALBIN) ## Crash soak: $(SOAK_KILLS) SIGKILLs/power losses of a writer+vacuum child, ledger compared after each (~5 min).
+	go build -o $(LOCALBIN)/soak ./cmd/soak
+	$(LOCALBIN)/soak --kills $(SOAK_KILLS) --quiet $(SOAK_ARGS)
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck against a vulnerability database built offline from the golang.org/x/vulndb module.
+	hack/vulncheck.sh

@@ -1,0 +1,304 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VacuumMode says which kind of vacuum runs.
+// +kubebuilder:validation:Enum=Lazy;Full
+type VacuumMode string
+
+const (
+	// VacuumModeLazy is a plain VACUUM: dead tuples are removed in place, tables stay online.
+	VacuumModeLazy VacuumMode = "Lazy"
+	// VacuumModeFull is VACUUM FULL: each table is rewritten compactly and its indexes rebuilt.
+	VacuumModeFull VacuumMode = "Full"
+)
+
+// VacuumSpec is what one execution does: shared by VacuumPolicy (as the template of its runs)
+// and VacuumRun (resolved, for one run).
+type VacuumSpec struct {
+	// Target is the volume holding the engine's data directory, and what to clean in it.
+	Target Target `json:"target"`
+
+	// Mode is Lazy (VACUUM) or Full (VACUUM FULL).
+	// +kubebuilder:default=Lazy
+	// +optional
+	Mode VacuumMode `json:"mode,omitempty"`
+
+	// Throttle limits how hard the vacuum works, for the whole run (all workers share it).
+	// +kubebuilder:default={}
+	// +optional
+	Throttle Throttle `json:"throttle,omitempty"`
+
+	// RingSize is the vacuum's private ring of buffers: 0 = none (use the shared pool),
+	// otherwise 128Ki to 16Gi.
+	// +kubebuilder:default="2Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) == 0 || (quantity(string(self)).compareTo(quantity('128Ki')) >= 0 && quantity(string(self)).compareTo(quantity('16Gi')) <= 0)",message="ringSize must be 0 or between 128Ki and 16Gi"
+	// +optional
+	RingSize *resource.Quantity `json:"ringSize,omitempty"`
+
+	// BufferPoolSize is the runner's buffer pool, 1Mi to 1Ti.
+	// +kubebuilder:default="128Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="bufferPoolSize must be between 1Mi and 1Ti"
+	// +optional
+	BufferPoolSize *resource.Quantity `json:"bufferPoolSize,omitempty"`
+
+	// Parallelism is the number of tables vacuumed at once, 1 to 64.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Parallelism int32 `json:"parallelism,omitempty"`
+
+	// IndexWorkers is the number of indexes of one table vacuumed at once, 0 to 64;
+	// 0 means the table's own worker does them one by one.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	IndexWorkers int32 `json:"indexWorkers"`
+
+	// MaintenanceWorkMem bounds each worker's dead-tuple memory (Lazy) or each index
+	// build's sort memory (Full), 1Mi to 1Ti. When it fills, the indexes are vacuumed and
+	// the scan goes on, so a small value means more index passes.
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="maintenanceWorkMem must be between 1Mi and 1Ti"
+	// +optional
+	MaintenanceWorkMem *resource.Quantity `json:"maintenanceWorkMem,omitempty"`
+
+	// Truncate gives empty pages at the end of a table back to the filesystem (Lazy only).
+	// +kubebuilder:default=true
+	// +optional
+	Truncate *bool `json:"truncate,omitempty"`
+
+	// MinDeadTuplePercent skips tables whose dead tuples are below this share, 0 to 100.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MinDeadTuplePercent int32 `json:"minDeadTuplePercent"`
+
+	// TableOverrides give single tables their own throttle; fields left out inherit the
+	// run's throttle.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=table
+	// +optional
+	TableOverrides []TableOverride `json:"tableOverrides,omitempty"`
+
+	// Runner sets the runner pod's image, resources, scheduling and user IDs.
+	// +optional
+	Runner RunnerSpec `json:"runner,omitempty"`
+
+	// ActiveDeadlineSeconds bounds the run's duration, counted from its first pod start and
+	// across attempts; past it the run fails with reason DeadlineExceeded. Absent = none.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// BackoffLimit is how many failed attempts are retried before the run fails, 0 to 10.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	BackoffLimit int32 `json:"backoffLimit"`
+}
+
+// Target names the volume and what to clean in it.
+type Target struct {
+	// PersistentVolumeClaim is the claim, in the same namespace, holding the data directory.
+	// It cannot be changed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="target.persistentVolumeClaim is immutable"
+	PersistentVolumeClaim string `json:"persistentVolumeClaim"`
+
+	// SubPath is the data directory inside the volume; empty = the volume's root.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="target.subPath must be a relative path without '..'"
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+
+	// Tables to vacuum; empty = every table.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	Tables []string `json:"tables,omitempty"`
+
+	// Quiesce names the application holding the volume, scaled to 0 while the runner
+	// holds it and restored afterwards, whatever the outcome.
+	// +optional
+	Quiesce *QuiesceTarget `json:"quiesce,omitempty"`
+}
+
+// QuiesceTarget is a workload in the same namespace.
+type QuiesceTarget struct {
+	// Kind is Deployment or StatefulSet.
+	// +kubebuilder:validation:Enum=Deployment;StatefulSet
+	Kind string `json:"kind"`
+	// Name is the workload's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// TableOverride gives one table its own throttle.
+type TableOverride struct {
+	// Table is the table's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Table string `json:"table"`
+	// Throttle fields set here replace the run's; the others inherit them.
+	Throttle ThrottleOverride `json:"throttle"`
+}
+
+// RunnerSpec sets the runner pod. Everything else about the pod's security is the
+// operator's: it always passes the PodSecurity "restricted" profile.
+type RunnerSpec struct {
+	// Image is the vacuum-runner image; absent = the manager's default (--runner-image).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+	// ImagePullPolicy is Always, IfNotPresent or Never.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Resources of the runner container; memory defaults to bufferPoolSize +
+	// parallelism x maintenanceWorkMem + 64Mi, as request and limit.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// NodeSelector constrains the nodes the pod may run on.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the pod.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the pod.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// PodSecurityContext sets the pod's user and group IDs (at least 1).
+	// +optional
+	PodSecurityContext *RunnerPodSecurityContext `json:"podSecurityContext,omitempty"`
+}
+
+// RunnerPodSecurityContext is the part of the pod's security context a user may choose.
+type RunnerPodSecurityContext struct {
+	// RunAsUser is the UID of the runner; absent = the image's (which must be non-root).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+	// RunAsGroup is the primary GID of the runner.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+	// FSGroup owns the mounted volume so the runner can write it.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	FSGroup *int64 `json:"fsGroup,omitempty"`
+	// FSGroupChangePolicy is OnRootMismatch or Always.
+	// +kubebuilder:validation:Enum=OnRootMismatch;Always
+	// +optional
+	FSGroupChangePolicy *corev1.PodFSGroupChangePolicy `json:"fsGroupChangePolicy,omitempty"`
+	// SupplementalGroups are extra GIDs of the runner.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Minimum=1
+	// +optional
+	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
+}
+
+// Throttle limits a vacuum. Sustained cost units per second never exceed costLimit /
+// costDelay; the byte-rate limits apply too, and the most restrictive wins.
+type Throttle struct {
+	// CostDelay is the sleep owed each time costLimit is spent, 0 to 100ms; 0 = no cost
+	// throttling.
+	// +kubebuilder:default="2ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0ms') && duration(self) <= duration('100ms')",message="throttle.costDelay must be a duration between 0 and 100ms"
+	// +optional
+	CostDelay *metav1.Duration `json:"costDelay,omitempty"`
+	// CostLimit is the cost budget between sleeps, 1 to 10000.
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	CostLimit *int32 `json:"costLimit,omitempty"`
+	// PageHitCost is charged for a page found in the buffer pool, 0 to 10000.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageHitCost *int32 `json:"pageHitCost,omitempty"`
+	// PageMissCost is charged for a page read from storage, 0 to 10000.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageMissCost *int32 `json:"pageMissCost,omitempty"`
+	// PageDirtyCost is charged for a page the vacuum dirties, 0 to 10000.
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageDirtyCost *int32 `json:"pageDirtyCost,omitempty"`
+	// MaxReadBytesPerSecond caps bytes read from the tables per second; absent or 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxReadBytesPerSecond *resource.Quantity `json:"maxReadBytesPerSecond,omitempty"`
+	// MaxWriteBytesPerSecond caps bytes written to the tables per second; absent or 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="throttle.maxWriteBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
+	// MaxWALBytesPerSecond caps WAL bytes written per second; absent or 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+}
+
+// ThrottleOverride is a Throttle without defaults: every field left out inherits the run's.
+type ThrottleOverride struct {
+	// CostDelay is the sleep owed each time costLimit is spent, 0 to 100ms.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0ms') && duration(self) <= duration('100ms')",message="tableOverrides throttle.costDelay must be a duration between 0 and 100ms"
+	// +optional
+	CostDelay *metav1.Duration `json:"costDelay,omitempty"`
+	// CostLimit is the cost budget between sleeps, 1 to 10000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	CostLimit *int32 `json:"costLimit,omitempty"`
+	// PageHitCost is charged for a page found in the buffer pool, 0 to 10000.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageHitCost *int32 `json:"pageHitCost,omitempty"`
+	// PageMissCost is charged for a page read from storage, 0 to 10000.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageMissCost *int32 `json:"pageMissCost,omitempty"`
+	// PageDirtyCost is charged for a page the vacuum dirties, 0 to 10000.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageDirtyCost *int32 `json:"pageDirtyCost,omitempty"`
+	// MaxReadBytesPerSecond caps bytes read per second; 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxReadBytesPerSecond *resource.Quantity `json:"maxReadBytesPerSecond,omitempty"`
+	// MaxWriteBytesPerSecond caps bytes written per second; 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWriteBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
+	// MaxWALBytesPerSecond caps WAL bytes per second; 0 = no limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
+	// +optional
+	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+}

@@ -1,0 +1,150 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConcurrencyPolicy says what happens when a run is due while another is still active.
+// +kubebuilder:validation:Enum=Forbid;Replace
+type ConcurrencyPolicy string
+
+const (
+	// ForbidConcurrent skips the new run while one is active.
+	ForbidConcurrent ConcurrencyPolicy = "Forbid"
+	// ReplaceConcurrent cancels the active run and starts the new one.
+	ReplaceConcurrent ConcurrencyPolicy = "Replace"
+)
+
+// VacuumPolicySpec is what to clean, how gently, how wide and when.
+type VacuumPolicySpec struct {
+	VacuumSpec `json:",inline"`
+
+	// Schedule is a cron expression (5 fields, or a macro such as @daily); absent = run
+	// once, as the run <policy>-once. The controller checks it: a bad schedule sets
+	// Ready=False with reason InvalidSchedule.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// TimeZone is the IANA time zone the schedule is read in.
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// StartingDeadlineSeconds is how late a missed tick may still start a run; absent = no
+	// deadline. It bounds creation only, not how long a run may take.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// Suspend stops new runs; active runs go on.
+	// +kubebuilder:default=false
+	// +optional
+	Suspend bool `json:"suspend"`
+
+	// ConcurrencyPolicy is Forbid (skip a tick while a run is active) or Replace (cancel it).
+	// +kubebuilder:default=Forbid
+	// +optional
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// SuccessfulRunsHistoryLimit is how many succeeded runs are kept, 0 to 100.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SuccessfulRunsHistoryLimit int32 `json:"successfulRunsHistoryLimit"`
+
+	// FailedRunsHistoryLimit is how many failed or cancelled runs are kept, 0 to 100.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	FailedRunsHistoryLimit int32 `json:"failedRunsHistoryLimit"`
+}
+
+// RunSummary is the last run of a policy, as seen by the policy.
+type RunSummary struct {
+	// Name of the run.
+	Name string `json:"name"`
+	// Phase of the run.
+	Phase RunPhase `json:"phase,omitempty"`
+	// PagesPerSecond the run achieved last.
+	PagesPerSecond int64 `json:"pagesPerSecond,omitempty"`
+	// TuplesRemoved by the run.
+	TuplesRemoved int64 `json:"tuplesRemoved,omitempty"`
+	// CompletionTime of the run, once it ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Message of the run.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// VacuumPolicyStatus is what the controller last saw and did.
+type VacuumPolicyStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (the schedule is valid and runs can start) and Degraded (runs are
+	// halted, for example after corruption was found).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Active lists the runs not finished yet.
+	// +listType=set
+	// +optional
+	Active []string `json:"active,omitempty"`
+	// LastScheduleTime is the tick (or request) of the latest run started.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastSuccessfulTime is when the latest successful run completed.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+	// NextScheduleTime is the next tick at which a run will start.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// LastRun sums up the latest run.
+	// +optional
+	LastRun *RunSummary `json:"lastRun,omitempty"`
+	// CorruptionRun is the run that found corruption; runs are halted until the policy is
+	// annotated vacuum.vacuumops.io/corruption-acknowledged=<that run's name>.
+	// +optional
+	CorruptionRun string `json:"corruptionRun,omitempty"`
+	// RunNowHandled is the last value of the vacuum.vacuumops.io/run-now annotation that
+	// started a run; a new value starts another.
+	// +optional
+	RunNowHandled string `json:"runNowHandled,omitempty"`
+}
+
+// VacuumPolicy says what to vacuum, how gently, how wide and when; it creates VacuumRuns.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vp,categories=vacuum
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Next Run",type=date,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name of a VacuumPolicy must be at most 40 characters, so the names of its runs, pods and Secrets stay within 63"
+type VacuumPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   VacuumPolicySpec   `json:"spec,omitempty"`
+	Status VacuumPolicyStatus `json:"status,omitempty"`
+}
+
+// VacuumPolicyList is a list of VacuumPolicies.
+// +kubebuilder:object:root=true
+type VacuumPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VacuumPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VacuumPolicy{}, &VacuumPolicyList{})
+}

@@ -1,0 +1,74 @@
+package v1alpha1
+
+// Annotations and labels the operator reads or writes. They are part of the API: users and
+// scripts rely on them.
+const (
+	// AnnotationRunNow on a VacuumPolicy starts a run now whatever the schedule; each new
+	// value starts one more run (kubectl annotate vp NAME vacuum.vacuumops.io/run-now=$(date +%s)).
+	AnnotationRunNow = "vacuum.vacuumops.io/run-now"
+	// AnnotationCorruptionAcknowledged on a VacuumPolicy, set to the name of the run that
+	// found corruption, lets the schedule resume.
+	AnnotationCorruptionAcknowledged = "vacuum.vacuumops.io/corruption-acknowledged"
+	// AnnotationScheduledTime on a VacuumRun is the tick (RFC 3339) it was created for.
+	AnnotationScheduledTime = "vacuum.vacuumops.io/scheduled-time"
+	// AnnotationRestoreReplicas on a quiesced Deployment or StatefulSet is the replica count
+	// to restore; it is written before scaling to 0 so a manager crash loses nothing.
+	AnnotationRestoreReplicas = "vacuum.vacuumops.io/restore-replicas"
+	// AnnotationQuiescedBy on a quiesced workload names the run that scaled it down.
+	AnnotationQuiescedBy = "vacuum.vacuumops.io/quiesced-by"
+
+	// LabelPolicy on a VacuumRun names its policy.
+	LabelPolicy = "vacuum.vacuumops.io/policy"
+	// LabelRun on a runner pod, token Secret or Lease names its run.
+	LabelRun = "vacuum.vacuumops.io/run"
+
+	// FinalizerRun keeps a VacuumRun until its pod is stopped, its lock released and its
+	// quiesced app restored.
+	FinalizerRun = "vacuum.vacuumops.io/run"
+)
+
+// Condition types.
+const (
+	// ConditionReady on a policy: its schedule is valid and it may start runs.
+	ConditionReady = "Ready"
+	// ConditionDegraded on a policy: runs are halted (corruption found) or failing.
+	ConditionDegraded = "Degraded"
+	// ConditionProgressing on a run: it has not ended yet.
+	ConditionProgressing = "Progressing"
+	// ConditionComplete on a run: it ended successfully.
+	ConditionComplete = "Complete"
+	// ConditionFailed on a run: it ended in failure.
+	ConditionFailed = "Failed"
+)
+
+// Condition and event reasons (CamelCase nouns).
+const (
+	ReasonScheduled            = "Scheduled"
+	ReasonSuspended            = "Suspended"
+	ReasonInvalidSchedule      = "InvalidSchedule"
+	ReasonInvalidTimeZone      = "InvalidTimeZone"
+	ReasonMissedSchedules      = "MissedSchedules"
+	ReasonCorruptionFound      = "CorruptionFound"
+	ReasonCorruptionAcked      = "CorruptionAcknowledged"
+	ReasonHealthy              = "Healthy"
+	ReasonRunCreated           = "RunCreated"
+	ReasonRunReplaced          = "RunReplaced"
+	ReasonRunSkipped           = "RunSkipped"
+	ReasonRunDeleted           = "RunDeleted"
+	ReasonVolumeBusy           = "VolumeBusy"
+	ReasonQuiescing            = "Quiescing"
+	ReasonQuiesceRestored      = "QuiesceRestored"
+	ReasonPodCreated           = "PodCreated"
+	ReasonPodPending           = "PodPending"
+	ReasonRunning              = "Running"
+	ReasonThrottleApplied      = "ThrottleApplied"
+	ReasonThrottleFailed       = "ThrottleNotApplied"
+	ReasonSucceeded            = "Succeeded"
+	ReasonAttemptFailed        = "AttemptFailed"
+	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonBadInput             = "BadInput"
+	ReasonNoSpace              = "NoSpace"
+	ReasonCancelled            = "Cancelled"
+	ReasonInvalidSpec          = "InvalidSpec"
+)

@@ -1,0 +1,135 @@
+// Command demo is `make demo`: it shows the whole product on one machine with no cluster.
+// It builds the binaries, starts the local dev cluster (internal/devcluster), makes a data
+// volume with a bloated engine (three tables, 20 to 60 % dead, one over 100 MiB), creates its
+// PV and PVC, applies the sample policies from config/samples/ with kubectl, shows a live
+// `kubectl get vacuumruns`-style table while they work, prints each run's per-table report
+// and stops everything it started (also on Ctrl-C or SIGTERM). It never reads standard input.
+//
+//	demo [--keep] [--timeout 10m]
+//
+// --keep leaves the cluster up after the runs until Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/vacuumops/vacuum-operator/internal/devcluster"
+)
+
+// The sample policies the demo applies, and the claim they name.
+var samplePolicies = []string{
+	"config/samples/vacuum_v1alpha1_vacuumpolicy_lazy.yaml",
+	"config/samples/vacuum_v1alpha1_vacuumpolicy_full.yaml",
+}
+
+const (
+	claimName = "orders-data"
+	namespace = "default"
+)
+
+func main() {
+	keep := flag.Bool("keep", os.Getenv("KEEP") != "" && os.Getenv("KEEP") != "0", "keep the cluster up after the runs until Ctrl-C (also KEEP=1)")
+	timeout := flag.Duration("timeout", 10*time.Minute, "give up if the runs have not ended by then")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *keep, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
+	start := time.Now()
+	root, err := devcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out := os.Stdout
+	step := func(format string, a ...any) {
+		fmt.Fprintf(out, "==> [%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	step("building manager and vacuum-runner, starting the local dev cluster")
+	c, err := devcluster.Start(ctx, devcluster.Options{RepoRoot: root, Build: true, Log: io.Discard,
+		ManagerArgs: []string{"--progress-interval=1s"}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("stopping the dev cluster")
+		if stopErr := c.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	fmt.Fprintf(out, "\n    From another terminal:  export KUBECONFIG=%s\n", c.Kubeconfig)
+	fmt.Fprintf(out, "                            kubectl get vacuumpolicies,vacuumruns,pods\n")
+	fmt.Fprintf(out, "    Logs: %s, %s\n\n", c.ManagerLog, filepath.Join(c.NodeStateDir, "logs"))
+
+	dataDir := filepath.Join(c.StateDir, "volumes", claimName)
+	runner := filepath.Join(root, "bin", "vacuum-runner")
+	step("making the data volume %s", dataDir)
+	if err := makeVolume(ctx, out, runner, dataDir); err != nil {
+		return err
+	}
+	if err := devcluster.CreateVolume(ctx, c.Client, namespace, claimName, dataDir); err != nil {
+		return err
+	}
+	step("claim %s/%s bound to it; applying the sample policies", namespace, claimName)
+	if err := applySamples(ctx, c, root); err != nil {
+		return err
+	}
+	step("the runs (refreshing every second)")
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	live := term.IsTerminal(int(os.Stdout.Fd()))
+	runs, err := watchRuns(wctx, c.Client, namespace, policyNames(), out, live)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	printReports(out, runs)
+	step("done")
+	if keep {
+		fmt.Fprintf(out, "\nKEEP: the cluster stays up until Ctrl-C.  export KUBECONFIG=%s\n", c.Kubeconfig)
+		<-ctx.Done()
+	}
+	if failed := failedRuns(runs); failed != "" {
+		return fmt.Errorf("runs did not succeed: %s", failed)
+	}
+	return nil
+}
+
+// policyNames are the names of the sample policies.
+func policyNames() []string { return []string{"orders-lazy", "orders-full"} }
+
+// applySamples applies the sample policies with kubectl, as a user would.
+func applySamples(ctx context.Context, c *devcluster.Cluster, root string) error {
+	kubectl, err := devcluster.Kubectl(c.AssetsDir)
+	if err != nil {
+		return err
+	}
+	args := []string{"apply", "-n", namespace}
+	for _, s := range samplePolicies {
+		args = append(args, "-f", filepath.Join(root, s))
+	}
+	cmd := exec.CommandContext(ctx, kubectl, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Stdin = nil
+	b, err := cmd.CombinedOutput()
+	os.Stdout.Write(b)
+	if err != nil {
+		return fmt.Errorf("kubectl apply: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+// Command manager runs the vacuum-operator: the VacuumPolicy and VacuumRun controllers, with
+// leader election, health probes and Prometheus metrics.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/controllers"
+)
+
+// options are the manager's flags.
+type options struct {
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	namespace        string
+	keySecret        string
+	runnerImage      string
+	progressInterval time.Duration
+	logLevel         int
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among managers, so one reconciles at a time")
+	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "vacuum-operator-system"),
+		"the manager's own namespace: its key Secret and leader-election Lease live there")
+	fs.StringVar(&o.keySecret, "key-secret-name", controllers.DefaultKeySecretName, "the Secret holding the manager's run-token key")
+	fs.StringVar(&o.runnerImage, "runner-image", envOr("RUNNER_IMAGE", "ghcr.io/vacuumops/vacuum-operator:latest"),
+		"the vacuum-runner image used when a policy names none")
+	fs.DurationVar(&o.progressInterval, "progress-interval", controllers.DefaultProgressInterval, "how often a running pod's /progress is polled")
+	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.progressInterval <= 0 {
+		return o, fmt.Errorf("--progress-interval must be positive, got %s", o.progressInterval)
+	}
+	return o, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(2)
+	}
+	level := slog.Level(-o.logLevel)
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := vacuumv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "vacuum-operator.vacuumops.io",
+		LeaderElectionNamespace: o.namespace,
+		// The manager never lists or watches Secrets: reads of its key go to the API server.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: secretsOnly}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	key, err := controllers.EnsureManagerKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), o.namespace, o.keySecret)
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder("vacuum-operator")
+	if err := (&controllers.PolicyReconciler{
+		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up policy controller: %w", err)
+	}
+	if err := (&controllers.RunReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
+		Key: key, RunnerImage: o.runnerImage, ProgressInterval: o.progressInterval,
+		Metrics: controllers.NewMetrics(metrics.Registry),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up run controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting manager", "namespace", o.namespace, "runnerImage", o.runnerImage, "progressInterval", o.progressInterval)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,69 @@
+// Command vacbench reproduces the field reports of DESIGN.md with the
+// bundled engine and writes docs/benchmarks/REPORT.md, one CSV file per
+// table of figures and PNG plots (see internal/bench).
+//
+//	vacbench [--quick] [--out docs/benchmarks] [--work DIR] [--direct=true] [--standby-mbps N]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/bench"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stderr))
+}
+
+// run parses args, runs the benchmark and returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vacbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "docs/benchmarks", "directory for REPORT.md, the CSV files and the PNG plots")
+	work := fs.String("work", "", "directory for the data directories (default: a new temporary directory, removed afterwards)")
+	quick := fs.Bool("quick", false, "run every experiment at toy size (under a minute)")
+	direct := fs.Bool("direct", true, "O_DIRECT relation I/O (falls back where the file system refuses it)")
+	standby := fs.Float64("standby-mbps", 0, "experiment 5: the standby's WAL rate in MB/s (0 = derived from a calibration run)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "vacbench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *standby < 0 {
+		fmt.Fprintln(stderr, "vacbench: --standby-mbps must not be negative")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lg := log.New(stderr, "", log.Ltime)
+	via := ""
+	if os.Getenv("MAKELEVEL") != "" {
+		via = "make bench"
+	}
+	cfg := bench.Config{
+		OutDir: *out, WorkDir: *work, Quick: *quick, Direct: *direct,
+		StandbyBytesPerSecond: int64(*standby * 1e6),
+		Command:               strings.TrimSpace("vacbench " + strings.Join(args, " ")),
+		Via:                   via,
+		Logf:                  lg.Printf,
+	}
+	start := time.Now()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "vacbench: %v\n", err)
+		return 1
+	}
+	lg.Printf("wrote %s/%s and %d experiments' CSV and PNG files in %s", *out, bench.ReportFile, len(res.Sections), time.Since(start).Round(time.Second))
+	return 0
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/bench"
+)
+
+// csvSpec is what one CSV file of a quick run must hold.
+type csvSpec struct {
+	name   string
+	labels int // leading text columns
+	rows   int // exact row count; -1 = at least minRows
+	min    int
+}
+
+func expectedCSVs(sz bench.Sizes) []csvSpec {
+	return []csvSpec{
+		{"exp1_foreground", 1, 1 + len(sz.Delays), 0},
+		{"exp2_parallel", 1, 2 * len(sz.Parallelisms), 0},
+		{"exp3_ring", 1, len(sz.Rings), 0},
+		{"exp4_tidstore_synthetic", 0, len(sz.SynthSizes) * len(sz.SynthDensities), 0},
+		{"exp4_index_passes", 0, len(sz.Mems), 0},
+		{"exp5_full_lag", 1, 3, 0},
+		{"exp5_lag_series", 1, -1, 3},
+		{"exp6_throttle_accuracy", 2, 2*len(sz.AccDelays) + 3*len(sz.AccByteShare), 0},
+	}
+}
+
+var expectedPNGs = []string{
+	"exp1_p99_vs_delay.png", "exp1_vacuum_time_vs_delay.png",
+	"exp2_time_vs_parallelism.png", "exp2_mbps_vs_parallelism.png",
+	"exp3_vacuum_time.png", "exp3_wal_flushes.png", "exp3_hit_ratio.png",
+	"exp4_bytes_per_tid.png", "exp4_lookup_ns.png", "exp4_index_passes.png", "exp4_vacuum_time_vs_mem.png",
+	"exp5_lag_vs_time.png",
+	"exp6_cost_accuracy.png", "exp6_byte_accuracy.png",
+}
+
+// table is a CSV file read back: column name -> values per row.
+type table struct {
+	header []string
+	rows   [][]string
+}
+
+func (tb table) col(t *testing.T, name string) []float64 {
+	t.Helper()
+	i := slices.Index(tb.header, name)
+	if i < 0 {
+		t.Fatalf("no column %q in %v", name, tb.header)
+	}
+	out := make([]float64, len(tb.rows))
+	for r, row := range tb.rows {
+		out[r], _ = strconv.ParseFloat(row[i], 64)
+	}
+	return out
+}
+
+func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every experiment (about a minute)")
+	}
+	out, work := t.TempDir(), t.TempDir()
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--quick", "--out", out, "--work", work}, &stderr); code != 0 {
+		t.Fatalf("vacbench --quick exited %d:\n%s", code, stderr.String())
+	}
+	t.Log(stderr.String())
+
+	tables := map[string]table{}
+	for _, spec := range expectedCSVs(bench.QuickSizes()) {
+		header, rows, err := bench.ReadCSV(filepath.Join(out, spec.name+".csv"))
+		if err != nil {
+			t.Fatalf("%s: %v", spec.name, err)
+		}
+		if spec.rows >= 0 && len(rows) != spec.rows {
+			t.Errorf("%s: %d rows, want %d", spec.name, len(rows), spec.rows)
+		}
+		if spec.rows < 0 && len(rows) < spec.min {
+			t.Errorf("%s: %d rows, want at least %d", spec.name, len(rows), spec.min)
+		}
+		for r, row := range rows {
+			if len(row) != len(header) {
+				t.Fatalf("%s row %d: %d fields, header has %d", spec.name, r, len(row), len(header))
+			}
+			for c := spec.labels; c < len(row); c++ {
+				v, err := strconv.ParseFloat(row[c], 64)
+				if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					t.Errorf("%s row %d column %s: %q is not a finite non-negative number", spec.name, r, header[c], row[c])
+				}
+			}
+		}
+		tables[spec.name] = table{header, rows}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("a longer cost delay never makes lazy vacuum faster", func(t *testing.T) {
+		tb := tables["exp1_foreground"]
+		tb.rows = tb.rows[1:] // "alone" ran no vacuum
+		delay, secs := tb.col(t, "cost_delay_ms"), tb.col(t, "vacuum_s")
+		rate, limit := tb.col(t, "cost_per_s"), tb.col(t, "limit_cost_per_s")
+		for i := range delay {
+			for j := i + 1; j < len(delay); j++ {
+				if delay[j] <= delay[i] {
+					t.Fatalf("rows not in increasing delay order: %v", delay)
+				}
+				// Where run i went clearly faster than delay j's limit
+				// allows, delay j must take longer: its throttle holds the
+				// same work (same table, same cost units within a few %) to
+				// a lower rate. Where run i was already slower than that
+				// limit, neither limit held the vacuum back (the machine
+				// did) and the two times differ only by noise: no order
+				// is asserted for that pair.
+				if rate[i] > 1.1*limit[j] && secs[j] < secs[i] {
+					t.Errorf("delay %.0f ms took %.3f s, less than %.3f s at delay %.0f ms (which ran at %.0f cost/s, above the %.0f limit)",
+						delay[j], secs[j], secs[i], delay[i], rate[i], limit[j])
+				} else if rate[i] <= 1.1*limit[j] {
+					t.Logf("delay %.0f vs %.0f ms: not binding over each other (%.0f cost/s vs limit %.0f), order not asserted", delay[i], delay[j], rate[i], limit[j])
+				}
+			}
+		}
+	})
+
+	t.Run("more dead-TID memory never means more index passes", func(t *testing.T) {
+		tb := tables["exp4_index_passes"]
+		mem, passes := tb.col(t, "mem_mib"), tb.col(t, "index_passes")
+		for i := 1; i < len(mem); i++ {
+			if mem[i] <= mem[i-1] {
+				t.Fatalf("memory not increasing: %v", mem)
+			}
+			if passes[i] > passes[i-1] {
+				t.Errorf("%.2f MiB: %.0f index passes, more than %.0f at %.2f MiB", mem[i], passes[i], passes[i-1], mem[i-1])
+			}
+		}
+		if passes[0] < 1 {
+			t.Errorf("smallest memory: %.0f index passes, want at least 1 (the table has dead tuples and indexes)", passes[0])
+		}
+	})
+
+	t.Run("throttled VACUUM FULL keeps the standby's peak lag below the unthrottled one", func(t *testing.T) {
+		tb := tables["exp5_full_lag"]
+		peak := tb.col(t, "peak_lag_mb")
+		if tb.rows[0][0] != "unthrottled" {
+			t.Fatalf("first run is %q, want unthrottled", tb.rows[0][0])
+		}
+		if peak[0] <= 0 {
+			t.Errorf("unthrottled peak lag %.3f MB: the standby never lagged", peak[0])
+		}
+		for i := 1; i < len(peak); i++ {
+			if peak[i] >= peak[0] {
+				t.Errorf("%s: peak lag %.3f MB, not below unthrottled %.3f MB", tb.rows[i][0], peak[i], peak[0])
+			}
+		}
+		series := tables["exp5_lag_series"]
+		for _, r := range tb.rows {
+			if !slices.ContainsFunc(series.rows, func(s []string) bool { return s[0] == r[0] }) {
+				t.Errorf("lag series has no samples of %q", r[0])
+			}
+		}
+	})
+
+	t.Run("every plot is a valid PNG", func(t *testing.T) {
+		pngs, _ := filepath.Glob(filepath.Join(out, "*.png"))
+		for _, want := range expectedPNGs {
+			if !slices.Contains(pngs, filepath.Join(out, want)) {
+				t.Errorf("missing plot %s", want)
+			}
+		}
+		for _, p := range pngs {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := png.Decode(f)
+			f.Close()
+			if err != nil {
+				t.Errorf("%s: %v", filepath.Base(p), err)
+				continue
+			}
+			if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+				t.Errorf("%s: %dx%d pixels", filepath.Base(p), b.Dx(), b.Dy())
+			}
+		}
+	})
+
+	t.Run("the report names the machine and every experiment", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(out, bench.ReportFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := string(b)
+		for _, want := range []string{"CPU cores", "memory", "kernel", "file system", "O_DIRECT", "load average",
+			"1. Foreground impact", "2. Parallel tables", "3. Ring size", "4. Dead-TID memory", "5. VACUUM FULL", "6. Throttle accuracy"} {
+			if !strings.Contains(rep, want) {
+				t.Errorf("REPORT.md does not mention %q", want)
+			}
+		}
+		for _, p := range expectedPNGs {
+			if !strings.Contains(rep, "("+p+")") {
+				t.Errorf("REPORT.md does not show %s", p)
+			}
+		}
+	})
+}
+
+func TestBadFlagsExitWithUsageCode(t *testing.T) {
+	for _, args := range [][]string{{"--nope"}, {"extra"}, {"--standby-mbps", "-1"}} {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), args, &stderr); code != 2 {
+			t.Errorf("vacbench %v exited %d, want 2 (stderr %q)", args, code, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,24 @@
+// Command vacuum-runner is the runner of every vacuum pod and the local CLI for a data
+// directory of the bundled storage engine: init, bloat, stats, vacuum, full, check and run
+// (pod mode). See package internal/runner.
+package main
+
+import (
+	"context"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/vacuumops/vacuum-operator/internal/runner"
+)
+
+func main() {
+	ctx, stop := runner.WithSignals(context.Background())
+	code := runner.Main(ctx, os.Args[1:], runner.Env{
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		Terminal: term.IsTerminal(int(os.Stderr.Fd())),
+	})
+	stop()
+	os.Exit(code)
+}

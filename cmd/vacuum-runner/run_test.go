@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// slowRun starts `run` on a copy of the fixture, throttled to ~2000 cost units/s so that it
+// takes several seconds, and waits until its vacuum has scanned some heap pages.
+type slowRun struct {
+	p              *proc
+	dir, addr, log string
+}
+
+func startSlowRun(t *testing.T, extra ...string) *slowRun {
+	t.Helper()
+	s := &slowRun{dir: copyFixture(t), addr: freeAddr(t), log: filepath.Join(t.TempDir(), "termination-log")}
+	args := append([]string{"run", "--mode", "LAZY", "--data", s.dir, "--listen", s.addr, "--termination-log", s.log,
+		"--cost-delay", "10ms", "--cost-limit", "20"}, extra...)
+	s.p = start(t, args...)
+	s.waitProgress(t, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+	return s
+}
+
+// waitProgress polls /progress until ok holds (10 s at most) and returns that Progress.
+func (s *slowRun) waitProgress(t *testing.T, ok func(api.Progress) bool) api.Progress {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var p api.Progress
+		getJSON(t, "http://"+s.addr+"/progress", &p)
+		if !slices.Contains(api.Phases, p.Phase) {
+			t.Fatalf("progress phase %q is not one of %v", p.Phase, api.Phases)
+		}
+		if ok(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress never got there; last %+v\nstderr: %s", p, s.p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *slowRun) summary(t *testing.T) api.Summary {
+	t.Helper()
+	b, err := os.ReadFile(s.log)
+	if err != nil {
+		t.Fatalf("termination log: %v", err)
+	}
+	if len(b) > api.MaxSummaryBytes {
+		t.Errorf("termination log holds %d bytes, over %d", len(b), api.MaxSummaryBytes)
+	}
+	var sum api.Summary
+	decode(t, string(b), &sum)
+	return sum
+}
+
+func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithTheToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	const token = "s3cret-token-of-this-run"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSlowRun(t, "--control-token-file", tokenFile)
+
+	first := s.waitProgress(t, func(api.Progress) bool { return true })
+	later := s.waitProgress(t, func(p api.Progress) bool { return p.HeapBlocksScanned > first.HeapBlocksScanned })
+	if later.Table != "items" || later.TablesTotal != 1 || len(later.Tables) != 1 || later.Tables[0].Name != "items" {
+		t.Errorf("progress %+v: want table items of 1", later)
+	}
+	if later.ElapsedSeconds <= first.ElapsedSeconds || later.HeapBlocksTotal == 0 || later.Percent <= 0 {
+		t.Errorf("progress did not advance: first %+v, later %+v", first, later)
+	}
+	if body := getText(t, "http://"+s.addr+"/healthz"); !strings.Contains(body, "ok") {
+		t.Errorf("/healthz says %q", body)
+	}
+	metrics := getText(t, "http://"+s.addr+"/metrics")
+	for _, m := range []string{"vacuum_runner_heap_blocks_scanned_total", "vacuum_runner_phase{", "go_goroutines"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+
+	url := "http://" + s.addr + "/throttle"
+	unthrottled := `{"costDelay":"0s"}`
+	for _, c := range []struct {
+		name, auth, body string
+		want             int
+	}{
+		{"no token", "", unthrottled, 401},
+		{"wrong token", "Bearer not-the-token", unthrottled, 401},
+		{"token as basic auth", "Basic " + token, unthrottled, 401},
+		{"token prefix only", "Bearer " + token[:5], unthrottled, 401},
+		{"not a throttle", "Bearer " + token, `{"costDelay":"2ms","speed":"max"}`, 400},
+		{"out of range", "Bearer " + token, `{"costLimit":0}`, 400},
+		{"too large", "Bearer " + token, `{"costDelay":"` + strings.Repeat("1", 20000) + `ms"}`, 413},
+	} {
+		if code, body := put(t, url, c.auth, c.body); code != c.want {
+			t.Errorf("%s: PUT /throttle = %d %s, want %d", c.name, code, body, c.want)
+		}
+	}
+	if p := s.waitProgress(t, func(api.Progress) bool { return true }); p.Phase == api.PhaseDone {
+		t.Fatal("the run finished while still throttled; the fixture is too small for this test")
+	}
+	code, body := put(t, url, "Bearer "+token, `{"costDelay":"0s","maxReadBytesPerSecond":"0"}`)
+	if code != 200 {
+		t.Fatalf("PUT /throttle with the token = %d %s, want 200", code, body)
+	}
+	var applied api.Throttle
+	decode(t, body, &applied)
+	if applied.CostDelay == nil || applied.CostDelay.Duration != 0 || applied.CostLimit == nil || *applied.CostLimit != api.DefaultCostLimit {
+		t.Errorf("PUT answered %s, want cost delay 0 and the other fields at their defaults", body)
+	}
+	if rc := s.p.wait(t, 30*time.Second); rc != 0 {
+		t.Fatalf("run exit %d\nstderr: %s", rc, s.p.stderr.String())
+	}
+	if strings.Contains(s.p.stderr.String(), token) {
+		t.Error("the runner logged its control token")
+	}
+	sum := s.summary(t)
+	if sum.Phase != api.SummarySucceeded || sum.ExitCode != 0 || len(sum.Tables) != 1 ||
+		sum.Totals.TuplesRemoved != fixtureDeleted+fixtureUpdated {
+		t.Errorf("summary %+v: want Succeeded, exit 0, one table, %d tuples removed", sum, fixtureDeleted+fixtureUpdated)
+	}
+}
+
+func TestSIGTERMStopsTheRunWithinTwoSecondsWritesASummaryAndLeavesTheTableConsistent(t *testing.T) {
+	s := startSlowRun(t)
+	sent := time.Now()
+	if err := s.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rc := s.p.wait(t, 10*time.Second)
+	took := time.Since(sent)
+	if rc != api.ExitCancelled {
+		t.Fatalf("exit %d after SIGTERM, want 5\nstderr: %s", rc, s.p.stderr.String())
+	}
+	t.Logf("stopped %v after SIGTERM", took)
+	if took > 2*time.Second {
+		t.Errorf("runner took %v to stop after SIGTERM, want under 2s", took)
+	}
+	sum := s.summary(t)
+	if sum.Phase != api.SummaryCancelled || sum.ExitCode != api.ExitCancelled || !strings.Contains(sum.Message, "SIGTERM") {
+		t.Errorf("summary %+v: want phase %s, exit 5, a message naming SIGTERM", sum, api.SummaryCancelled)
+	}
+	checkOK(t, s.dir)
+}
+
+func TestSecondRunnerOnALockedDirectoryExitsBusyAfterItsLockTimeout(t *testing.T) {
+	s := startSlowRun(t)
+
+	r := vr(t, nil, "vacuum", "--data", s.dir, "--lock-timeout", "700ms")
+	if r.code != api.ExitBusy {
+		t.Fatalf("second vacuum: exit %d, want 3\nstderr: %s", r.code, r.stderr)
+	}
+	if r.took < 700*time.Millisecond {
+		t.Errorf("second vacuum gave up after %v, before its 700ms lock timeout", r.took)
+	}
+	if !strings.Contains(r.stderr, "busy") {
+		t.Errorf("message %q does not say the directory is busy", r.stderr)
+	}
+
+	log := filepath.Join(t.TempDir(), "log")
+	r = vr(t, nil, "run", "--data", s.dir, "--listen", freeAddr(t), "--termination-log", log, "--lock-timeout", "300ms")
+	if r.code != api.ExitBusy {
+		t.Fatalf("second run: exit %d, want 3\nstderr: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum api.Summary
+	if err := json.Unmarshal(b, &sum); err != nil || sum.ExitCode != api.ExitBusy || sum.Phase != api.SummaryFailed {
+		t.Errorf("second run's summary %s (%v): want Failed with exit code 3", b, err)
+	}
+
+	// A runner waiting for the lock still stops at once on SIGTERM.
+	waiting := start(t, "run", "--data", s.dir, "--listen", freeAddr(t), "--termination-log", log, "--lock-timeout", "5m")
+	time.Sleep(300 * time.Millisecond)
+	if err := waiting.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if rc := waiting.wait(t, 2*time.Second); rc != api.ExitCancelled {
+		t.Errorf("runner waiting for the lock: exit %d after SIGTERM, want 5\nstderr: %s", rc, waiting.stderr.String())
+	}
+
+	// The first run has no token file: its control endpoint is off.
+	if code, body := put(t, "http://"+s.addr+"/throttle", "Bearer anything", `{}`); code != 403 {
+		t.Errorf("PUT /throttle without a token file = %d %s, want 403", code, body)
+	}
+}
+
+func TestRunTakesItsSpecFromAFileWithPerTableOverrides(t *testing.T) {
+	dir := copyFixture(t)
+	spec := `{"dataDir":"` + dir + `","mode":"full","tables":["items"],"throttle":{"costDelay":"0s"},` +
+		`"bufferPoolSize":"32Mi","maintenanceWorkMem":"8Mi","indexWorkers":2,` +
+		`"tableOverrides":[{"table":"items","throttle":{"maxWriteBytesPerSecond":"512Mi"}}]}`
+	specFile := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(specFile, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	r := vr(t, nil, "run", "--spec-file", specFile, "--listen", freeAddr(t), "--termination-log", log)
+	if r.code != 0 {
+		t.Fatalf("run --spec-file: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum api.Summary
+	decode(t, string(b), &sum)
+	if sum.Phase != api.SummarySucceeded || len(sum.Tables) != 1 || sum.Tables[0].Mode != api.ModeFull {
+		t.Fatalf("summary %s: want one table rewritten by VACUUM FULL", b)
+	}
+	if got := sum.Tables[0].WriteRate.Configured; got != 512<<20 {
+		t.Errorf("the table's write limit is %v, want its override's 512Mi", got)
+	}
+	if s := stats(t, dir); s.DeadTuples != 0 || s.LiveTuples != fixtureRows-fixtureDeleted {
+		t.Errorf("after run: %+v, want no dead tuples and %d live", s, fixtureRows-fixtureDeleted)
+	}
+}

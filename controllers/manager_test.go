@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// startManager runs both controllers in a real manager (cached client, watches, work queue),
+// configured as cmd/manager configures them.
+func startManager(progressInterval time.Duration) context.CancelFunc {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	rec := &recorder{}
+	Expect((&PolicyReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&RunReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: rec, Key: testKey,
+		RunnerImage: "vacuum-operator:test", ProgressInterval: progressInterval,
+		Metrics: NewMetrics(prometheus.NewRegistry()),
+	}).SetupWithManager(mgr)).To(Succeed())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return func() { cancel(); <-done }
+}
+
+var _ = Describe("The manager", Ordered, func() {
+	It("takes a policy to a succeeded run through watches alone, with progress polled on its interval", func() {
+		stop := startManager(500 * time.Millisecond)
+		defer stop()
+		ns := newNamespace()
+		newPolicy(ns, "wired", nil)
+
+		var pod *corev1.Pod
+		Eventually(func() []corev1.Pod { return podsOf(ns, "wired-once") }).WithTimeout(20 * time.Second).Should(HaveLen(1))
+		pod = &podsOf(ns, "wired-once")[0]
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "wired-once").UID))
+		defer runner.Close()
+		setPodRunning(pod, ip)
+		Eventually(func() string { return getRun(ns, "wired-once").Status.VacuumPhase }).
+			WithTimeout(10 * time.Second).Should(Equal("vacuuming indexes"))
+
+		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		Eventually(func() vacuumv1alpha1.RunPhase { return getRun(ns, "wired-once").Status.Phase }).
+			WithTimeout(10 * time.Second).Should(Equal(vacuumv1alpha1.RunSucceeded))
+		Eventually(func() vacuumv1alpha1.RunPhase {
+			p := getPolicy(ns, "wired")
+			if p.Status.LastRun == nil {
+				return ""
+			}
+			return p.Status.LastRun.Phase
+		}).WithTimeout(10 * time.Second).Should(Equal(vacuumv1alpha1.RunSucceeded))
+		Expect(getPolicy(ns, "wired").Status.LastSuccessfulTime).NotTo(BeNil())
+	})
+})

@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// PolicyReconciler turns VacuumPolicies into VacuumRuns on their schedule, keeps their
+// history within limits, and carries throttle edits to the runs in flight.
+type PolicyReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder EventRecorder
+	// Clock is injectable so schedule tests control time.
+	Clock clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=delete
+
+// Reconcile: get the policy, look at its runs, prune history, carry throttle edits, start
+// what is due; status is written once at the end, by patchPolicyStatus.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var policy vacuumv1alpha1.VacuumPolicy
+	if err := r.Get(ctx, req.NamespacedName, &policy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !policy.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := policy.DeepCopy()
+	runs, err := r.listRuns(ctx, &policy)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	active := r.observeRuns(&policy, runs)
+	errs := []error{
+		r.pruneHistory(ctx, &policy, runs),
+		r.propagateThrottle(ctx, &policy, active),
+	}
+	res, err := r.startDueRuns(ctx, &policy, active)
+	errs = append(errs, err, r.patchPolicyStatus(ctx, orig, &policy))
+	return res, errors.Join(errs...)
+}
+
+// SetupWithManager registers the controller: policies, and the runs they own.
+func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = realClock
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&vacuumv1alpha1.VacuumPolicy{}).
+		Owns(&vacuumv1alpha1.VacuumRun{}).
+		Named("vacuumpolicy").
+		Complete(r)
+}

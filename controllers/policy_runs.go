@@ -1,0 +1,234 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// listRuns returns the policy's runs, oldest first.
+func (r *PolicyReconciler) listRuns(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy) ([]vacuumv1alpha1.VacuumRun, error) {
+	var list vacuumv1alpha1.VacuumRunList
+	if err := r.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelPolicy: p.Name}); err != nil {
+		return nil, fmt.Errorf("list runs of policy %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	runs := list.Items
+	sort.SliceStable(runs, func(i, j int) bool {
+		a, b := runs[i].CreationTimestamp, runs[j].CreationTimestamp
+		return a.Before(&b) || a.Equal(&b) && runs[i].Name < runs[j].Name
+	})
+	return runs, nil
+}
+
+// failedReason is the reason of a run's Failed condition when it is True.
+func failedReason(run *vacuumv1alpha1.VacuumRun) string {
+	if c := meta.FindStatusCondition(run.Status.Conditions, vacuumv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Reason
+	}
+	return ""
+}
+
+// observeRuns sums the runs up in status (active, last run, last success, corruption) and
+// returns the active ones.
+func (r *PolicyReconciler) observeRuns(p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.VacuumRun) []*vacuumv1alpha1.VacuumRun {
+	var active []*vacuumv1alpha1.VacuumRun
+	st := &p.Status
+	st.Active = nil
+	var corrupt string
+	for i := range runs {
+		run := &runs[i]
+		if !run.IsFinished() {
+			active = append(active, run)
+			st.Active = append(st.Active, run.Name)
+		}
+		if run.Status.Phase == vacuumv1alpha1.RunSucceeded && run.Status.CompletionTime != nil &&
+			(st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(run.Status.CompletionTime)) {
+			st.LastSuccessfulTime = run.Status.CompletionTime.DeepCopy()
+		}
+		if failedReason(run) == vacuumv1alpha1.ReasonCorruptionFound {
+			corrupt = run.Name // the newest wins
+		}
+	}
+	if n := len(runs); n > 0 {
+		last := &runs[n-1]
+		st.LastRun = &vacuumv1alpha1.RunSummary{
+			Name: last.Name, Phase: last.Status.Phase, PagesPerSecond: last.Status.PagesPerSecond,
+			CompletionTime: last.Status.CompletionTime, Message: last.Status.Message,
+		}
+		if last.Status.Totals != nil {
+			st.LastRun.TuplesRemoved = last.Status.Totals.TuplesRemoved
+		}
+	}
+	r.observeCorruption(p, corrupt)
+	return active
+}
+
+// observeCorruption halts the policy when a run found corruption the user has not
+// acknowledged, and lets it go once they annotate it with that run's name.
+func (r *PolicyReconciler) observeCorruption(p *vacuumv1alpha1.VacuumPolicy, corruptRun string) {
+	ack := p.Annotations[vacuumv1alpha1.AnnotationCorruptionAcknowledged]
+	st := &p.Status
+	if corruptRun != "" && corruptRun != ack && corruptRun != st.CorruptionRun {
+		st.CorruptionRun = corruptRun
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonCorruptionFound, "HaltSchedule",
+			"run %s found corruption; no run starts until the policy is annotated %s=%s",
+			corruptRun, vacuumv1alpha1.AnnotationCorruptionAcknowledged, corruptRun)
+	}
+	if st.CorruptionRun != "" && st.CorruptionRun == ack {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, vacuumv1alpha1.ReasonCorruptionAcked, "ResumeSchedule",
+			"corruption found by run %s acknowledged; runs resume", ack)
+		st.CorruptionRun = ""
+	}
+	if p.HaltedByCorruption() {
+		st.SetDegraded(p.Generation, true, vacuumv1alpha1.ReasonCorruptionFound, fmt.Sprintf(
+			"run %s found corruption; annotate %s=%s to resume", st.CorruptionRun, vacuumv1alpha1.AnnotationCorruptionAcknowledged, st.CorruptionRun))
+	} else {
+		st.SetDegraded(p.Generation, false, vacuumv1alpha1.ReasonHealthy, "no run is halted")
+	}
+}
+
+// pruneHistory deletes the oldest ended runs beyond the history limits, with their pods and
+// token Secrets (no garbage collector runs in envtest or on the local dev cluster).
+func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.VacuumRun) error {
+	var succeeded, failed []*vacuumv1alpha1.VacuumRun
+	for i := range runs {
+		switch {
+		case runs[i].Name == p.Status.CorruptionRun || !runs[i].DeletionTimestamp.IsZero():
+		case runs[i].Status.Phase == vacuumv1alpha1.RunSucceeded:
+			succeeded = append(succeeded, &runs[i])
+		case runs[i].IsFinished():
+			failed = append(failed, &runs[i])
+		}
+	}
+	var doomed []*vacuumv1alpha1.VacuumRun
+	if extra := len(succeeded) - int(p.Spec.SuccessfulRunsHistoryLimit); extra > 0 {
+		doomed = append(doomed, succeeded[:extra]...)
+	}
+	if extra := len(failed) - int(p.Spec.FailedRunsHistoryLimit); extra > 0 {
+		doomed = append(doomed, failed[:extra]...)
+	}
+	for _, run := range doomed {
+		if err := r.deleteRun(ctx, run); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunDeleted, "PruneHistory",
+			"deleted run %s (%s) beyond the history limit", run.Name, run.Status.Phase)
+	}
+	return nil
+}
+
+func (r *PolicyReconciler) deleteRun(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
+		return fmt.Errorf("list pods of run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	for i := range pods.Items {
+		if err := r.Delete(ctx, &pods.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pod %s/%s: %w", run.Namespace, pods.Items[i].Name, err)
+		}
+	}
+	if err := deleteTokenSecret(ctx, r, run); err != nil {
+		return err
+	}
+	if err := r.Delete(ctx, run); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return nil
+}
+
+// propagateThrottle copies an edited spec.throttle onto the active runs; the run controller
+// then pushes it to each pod.
+func (r *PolicyReconciler) propagateThrottle(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun) error {
+	for _, run := range active {
+		if equality.Semantic.DeepEqual(run.Spec.Throttle, p.Spec.Throttle) || run.Spec.Cancel {
+			continue
+		}
+		body, err := json.Marshal(map[string]any{"spec": map[string]any{"throttle": p.Spec.Throttle}})
+		if err != nil {
+			return err
+		}
+		// A merge patch replaces throttle's fields one by one: a limit removed from the policy
+		// must be removed from the run too, so send it as null.
+		body = withRemovedLimits(body, &run.Spec.Throttle, &p.Spec.Throttle)
+		if err := r.Patch(ctx, run, client.RawPatch(types.MergePatchType, body)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
+		}
+	}
+	return nil
+}
+
+// withRemovedLimits rewrites a {"spec":{"throttle":...}} patch so that byte limits the run has
+// and the policy no longer has are set to null.
+func withRemovedLimits(body []byte, run, policy *vacuumv1alpha1.Throttle) []byte {
+	var m map[string]map[string]map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	t := m["spec"]["throttle"]
+	if run.MaxReadBytesPerSecond != nil && policy.MaxReadBytesPerSecond == nil {
+		t["maxReadBytesPerSecond"] = nil
+	}
+	if run.MaxWriteBytesPerSecond != nil && policy.MaxWriteBytesPerSecond == nil {
+		t["maxWriteBytesPerSecond"] = nil
+	}
+	if run.MaxWALBytesPerSecond != nil && policy.MaxWALBytesPerSecond == nil {
+		t["maxWALBytesPerSecond"] = nil
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// createRun makes the policy's run of the given name; AlreadyExists means a previous
+// reconcile made it, which is adopted rather than duplicated.
+func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, name string, scheduled metav1.Time) error {
+	run := &vacuumv1alpha1.VacuumRun{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: name,
+			Labels:      map[string]string{vacuumv1alpha1.LabelPolicy: p.Name},
+			Annotations: map[string]string{vacuumv1alpha1.AnnotationScheduledTime: scheduled.UTC().Format("2006-01-02T15:04:05Z")},
+		},
+		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: *p.Spec.VacuumSpec.DeepCopy(), PolicyName: p.Name},
+	}
+	if err := ctrlSetOwner(p, run, r.Scheme); err != nil {
+		return err
+	}
+	err := r.Create(ctx, run)
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create run %s/%s: %w", p.Namespace, name, err)
+	}
+	r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunCreated, "CreateRun", "created run %s", name)
+	return nil
+}
+
+// replaceActive cancels the active runs (concurrencyPolicy Replace); they end Cancelled.
+func (r *PolicyReconciler) replaceActive(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun) error {
+	for _, run := range active {
+		if run.Spec.Cancel {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
+		if err := r.Patch(ctx, run, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("cancel run %s/%s: %w", run.Namespace, run.Name, err)
+		}
+		r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunReplaced, "ReplaceRun",
+			"cancelled run %s to start a new one (concurrencyPolicy Replace)", run.Name)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// Schedules. Nothing is kept in memory: each reconcile works out from status
+// (lastScheduleTime) and the clock which tick is due, and asks to be requeued at the next
+// one, so restarts and leader changes lose nothing. As in Kubernetes' CronJob controller,
+// only the most recent missed tick is started; older ones are reported in an event.
+
+// maxCountedTicks bounds the walk over missed ticks; past it, the most recent one is found
+// by looking back from now.
+const maxCountedTicks = 100
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseSchedule reads the policy's cron expression in its time zone.
+func parseSchedule(p *vacuumv1alpha1.VacuumPolicy) (cron.Schedule, error) {
+	loc, err := p.Location()
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q: %w", p.Spec.TimeZone, err)
+	}
+	s := strings.TrimSpace(p.Spec.Schedule)
+	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
+		return nil, fmt.Errorf("schedule %q: set the time zone in spec.timeZone, not in the schedule", s)
+	}
+	sched, err := cronParser.Parse("CRON_TZ=" + loc.String() + " " + s)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", s, err)
+	}
+	return sched, nil
+}
+
+// dueTick is the outcome of looking for missed ticks.
+type dueTick struct {
+	Tick   time.Time // the most recent tick in (earliest, now]; zero when none
+	Missed int       // how many ticks fell in (earliest, now], capped past maxCountedTicks
+}
+
+// mostRecentTick finds the latest tick after earliest and not after now.
+func mostRecentTick(sched cron.Schedule, earliest, now time.Time) dueTick {
+	var d dueTick
+	for t := sched.Next(earliest); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+		d.Tick = t
+		d.Missed++
+		if d.Missed > maxCountedTicks {
+			d.Tick = latestTickBefore(sched, now)
+			return d
+		}
+	}
+	return d
+}
+
+// latestTickBefore finds the last tick not after now by looking back over growing windows,
+// so a schedule that ticks every minute and was missed for a year costs little.
+func latestTickBefore(sched cron.Schedule, now time.Time) time.Time {
+	for _, w := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour} {
+		var last time.Time
+		for t := sched.Next(now.Add(-w)); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+			last = t
+		}
+		if !last.IsZero() {
+			return last
+		}
+	}
+	return time.Time{}
+}
+
+// scheduledRunName is the run of a tick: derived from the tick, so a retry never duplicates.
+func scheduledRunName(p *vacuumv1alpha1.VacuumPolicy, tick time.Time) string {
+	return fmt.Sprintf("%s-%d", p.Name, tick.Unix()/60)
+}

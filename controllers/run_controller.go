@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// Defaults of the run controller's timing.
+const (
+	DefaultProgressInterval = 5 * time.Second
+	volumeBusyRetry         = 3 * time.Second
+	stopPollInterval        = 2 * time.Second
+	httpTimeout             = 3 * time.Second
+)
+
+// RunReconciler drives a VacuumRun: lock the volume, quiesce its app, run one pod per attempt,
+// fold the pod's progress and summary into status, retry failed attempts, and clean up.
+type RunReconciler struct {
+	client.Client
+	// APIReader reads without the cache: Leases and pods whose absence must be certain.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  EventRecorder
+	Clock     clock.PassiveClock
+	// HTTPClient talks to runner pods (GET /progress, PUT /throttle).
+	HTTPClient *http.Client
+	// Key is the manager's key; each run's token is HMAC-SHA256(Key, run UID).
+	Key []byte
+	// RunnerImage is used when a run names no image.
+	RunnerImage string
+	// ProgressInterval is how often a running pod's /progress is polled.
+	ProgressInterval time.Duration
+	Metrics          *Metrics
+}
+
+// EventRecorder emits events (events.k8s.io/v1); the manager's GetEventRecorder provides one.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns/status,verbs=get;patch
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile moves one run forward. Every status change goes through patchRunStatus.
+func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var run vacuumv1alpha1.VacuumRun
+	if err := r.Get(ctx, req.NamespacedName, &run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := run.DeepCopy()
+	res, err := r.reconcileRun(ctx, &run)
+	if run.DeletionTimestamp.IsZero() {
+		if perr := r.patchRunStatus(ctx, orig, &run); perr != nil {
+			return ctrl.Result{}, errors.Join(err, perr)
+		}
+	}
+	return res, err
+}
+
+// reconcileRun is the guard clauses of a run's life, each handing off to a named step.
+func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
+	if !run.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, run)
+	}
+	if !controllerutil.ContainsFinalizer(run, vacuumv1alpha1.FinalizerRun) {
+		// The update triggers the next reconcile.
+		return ctrl.Result{}, r.addFinalizer(ctx, run)
+	}
+	if run.IsFinished() {
+		return r.releaseAfterEnd(ctx, run)
+	}
+	if run.Spec.Cancel {
+		return r.cancel(ctx, run)
+	}
+	if r.deadlinePassed(run) {
+		return r.stopAndFail(ctx, run, vacuumv1alpha1.ReasonDeadlineExceeded, "activeDeadlineSeconds passed")
+	}
+	return r.advance(ctx, run)
+}
+
+func (r *RunReconciler) addFinalizer(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	base := run.DeepCopy()
+	controllerutil.AddFinalizer(run, vacuumv1alpha1.FinalizerRun)
+	return r.Patch(ctx, run, client.MergeFrom(base))
+}
+
+// SetupWithManager registers the controller: runs, and the pods they own.
+func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = realClock
+	}
+	if r.HTTPClient == nil {
+		r.HTTPClient = &http.Client{Timeout: httpTimeout}
+	}
+	if r.ProgressInterval <= 0 {
+		r.ProgressInterval = DefaultProgressInterval
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&vacuumv1alpha1.VacuumRun{}).
+		Owns(&corev1.Pod{}).
+		Named("vacuumrun").
+		Complete(r)
+}
+
+// workloadTypes are the kinds a run may quiesce.
+var workloadTypes = map[string]func() client.Object{
+	"Deployment":  func() client.Object { return &appsv1.Deployment{} },
+	"StatefulSet": func() client.Object { return &appsv1.StatefulSet{} },
+}

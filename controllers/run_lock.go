@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// The volume lock. Two runs never use one PVC at once, across all policies and managers: a
+// run first creates the Lease named after its PVC (coordination.k8s.io; creation is atomic,
+// so AlreadyExists means another run holds it), renews it while it works and deletes it at
+// the end, once its pod has stopped. A lease is taken over only when its holder run no
+// longer exists or has ended, never on a timeout: a manager that was down for a while must
+// not let a second runner onto a volume whose first runner still works.
+const (
+	leaseDurationSeconds = 60
+	leaseRenewEvery      = 20 * time.Second
+)
+
+// leaseName is the Lease guarding a PVC, within the 253 characters of a name.
+func leaseName(pvc string) string {
+	name := "vacuum-pvc-" + pvc
+	if len(name) <= 253 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(pvc))
+	return name[:253-17] + "-" + hex.EncodeToString(sum[:8])
+}
+
+// acquireVolumeLock takes or renews the run's PVC lock. It returns the holder's name when
+// another run holds it.
+func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (bool, string, error) {
+	now := metav1.NewMicroTime(r.Clock.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim),
+			Labels: map[string]string{vacuumv1alpha1.LabelRun: run.Name}},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptrTo(string(run.UID)), LeaseDurationSeconds: ptrTo(int32(leaseDurationSeconds)),
+			AcquireTime: &now, RenewTime: &now,
+		},
+	}
+	err := r.Create(ctx, lease)
+	if err == nil {
+		return true, "", nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, "", fmt.Errorf("create lease %s/%s: %w", lease.Namespace, lease.Name, err)
+	}
+	var cur coordinationv1.Lease
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur); err != nil {
+		return false, "", client.IgnoreNotFound(err) // deleted meanwhile: try again next time
+	}
+	if holder := ptrValue(cur.Spec.HolderIdentity); holder == string(run.UID) {
+		return true, "", r.renewLease(ctx, &cur, now)
+	}
+	holderName := cur.Labels[vacuumv1alpha1.LabelRun]
+	stale, err := r.holderGone(ctx, run.Namespace, holderName, ptrValue(cur.Spec.HolderIdentity))
+	if err != nil || !stale {
+		return false, holderName, err
+	}
+	cur.Labels = lease.Labels
+	cur.Spec = lease.Spec
+	if err := r.Update(ctx, &cur); err != nil { // resourceVersion makes this a compare-and-swap
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, holderName, nil
+		}
+		return false, holderName, fmt.Errorf("take over stale lease %s/%s: %w", cur.Namespace, cur.Name, err)
+	}
+	return true, "", nil
+}
+
+// holderGone says whether the run holding a lease no longer needs it.
+func (r *RunReconciler) holderGone(ctx context.Context, ns, name, uid string) (bool, error) {
+	if name == "" {
+		return true, nil
+	}
+	var holder vacuumv1alpha1.VacuumRun
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &holder)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get lease holder run %s/%s: %w", ns, name, err)
+	}
+	return string(holder.UID) != uid || holder.IsFinished() && holder.DeletionTimestamp == nil, nil
+}
+
+func (r *RunReconciler) renewLease(ctx context.Context, lease *coordinationv1.Lease, now metav1.MicroTime) error {
+	if lease.Spec.RenewTime != nil && now.Sub(lease.Spec.RenewTime.Time) < leaseRenewEvery {
+		return nil
+	}
+	lease.Spec.RenewTime = &now
+	if err := r.Update(ctx, lease); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("renew lease %s/%s: %w", lease.Namespace, lease.Name, err)
+	}
+	return nil
+}
+
+// releaseVolumeLock deletes the run's lease if the run holds it.
+func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	var cur coordinationv1.Lease
+	k := types.NamespacedName{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim)}
+	if err := r.APIReader.Get(ctx, k, &cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ptrValue(cur.Spec.HolderIdentity) != string(run.UID) {
+		return nil
+	}
+	pre := metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}
+	if err := r.Delete(ctx, &cur, &client.DeleteOptions{Preconditions: &pre}); err != nil &&
+		!apierrors.IsNotFound(err) {
+		return fmt.Errorf("release lease %s/%s: %w", k.Namespace, k.Name, err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

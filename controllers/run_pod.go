@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// The runner pod. Its args are the runner's public flags; its security is the operator's
+// alone (the user picks only UIDs and GIDs), and it passes the PodSecurity "restricted"
+// profile, plus a read-only root filesystem and no service-account token.
+const (
+	runnerContainer     = "runner"
+	runnerPort          = 8080
+	runnerBinary        = "/vacuum-runner"
+	terminationLogPath  = "/dev/termination-log"
+	tokenMountDir       = "/var/run/vacuum/token"
+	tokenFilePath       = tokenMountDir + "/" + tokenSecretField
+	runnerLockTimeout   = "2m"
+	terminationGraceSec = 30
+)
+
+// podName is the runner pod of the given attempt (1-based): deterministic, so a retried
+// reconcile adopts the pod it made instead of making a second one.
+func podName(run *vacuumv1alpha1.VacuumRun, attempt int32) string {
+	return run.Name + "-" + strconv.Itoa(int(attempt))
+}
+
+// runnerArgs are the runner's arguments for a run spec (JSON).
+func runnerArgs(specJSON []byte) []string {
+	return []string{
+		"run",
+		"--spec", string(specJSON),
+		fmt.Sprintf("--listen=$(POD_IP):%d", runnerPort),
+		"--termination-log", terminationLogPath,
+		"--control-token-file", tokenFilePath,
+		"--lock-timeout", runnerLockTimeout,
+	}
+}
+
+// runnerPod builds the pod of one attempt.
+func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, specJSON []byte, res api.Resolved) *corev1.Pod {
+	spec := &run.Spec.VacuumSpec
+	image := spec.Runner.Image
+	if image == "" {
+		image = r.RunnerImage
+	}
+	labels := map[string]string{
+		vacuumv1alpha1.LabelRun:        run.Name,
+		"app.kubernetes.io/name":       "vacuum-runner",
+		"app.kubernetes.io/managed-by": "vacuum-operator",
+	}
+	if run.Spec.PolicyName != "" {
+		labels[vacuumv1alpha1.LabelPolicy] = run.Spec.PolicyName
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, attempt), Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptrTo(false),
+			EnableServiceLinks:            ptrTo(false),
+			TerminationGracePeriodSeconds: ptrTo(int64(terminationGraceSec)),
+			SecurityContext:               podSecurityContext(spec.Runner.PodSecurityContext),
+			NodeSelector:                  spec.Runner.NodeSelector,
+			Tolerations:                   spec.Runner.Tolerations,
+			Affinity:                      spec.Runner.Affinity,
+			Volumes:                       runnerVolumes(run),
+			Containers: []corev1.Container{{
+				Name:            runnerContainer,
+				Image:           image,
+				ImagePullPolicy: spec.Runner.ImagePullPolicy,
+				Command:         []string{runnerBinary},
+				Args:            runnerArgs(specJSON),
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: runnerPort, Protocol: corev1.ProtocolTCP}},
+				Resources:                runnerResources(spec.Runner.Resources, res),
+				TerminationMessagePath:   terminationLogPath,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptrTo(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					ReadOnlyRootFilesystem:   ptrTo(true),
+					RunAsNonRoot:             ptrTo(true),
+					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "data", MountPath: api.DefaultDataDir, SubPath: spec.Target.SubPath},
+					{Name: "token", MountPath: tokenMountDir, ReadOnly: true},
+					{Name: "tmp", MountPath: "/tmp"},
+				},
+			}},
+		},
+	}
+}
+
+func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: run.Spec.Target.PersistentVolumeClaim}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: tokenSecretName(run), DefaultMode: ptrTo(int32(0o440))}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			SizeLimit: ptrTo(resource.MustParse("64Mi"))}}},
+	}
+}
+
+// podSecurityContext is the restricted profile plus the IDs the user chose.
+func podSecurityContext(u *vacuumv1alpha1.RunnerPodSecurityContext) *corev1.PodSecurityContext {
+	sc := &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptrTo(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if u != nil {
+		sc.RunAsUser, sc.RunAsGroup, sc.FSGroup = u.RunAsUser, u.RunAsGroup, u.FSGroup
+		sc.FSGroupChangePolicy, sc.SupplementalGroups = u.FSGroupChangePolicy, u.SupplementalGroups
+	}
+	return sc
+}
+
+// runnerResources are the user's resources, with memory request and limit defaulting to what
+// the runner itself checks for: buffer pool + parallelism x maintenance memory + 64Mi.
+func runnerResources(user corev1.ResourceRequirements, res api.Resolved) corev1.ResourceRequirements {
+	out := *user.DeepCopy()
+	mem := *resource.NewQuantity(api.MemoryRequirement(res), resource.BinarySI)
+	if out.Requests == nil {
+		out.Requests = corev1.ResourceList{}
+	}
+	if out.Limits == nil {
+		out.Limits = corev1.ResourceList{}
+	}
+	if _, ok := out.Limits[corev1.ResourceMemory]; !ok {
+		if req, ok := out.Requests[corev1.ResourceMemory]; ok && req.Cmp(mem) > 0 {
+			mem = req // a limit under the user's request would be refused
+		}
+		out.Limits[corev1.ResourceMemory] = mem
+	}
+	if _, ok := out.Requests[corev1.ResourceMemory]; !ok {
+		out.Requests[corev1.ResourceMemory] = out.Limits[corev1.ResourceMemory]
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// Progress: while the pod runs, the controller polls GET /progress every --progress-interval
+// and folds the snapshot into the run's status; when the pod ends, the Summary in its
+// termination message completes it (totals replaced, per-table results merged by name, so
+// tables the summary had no room for keep what /progress said last).
+
+// maxProgressBytes bounds what the controller reads from a runner.
+const maxProgressBytes = 1 << 20
+
+// runnerURL is the address of a runner endpoint on a pod IP.
+func runnerURL(podIP, path string) string {
+	return "http://" + net.JoinHostPort(podIP, strconv.Itoa(runnerPort)) + path
+}
+
+// fetchProgress reads one /progress snapshot.
+func fetchProgress(ctx context.Context, hc *http.Client, podIP string) (*api.Progress, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, runnerURL(podIP, "/progress"), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get progress from %s: %w", podIP, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get progress from %s: HTTP %d", podIP, resp.StatusCode)
+	}
+	var p api.Progress
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProgressBytes)).Decode(&p); err != nil {
+		return nil, fmt.Errorf("decode progress from %s: %w", podIP, err)
+	}
+	return &p, nil
+}
+
+// toInt rounds a runner figure to an integer, mapping NaN and infinities to 0.
+func toInt(f float64) int64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0
+	}
+	if f > math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(math.Round(f))
+}
+
+func seconds(f float64) metav1.Duration {
+	return metav1.Duration{Duration: time.Duration(toInt(f*1e3)) * time.Millisecond}
+}
+
+// foldProgress writes a /progress snapshot into the run's status.
+func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *api.Progress) {
+	s.Table, s.VacuumPhase = p.Table, p.Phase
+	s.SetPercent(int32(min(toInt(p.Percent), 100)))
+	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
+	t := vacuumv1alpha1.RunTotals{
+		BlocksScanned: p.HeapBlocksScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
+		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: seconds(p.SleptSeconds),
+	}
+	if s.Totals != nil {
+		t.PagesRemoved = s.Totals.PagesRemoved
+	}
+	s.Totals = &t
+	tables := make([]vacuumv1alpha1.TableStatus, 0, len(p.Tables))
+	for _, tp := range p.Tables {
+		if len(tables) == maxStatusTables {
+			break
+		}
+		tables = append(tables, vacuumv1alpha1.TableStatus{
+			Name: tp.Name, Phase: tp.Phase, Percent: int32(min(toInt(tp.Percent), 100)), TuplesRemoved: tp.TuplesRemoved,
+		})
+	}
+	s.Tables = tables
+}
+
+// maxStatusTables matches the CRD's maxItems on status.tables.
+const maxStatusTables = 1024
+
+// foldSummary writes the runner's final Summary into the run's status.
+func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *api.Summary) {
+	t := sum.Totals
+	s.Totals = &vacuumv1alpha1.RunTotals{
+		BlocksScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
+		BytesRead: t.BytesRead, BytesWritten: t.BytesWritten, WALBytes: t.WALBytes, IndexPasses: t.IndexPasses,
+		TimeSlept: seconds(t.SleptSeconds),
+	}
+	s.SetRates(toInt(t.PagesPerSecond), toInt(t.ReadRate.Achieved), toInt(t.WriteRate.Achieved), toInt(t.WALRate.Achieved))
+	index := map[string]int{}
+	for i, ts := range s.Tables {
+		index[ts.Name] = i
+	}
+	for _, tr := range sum.Tables {
+		ts := vacuumv1alpha1.TableStatus{
+			Name: tr.Table, Phase: api.PhaseDone, Percent: 100, Skipped: tr.Skipped,
+			TuplesRemoved: tr.TuplesRemoved, PagesScanned: tr.PagesScanned, PagesRemoved: tr.PagesRemoved,
+		}
+		if i, ok := index[tr.Table]; ok {
+			s.Tables[i] = ts
+		} else if len(s.Tables) < maxStatusTables {
+			index[tr.Table] = len(s.Tables)
+			s.Tables = append(s.Tables, ts)
+		}
+	}
+	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
+	if sum.Phase == api.SummarySucceeded {
+		s.SetPercent(100)
+		s.VacuumPhase = api.PhaseDone
+	}
+}

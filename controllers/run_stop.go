@@ -1,0 +1,173 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+)
+
+// Ending a run. A run reaches a final phase only once none of its pods runs any more, and it
+// releases its volume lock and restores its quiesced app only after that, so the next run
+// on the volume never overlaps with a runner still stopping.
+
+// finish records the run's final phase, with an event and metrics.
+func (r *RunReconciler) finish(ctx context.Context, run *vacuumv1alpha1.VacuumRun, v verdict, reason, msg string) {
+	now := metav1.NewTime(r.Clock.Now())
+	eventType := corev1.EventTypeNormal
+	switch v {
+	case verdictSucceeded:
+		run.Status.MarkSucceeded(run.Generation, now, msg)
+	case verdictCancelled:
+		run.Status.MarkCancelled(run.Generation, now, msg)
+	default:
+		run.Status.MarkFailed(run.Generation, now, reason, msg)
+		eventType = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(run, nil, eventType, reason, "EndRun", "run %s: %s", run.Status.Phase, msg)
+	r.Metrics.runEnded(run)
+}
+
+// cancel stops the run's pod (the runner gets SIGTERM and exits 5 with a summary) and ends
+// the run Cancelled once it has stopped, or with the pod's own outcome if it ended first.
+func (r *RunReconciler) cancel(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
+	v, reason, msg := verdictCancelled, vacuumv1alpha1.ReasonCancelled, "cancelled"
+	if run.Status.Attempts > 0 {
+		pod, err := r.currentPod(ctx, run)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if end, ok := containerEnd(podOrEmpty(pod)); ok {
+			code := end.ExitCode
+			run.Status.ExitCode = &code
+			if end.Summary != nil {
+				foldSummary(&run.Status, end.Summary)
+			}
+			if v, reason, msg = judge(end, true); v == verdictRetry {
+				v, reason = verdictCancelled, vacuumv1alpha1.ReasonCancelled
+			}
+		}
+	}
+	stopped, err := r.stopPods(ctx, run)
+	if err != nil || !stopped {
+		run.Status.Message = "cancelling: waiting for the runner pod to stop"
+		return ctrl.Result{RequeueAfter: stopPollInterval}, err
+	}
+	r.finish(ctx, run, v, reason, msg)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// stopAndFail stops the run's pod and then fails the run.
+func (r *RunReconciler) stopAndFail(ctx context.Context, run *vacuumv1alpha1.VacuumRun, reason, msg string) (ctrl.Result, error) {
+	stopped, err := r.stopPods(ctx, run)
+	if err != nil || !stopped {
+		run.Status.Message = "stopping the runner pod: " + msg
+		return ctrl.Result{RequeueAfter: stopPollInterval}, err
+	}
+	r.finish(ctx, run, verdictFailed, reason, msg)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// releaseAfterEnd lets go of what an ended run holds: its quiesced app and its volume lock.
+func (r *RunReconciler) releaseAfterEnd(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
+	if stopped, err := r.stopPods(ctx, run); err != nil || !stopped {
+		return ctrl.Result{RequeueAfter: stopPollInterval}, err
+	}
+	if run.Spec.Target.Quiesce != nil {
+		if err := r.restoreQuiesced(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.releaseVolumeLock(ctx, run)
+}
+
+// finalize cleans up a deleted run: stop its pod, restore its app, release its lock, and
+// delete its pods and token Secret (owner references alone are not enough where no garbage
+// collector runs), then let it go.
+func (r *RunReconciler) finalize(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(run, vacuumv1alpha1.FinalizerRun) {
+		return ctrl.Result{}, nil
+	}
+	res, err := r.releaseAfterEnd(ctx, run)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	if err := r.deletePods(ctx, run); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := deleteTokenSecret(ctx, r, run); err != nil {
+		return ctrl.Result{}, err
+	}
+	base := run.DeepCopy()
+	controllerutil.RemoveFinalizer(run, vacuumv1alpha1.FinalizerRun)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, run, client.MergeFrom(base)))
+}
+
+// stopPods asks every running pod of the run to stop and says whether none runs any more.
+// It lists without the cache: a pod created a moment ago must not be missed.
+func (r *RunReconciler) stopPods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (bool, error) {
+	pods, err := r.runPods(ctx, run)
+	if err != nil {
+		return false, err
+	}
+	stopped := true
+	for i := range pods {
+		pod := &pods[i]
+		if podEnded(pod) {
+			continue
+		}
+		stopped = false
+		if pod.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("stop runner pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+	}
+	return stopped, nil
+}
+
+// deletePods deletes every pod of the run, ended or not.
+func (r *RunReconciler) deletePods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	pods, err := r.runPods(ctx, run)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		if err := r.Delete(ctx, &pods[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete runner pod %s/%s: %w", pods[i].Namespace, pods[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func (r *RunReconciler) runPods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(run.Namespace),
+		client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
+		return nil, fmt.Errorf("list pods of run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return pods.Items, nil
+}
+
+// podEnded says whether a pod's runner has exited for good.
+func podEnded(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	_, ok := containerEnd(pod)
+	return ok
+}
+
+func podOrEmpty(pod *corev1.Pod) *corev1.Pod {
+	if pod == nil {
+		return &corev1.Pod{}
+	}
+	return pod
+}

@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// runSpecFor turns a run's spec into the runner's wire RunSpec, for a volume mounted (with its
+// sub-path) at api.DefaultDataDir. Every field is carried over as the API server stored it,
+// defaults included, so the pod's args say exactly what the run says.
+func runSpecFor(s *vacuumv1alpha1.VacuumSpec) api.RunSpec {
+	i32 := func(v int32) *int32 { return &v }
+	out := api.RunSpec{
+		DataDir:             api.DefaultDataDir,
+		Mode:                api.Mode(s.Mode),
+		Tables:              append([]string(nil), s.Target.Tables...),
+		Throttle:            wireThrottle(&s.Throttle),
+		RingSize:            s.RingSize,
+		BufferPoolSize:      s.BufferPoolSize,
+		Parallelism:         i32(s.Parallelism),
+		IndexWorkers:        i32(s.IndexWorkers),
+		MaintenanceWorkMem:  s.MaintenanceWorkMem,
+		Truncate:            s.Truncate,
+		MinDeadTuplePercent: i32(s.MinDeadTuplePercent),
+	}
+	if out.Parallelism != nil && *out.Parallelism == 0 {
+		out.Parallelism = nil // a Go client that left it out: the default applies
+	}
+	for _, o := range s.TableOverrides {
+		t := o.Throttle
+		out.TableOverrides = append(out.TableOverrides, api.TableOverride{Table: o.Table, Throttle: api.Throttle{
+			CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
+			PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
+			MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
+			MaxWALBytesPerSecond: t.MaxWALBytesPerSecond,
+		}})
+	}
+	return out
+}
+
+// wireThrottle is the body of PUT /throttle for a run's throttle.
+func wireThrottle(t *vacuumv1alpha1.Throttle) *api.Throttle {
+	return &api.Throttle{
+		CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
+		PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
+		MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
+		MaxWALBytesPerSecond: t.MaxWALBytesPerSecond,
+	}
+}
+
+// resolvedSpec checks a run's spec with the runner's own rules and returns it resolved, so
+// a spec the runner would refuse (exit 2) fails the run before any pod is made.
+func resolvedSpec(s *vacuumv1alpha1.VacuumSpec) (api.RunSpec, api.Resolved, []byte, error) {
+	rs := runSpecFor(s)
+	res, err := rs.Resolve()
+	if err != nil {
+		return rs, res, nil, fmt.Errorf("invalid run spec: %w", err)
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return rs, res, nil, fmt.Errorf("encode run spec: %w", err)
+	}
+	return rs, res, b, nil
+}

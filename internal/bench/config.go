@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"time"
+)
+
+// Config is one benchmark run: where to write, how big, which engine
+// settings.
+type Config struct {
+	// OutDir receives REPORT.md, the CSV files and the PNG plots.
+	OutDir string
+	// WorkDir holds the data directories (removed afterwards). "" = a new
+	// temporary directory under os.TempDir().
+	WorkDir string
+	// Quick runs every experiment at toy size (under a minute).
+	Quick bool
+	// Direct asks for O_DIRECT relation I/O (the engine falls back to
+	// buffered I/O where the file system refuses it; the report says so).
+	Direct bool
+	// StandbyBytesPerSecond fixes the simulated standby's WAL rate in
+	// experiment 5; 0 = derive it from a calibration run (see exp5).
+	StandbyBytesPerSecond int64
+	// Command is the command line recorded in the report, and Via what ran
+	// it ("make bench"), if anything.
+	Command, Via string
+	// Logf receives progress messages; nil = discard.
+	Logf func(format string, args ...any)
+}
+
+// Sizes are every size and setting of the experiments. DefaultSizes and
+// QuickSizes are the two presets; the report prints the one used.
+type Sizes struct {
+	Name string
+
+	// Experiment 1 (foreground impact) and 5 (VACUUM FULL) share one table.
+	FgRows       int
+	FgPayload    int
+	FgDeadPct    float64
+	FgPoolBytes  int64
+	FgWorkers    int
+	FgThink      time.Duration // pause between one worker's lookups
+	FgWarmup     time.Duration // lookups before measuring starts
+	BaselineTime time.Duration
+	Delays       []time.Duration // cost delays at limit CostLimit; 0 = unthrottled
+	CostLimit    int
+
+	// Experiment 2 (parallel tables).
+	ParTables     int
+	ParRows       int
+	ParPayload    int
+	ParPoolBytes  int64
+	Parallelisms  []int
+	ParCostDelay  time.Duration // the shared budget: CostLimit per ParCostDelay
+	ParDeadPct    float64
+	ParRingBytes  int64
+	ParIndexWorks int
+
+	// Experiment 3 (ring size).
+	RingRows      int
+	RingPayload   int
+	RingPoolBytes int64
+	RingHotPct    float64 // share of keys the foreground looks up
+	RingWarmup    time.Duration
+	Rings         []int64
+
+	// Experiment 4 (dead-TID memory).
+	SynthSizes     []int
+	SynthDensities []float64 // percentage of a page's tuples that are dead
+	SynthTuples    int       // tuples per heap page in the synthetic sets
+	SynthProbes    int
+	DeadRows       int
+	DeadPct        float64
+	DeadPoolBytes  int64
+	DeadLoaders    int
+	Mems           []int64
+
+	// Experiment 5 (VACUUM FULL and replication lag).
+	StandbyShare   float64 // standby rate as a share of the unthrottled FULL's WAL rate
+	CostShare      float64 // target WAL rate of the cost-delay run, same unit
+	LagSample      time.Duration
+	DrainFactor    float64 // keep sampling after FULL for this many times its duration at most
+	WALSegmentSize int64
+
+	// Experiment 6 (throttle accuracy).
+	AccRows      int
+	AccPayload   int
+	AccDelays    []time.Duration
+	AccByteShare []float64 // byte limits as shares of the unthrottled rate
+}
+
+// DefaultSizes are the sizes of `make bench`: about 20 minutes on the
+// project's 2-core machine while other work loads it.
+func DefaultSizes() Sizes {
+	ms := time.Millisecond
+	return Sizes{
+		Name:   "default",
+		FgRows: 200_000, FgPayload: 100, FgDeadPct: 20, FgPoolBytes: 8 << 20,
+		FgWorkers: 4, FgThink: ms, FgWarmup: 2 * time.Second, BaselineTime: 10 * time.Second,
+		Delays:    []time.Duration{0, 1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
+		CostLimit: 200,
+
+		ParTables: 8, ParRows: 20_000, ParPayload: 100, ParPoolBytes: 16 << 20,
+		Parallelisms: []int{1, 2, 4, 8}, ParCostDelay: 20 * ms, ParDeadPct: 20, ParRingBytes: 2 << 20,
+		ParIndexWorks: 1,
+
+		RingRows: 300_000, RingPayload: 400, RingPoolBytes: 128 << 20, RingHotPct: 40,
+		RingWarmup: 8 * time.Second,
+		Rings:      []int64{0, 256 << 10, 2 << 20, 16 << 20},
+
+		SynthSizes:     []int{10_000, 100_000, 1_000_000, 10_000_000},
+		SynthDensities: []float64{5, 20, 60, 100},
+		SynthTuples:    60, SynthProbes: 1_000_000,
+		DeadRows: 2_200_000, DeadPct: 91, DeadPoolBytes: 32 << 20, DeadLoaders: 4,
+		Mems: []int64{256 << 10, 1 << 20, 4 << 20, 16 << 20},
+
+		StandbyShare: 0.25, CostShare: 0.4, LagSample: 100 * ms, DrainFactor: 3,
+
+		AccRows: 60_000, AccPayload: 100,
+		AccDelays:    []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
+		AccByteShare: []float64{0.25, 0.5},
+	}
+}
+
+// QuickSizes run every experiment at toy size, for the test and for a
+// look at the machinery (under a minute).
+func QuickSizes() Sizes {
+	ms := time.Millisecond
+	return Sizes{
+		Name:   "quick",
+		FgRows: 12_000, FgPayload: 100, FgDeadPct: 20, FgPoolBytes: 512 << 10,
+		FgWorkers: 4, FgThink: ms, FgWarmup: 100 * ms, BaselineTime: 300 * ms,
+		Delays:    []time.Duration{0, 1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
+		CostLimit: 200,
+
+		ParTables: 8, ParRows: 1_500, ParPayload: 100, ParPoolBytes: 1 << 20,
+		Parallelisms: []int{1, 2, 4, 8}, ParCostDelay: 2 * ms, ParDeadPct: 20, ParRingBytes: 128 << 10,
+		ParIndexWorks: 1,
+
+		RingRows: 6_000, RingPayload: 400, RingPoolBytes: 2 << 20, RingHotPct: 40,
+		RingWarmup: 300 * ms,
+		Rings:      []int64{0, 128 << 10, 256 << 10, 512 << 10},
+
+		SynthSizes:     []int{1_000, 10_000, 100_000},
+		SynthDensities: []float64{5, 20, 60, 100},
+		SynthTuples:    60, SynthProbes: 20_000,
+		DeadRows: 8_000, DeadPct: 80, DeadPoolBytes: 1 << 20, DeadLoaders: 2,
+		Mems: []int64{64 << 10, 256 << 10, 1 << 20},
+
+		StandbyShare: 0.25, CostShare: 0.4, LagSample: 20 * ms, DrainFactor: 3,
+		WALSegmentSize: 1 << 20,
+
+		AccRows: 3_000, AccPayload: 100,
+		AccDelays:    []time.Duration{1 * ms, 5 * ms, 20 * ms},
+		AccByteShare: []float64{0.5},
+	}
+}

@@ -1,0 +1,49 @@
+// Package bench reproduces the field reports of DESIGN.md with the bundled
+// engine, in one run, and publishes them: one CSV file per table of
+// figures, PNG plots (gonum/plot) and REPORT.md, all written by the run
+// itself (cmd/vacbench, `make bench`).
+//
+// # Experiments
+//
+//  1. Foreground impact: four goroutines of random index point lookups,
+//     p50/p99 alone and during lazy vacuum at cost delays 0-20 ms.
+//  2. Parallel tables: eight equal tables at parallelism 1, 2, 4, 8, under
+//     one shared budget and unthrottled.
+//  3. Ring size: vacuum time, WAL flushes and the foreground's buffer hit
+//     ratio for rings of 0 to 16 MiB.
+//  4. Dead-TID memory: tidstore against a sorted 6-byte array (bytes per
+//     TID, lookup ns) on synthetic sets, then index passes of a real table
+//     with about 2 million dead TIDs at several memory budgets.
+//  5. VACUUM FULL and replication lag: a simulated standby (Standby) reads
+//     the WAL files at a fixed rate and holds the log's retention point;
+//     lag sampled during FULL unthrottled, with a cost delay and with a WAL
+//     byte limit.
+//  6. Throttle accuracy: achieved against configured rate for cost limits
+//     (rate pacing and PostgreSQL's nap rule) and byte limits.
+//
+// # Invariants
+//
+//   - Every measured run starts from a fresh copy of a data directory built
+//     once per experiment (BuildDataSet, CopyDir) and opened with a cold
+//     buffer pool, with O_DIRECT when Config.Direct (the report says when
+//     the engine fell back to buffered I/O).
+//   - The buffer pool of every experiment is smaller than its data set,
+//     except experiment 3's, which must hold a 16 MiB ring (1/8 of the
+//     pool); its table is larger than that pool.
+//   - Every number in REPORT.md comes from the Result of the run that
+//     writes it; nothing is edited by hand. A Table refuses NaN and
+//     infinities, so every CSV cell is a finite number.
+//   - The standby never lets the engine recycle WAL it has not consumed
+//     (wal.Log.SetRetention), and clears the retention point when stopped.
+//
+// # Files written to Config.OutDir
+//
+//	REPORT.md
+//	exp1_foreground.csv          exp1_p99_vs_delay.png exp1_vacuum_time_vs_delay.png
+//	exp2_parallel.csv            exp2_time_vs_parallelism.png exp2_mbps_vs_parallelism.png
+//	exp3_ring.csv                exp3_vacuum_time.png exp3_wal_flushes.png exp3_hit_ratio.png
+//	exp4_tidstore_synthetic.csv  exp4_bytes_per_tid.png exp4_lookup_ns.png
+//	exp4_index_passes.csv        exp4_index_passes.png exp4_vacuum_time_vs_mem.png
+//	exp5_full_lag.csv            exp5_lag_series.csv exp5_lag_vs_time.png
+//	exp6_throttle_accuracy.csv   exp6_cost_accuracy.png exp6_byte_accuracy.png
+package bench

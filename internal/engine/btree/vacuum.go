@@ -1,0 +1,163 @@
+package btree
+
+import (
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// BulkDeleteStats are the results of one BulkDelete pass.
+type BulkDeleteStats struct {
+	PagesScanned     int64 // tree pages visited (meta page excluded)
+	EntriesRemoved   int64
+	EntriesRemaining int64 // entries left on the leaves visited
+	Pages            int64 // blocks in the index when the pass ended, meta included
+}
+
+// BulkDelete removes every entry whose TID the callback reports dead. It
+// visits the blocks in physical order (1..n, re-reading n at the end so
+// pages added by concurrent splits are visited too), deletes matching
+// items of each leaf in place with one WAL record per changed page, and
+// calls pageHook after each page (the vacuum's throttle and cancellation
+// point; its error stops the pass and is returned). The index write lock
+// is held for one page at a time, so lookups interleave with the pass.
+//
+// Splits only ever move entries to new blocks at the end of the fork, so
+// an entry is never moved behind the pass; an entry moved ahead of it is
+// seen again (deletion is idempotent).
+func (ix *Index) BulkDelete(callback func(page.TID) bool, s *buffer.Strategy, pageHook func() error) (BulkDeleteStats, error) {
+	var st BulkDeleteStats
+	nblocks, err := ix.nblocks()
+	if err != nil {
+		return st, err
+	}
+	for blk := storage.BlockNumber(1); ; blk++ {
+		if blk >= nblocks {
+			if nblocks, err = ix.nblocks(); err != nil {
+				return st, err
+			}
+			if blk >= nblocks {
+				break
+			}
+		}
+		removed, remaining, err := ix.bulkDeletePage(blk, callback, s)
+		if err != nil {
+			return st, err
+		}
+		st.PagesScanned++
+		st.EntriesRemoved += removed
+		st.EntriesRemaining += remaining
+		if pageHook != nil {
+			if err := pageHook(); err != nil {
+				return st, err
+			}
+		}
+	}
+	st.Pages = int64(nblocks)
+	return st, nil
+}
+
+func (ix *Index) nblocks() (storage.BlockNumber, error) {
+	n, err := ix.d.Storage.NBlocks(ix.rel, storage.MainFork)
+	if err != nil {
+		return 0, fmt.Errorf("index %d: %w", ix.rel, err)
+	}
+	return n, nil
+}
+
+// bulkDeletePage deletes the dead entries of one page if it is a leaf.
+func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID) bool, s *buffer.Strategy) (removed, remaining int64, err error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	b, err := ix.read(blk, s)
+	if err != nil {
+		return 0, 0, err
+	}
+	b.Lock()
+	if b.Page().IsNew() { // extended but never initialised (crash between extend and log)
+		b.Unlock()
+		b.Release()
+		return 0, 0, nil
+	}
+	n, err := loadNode(b.Page())
+	if err != nil || !n.op.isLeaf() {
+		b.Unlock()
+		b.Release()
+		if err != nil {
+			return 0, 0, ix.corrupt(blk, err)
+		}
+		return 0, 0, nil
+	}
+	var dead []page.OffsetNumber
+	for off := 1; off <= n.count(); off++ {
+		e, _, err := n.item(off)
+		if err != nil {
+			b.Unlock()
+			b.Release()
+			return 0, 0, ix.corrupt(blk, err)
+		}
+		if callback(e.TID) {
+			dead = append(dead, page.OffsetNumber(off))
+		}
+	}
+	remaining = int64(n.count() - len(dead))
+	if len(dead) == 0 {
+		b.Unlock()
+		b.Release()
+		return 0, remaining, nil
+	}
+	b.Page().DeleteItems(dead)
+	cs := changeSet{ix: ix}
+	cs.add(b, encodeDeleteOp(dead), false)
+	if err := cs.commit(InfoBulkDelete, s); err != nil {
+		return 0, 0, fmt.Errorf("bulk delete on index %d block %d: %w", ix.rel, blk, err)
+	}
+	return int64(len(dead)), remaining, nil
+}
+
+// CleanupStats describe the index after a vacuum (PostgreSQL's
+// btvacuumcleanup figures).
+type CleanupStats struct {
+	Pages          int64 // blocks, meta page included
+	Entries        int64 // entries on leaf pages
+	LeafPages      int64
+	EmptyLeafPages int64 // leaves with no entries (kept: pages are not deleted)
+}
+
+// Cleanup scans every page (physical order, share locks) and counts pages
+// and entries.
+func (ix *Index) Cleanup(s *buffer.Strategy) (CleanupStats, error) {
+	var st CleanupStats
+	n, err := ix.nblocks()
+	if err != nil {
+		return st, err
+	}
+	st.Pages = int64(n)
+	for blk := storage.BlockNumber(1); blk < n; blk++ {
+		b, err := ix.read(blk, s)
+		if err != nil {
+			return st, err
+		}
+		b.RLock()
+		var nd node
+		if !b.Page().IsNew() {
+			nd, err = loadNode(b.Page())
+		}
+		count := b.Page().NumItems()
+		b.RUnlock()
+		b.Release()
+		if err != nil {
+			return st, ix.corrupt(blk, err)
+		}
+		if nd.p != nil && nd.op.isLeaf() {
+			st.LeafPages++
+			st.Entries += int64(count)
+			if count == 0 {
+				st.EmptyLeafPages++
+			}
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,143 @@
+package btree
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// leafOfTID maps every entry's TID to the leaf block holding it.
+func leafOfTID(t *testing.T, ix *Index) map[page.TID]storage.BlockNumber {
+	t.Helper()
+	n, err := ix.nblocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{ix: ix}
+	out := map[page.TID]storage.BlockNumber{}
+	for blk := storage.BlockNumber(1); blk < n; blk++ {
+		p, err := c.snapshot(blk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd, err := loadNode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !nd.op.isLeaf() {
+			continue
+		}
+		for off := 1; off <= nd.count(); off++ {
+			e, _, _ := nd.item(off)
+			out[e.TID] = blk
+		}
+	}
+	return out
+}
+
+func TestBulkDeleteRemovesExactlyTheDeadEntriesInPhysicalOrder(t *testing.T) {
+	env := newEnv(t, 256)
+	ix := mustCreate(t, env, 10)
+	es := randomEntries(3, 30_000, 1<<30) // TIDs are unique per entry
+	insertAll(t, ix, es)
+	dead := func(tid page.TID) bool { return (tid.Block*100+uint32(tid.Off))%3 == 0 }
+	leafOf := leafOfTID(t, ix)
+	nblocks, _ := ix.nblocks()
+
+	var visited []storage.BlockNumber
+	hooks := 0
+	st, err := ix.BulkDelete(func(tid page.TID) bool {
+		visited = append(visited, leafOf[tid])
+		return dead(tid)
+	}, nil, func() error { hooks++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSorted(visited) {
+		t.Fatal("BulkDelete did not visit the leaves in physical block order")
+	}
+	if len(visited) != len(es) {
+		t.Fatalf("callback called %d times, want once per entry (%d)", len(visited), len(es))
+	}
+	if hooks != int(nblocks)-1 || st.PagesScanned != int64(nblocks)-1 || st.Pages != int64(nblocks) {
+		t.Fatalf("hook called %d times, stats %+v; want one call and one page per tree block (%d)", hooks, st, nblocks-1)
+	}
+	var live []Entry
+	for _, e := range es {
+		if !dead(e.TID) {
+			live = append(live, e)
+		}
+	}
+	if st.EntriesRemoved != int64(len(es)-len(live)) || st.EntriesRemaining != int64(len(live)) {
+		t.Fatalf("stats %+v, want %d removed and %d remaining", st, len(es)-len(live), len(live))
+	}
+	if got := allEntries(t, ix); !slices.Equal(got, sorted(live)) {
+		t.Fatalf("after bulk delete the index has %d entries, want the %d live ones", len(got), len(live))
+	}
+	for _, e := range live[:1000] {
+		if tids, _ := ix.Lookup(e.Key, nil); !slices.Contains(tids, e.TID) {
+			t.Fatalf("live entry %+v lost", e)
+		}
+	}
+	mustCheck(t, ix)
+
+	// The index keeps working: deleted pairs can be inserted again.
+	for _, e := range es[:200] {
+		if dead(e.TID) {
+			if err := ix.Insert(e.Key, e.TID, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mustCheck(t, ix)
+}
+
+func TestBulkDeleteStopsAtTheHooksError(t *testing.T) {
+	env := newEnv(t, 128)
+	ix := mustCreate(t, env, 10)
+	insertAll(t, ix, randomEntries(4, 5_000, 1<<30))
+	cancel := errors.New("cancelled")
+	calls := 0
+	st, err := ix.BulkDelete(func(page.TID) bool { return true }, nil, func() error {
+		calls++
+		if calls == 2 {
+			return cancel
+		}
+		return nil
+	})
+	if !errors.Is(err, cancel) || st.PagesScanned != 2 {
+		t.Fatalf("err %v after %d pages, want the hook's error after 2", err, st.PagesScanned)
+	}
+	mustCheck(t, ix)
+}
+
+func TestCleanupCountsEntriesAndEmptyLeaves(t *testing.T) {
+	env := newEnv(t, 128)
+	ix := mustCreate(t, env, 10)
+	for i := range 5_000 {
+		if err := ix.Insert(int64(i), tidFor(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kill every entry with key < 2000: the leftmost leaves become empty.
+	if _, err := ix.BulkDelete(func(tid page.TID) bool { return tid.Block < 20 }, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ix.Cleanup(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != 3_000 || st.EmptyLeafPages < 4 || st.LeafPages <= st.EmptyLeafPages {
+		t.Fatalf("cleanup stats %+v, want 3000 entries and several empty leaves", st)
+	}
+	if tids, _ := ix.Lookup(10, nil); len(tids) != 0 {
+		t.Fatalf("deleted key still found: %v", tids)
+	}
+	if tids, _ := ix.Lookup(4_000, nil); len(tids) != 1 {
+		t.Fatalf("live key not found after emptying leaves: %v", tids)
+	}
+	mustCheck(t, ix)
+}

@@ -1,0 +1,151 @@
+package buffer
+
+import (
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+)
+
+// StrategyKind selects an access strategy.
+type StrategyKind int
+
+// Access strategies, as in PostgreSQL.
+const (
+	Normal    StrategyKind = iota // use the shared pool
+	BulkRead                      // 256 KiB ring for large sequential scans
+	BulkWrite                     // 16 MiB ring for bulk loads
+	Vacuum                        // ring of a given size; 0 = no ring
+)
+
+// Ring sizes in bytes.
+const (
+	BulkReadRingBytes  = 256 << 10
+	BulkWriteRingBytes = 16 << 20
+	MinVacuumRingBytes = 128 << 10
+)
+
+// Strategy is an access strategy plus the counters its accesses charge.
+// One Strategy belongs to one goroutine at a time.
+//
+// A Strategy built as a literal (without NewStrategy) has no ring unless
+// its Kind is BulkRead or BulkWrite, whose default rings are set up on the
+// first access.
+type Strategy struct {
+	Kind  StrategyKind
+	Usage *usage.Counters // may be nil
+
+	ringReady bool
+	ring      []int32 // frame ids; -1 = slot not filled yet
+	cur       int     // slot used by the last ring access
+	plain     *Strategy
+}
+
+// Plain returns a strategy without a ring that charges the same counters
+// (nil for a nil s). Callers use it for the visibility and free space map
+// pages a ringed scan touches on every heap page, which PostgreSQL reads
+// outside the ring: in a ring slot the one hot map page would be evicted,
+// written and read again on every lap. The result is cached in s.
+func (s *Strategy) Plain() *Strategy {
+	if s == nil {
+		return nil
+	}
+	if s.Kind == Normal || (s.ringReady && !s.ringed()) {
+		return s
+	}
+	if s.plain == nil {
+		s.plain = &Strategy{Kind: Normal, Usage: s.Usage, ringReady: true}
+	}
+	return s.plain
+}
+
+// NewStrategy returns a strategy; ringBytes applies to Vacuum (0 = no
+// ring; otherwise clamped to [128 KiB, pool/8]). u may be nil.
+func (p *Pool) NewStrategy(kind StrategyKind, ringBytes int64, u *usage.Counters) *Strategy {
+	s := &Strategy{Kind: kind, Usage: u}
+	s.setupRing(p, ringBytes)
+	return s
+}
+
+// RingBuffers is how many buffers the strategy's ring holds (0 = none).
+func (s *Strategy) RingBuffers() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.ring)
+}
+
+// ringBuffersFor is the ring size in frames for kind in a pool of frames.
+func ringBuffersFor(kind StrategyKind, ringBytes int64, frames int) int {
+	var bytes int64
+	switch kind {
+	case BulkRead:
+		bytes = BulkReadRingBytes
+	case BulkWrite:
+		bytes = BulkWriteRingBytes
+	case Vacuum:
+		if ringBytes <= 0 {
+			return 0
+		}
+		bytes = max(ringBytes, MinVacuumRingBytes)
+	default:
+		return 0
+	}
+	n := bytes / page.Size
+	// Like PostgreSQL, never let a ring take more than 1/8 of the pool.
+	n = min(n, int64(frames/8))
+	return int(max(n, 1))
+}
+
+func (s *Strategy) setupRing(p *Pool, ringBytes int64) {
+	s.ringReady = true
+	n := ringBuffersFor(s.Kind, ringBytes, p.Frames())
+	if n == 0 {
+		s.ring = nil
+		return
+	}
+	s.ring = make([]int32, n)
+	for i := range s.ring {
+		s.ring[i] = -1
+	}
+	s.cur = n - 1
+}
+
+// ringed reports whether accesses through s use a ring (nil-safe).
+func (s *Strategy) ringed() bool { return s != nil && len(s.ring) > 0 }
+
+// counters is s.Usage, nil-safe.
+func (s *Strategy) counters() *usage.Counters {
+	if s == nil {
+		return nil
+	}
+	return s.Usage
+}
+
+// prepare sets up the default ring of a literal BulkRead/BulkWrite
+// strategy on its first use.
+func (s *Strategy) prepare(p *Pool) {
+	if s != nil && !s.ringReady {
+		s.setupRing(p, 0)
+	}
+}
+
+// ringNext advances the ring and returns its next buffer pinned if it may be
+// reused (unpinned, usage <= 1); nil means "take a clock victim for this
+// slot" (see ringSet).
+func (s *Strategy) ringNext(p *Pool) *Buffer {
+	s.cur = (s.cur + 1) % len(s.ring)
+	id := s.ring[s.cur]
+	if id < 0 || int(id) >= len(p.bufs) {
+		return nil
+	}
+	b := &p.bufs[id]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refcount == 0 && b.usage <= 1 {
+		b.refcount = 1
+		return b
+	}
+	return nil
+}
+
+// ringSet remembers b as the current ring slot's buffer.
+func (s *Strategy) ringSet(b *Buffer) { s.ring[s.cur] = b.id }

@@ -1,0 +1,272 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// FirstOID is the first OID handed out in a fresh catalog.
+const FirstOID uint32 = 16384
+
+// Errors callers branch on.
+var (
+	ErrNoSuchTable = errors.New("no such table")
+	ErrNoSuchIndex = errors.New("no such index")
+	ErrExists      = errors.New("name already in use")
+	ErrBadDef      = errors.New("invalid definition")
+)
+
+// Index is a B-tree index on one int64 column.
+type Index struct {
+	Name   string              `json:"name"`
+	OID    uint32              `json:"oid"`
+	Column string              `json:"column"`
+	Rel    storage.RelFileNode `json:"relfilenode"`
+}
+
+// Table is a heap table with its indexes. Its heap has a main, a visibility
+// map and a free space map fork, all named by Rel.
+type Table struct {
+	Name    string              `json:"name"`
+	OID     uint32              `json:"oid"`
+	Rel     storage.RelFileNode `json:"relfilenode"`
+	Columns []row.Column        `json:"columns"`
+	Indexes []Index             `json:"indexes"`
+}
+
+// ColumnIndex returns the position of the named column, or -1.
+func (t *Table) ColumnIndex(name string) int {
+	return slices.IndexFunc(t.Columns, func(c row.Column) bool { return c.Name == name })
+}
+
+// Index returns the named index of t.
+func (t *Table) Index(name string) (*Index, bool) {
+	for i := range t.Indexes {
+		if t.Indexes[i].Name == name {
+			return &t.Indexes[i], true
+		}
+	}
+	return nil, false
+}
+
+// Catalog is the set of tables. It is not safe for concurrent use: the
+// engine guards it with its own lock and mutates a Clone before saving, so
+// a failed Save leaves the in-memory catalog unchanged.
+type Catalog struct {
+	NextOID uint32   `json:"next_oid"`
+	Tables  []*Table `json:"tables"`
+}
+
+// New returns an empty catalog.
+func New() *Catalog { return &Catalog{NextOID: FirstOID} }
+
+// Clone returns a deep copy.
+func (c *Catalog) Clone() *Catalog {
+	n := &Catalog{NextOID: c.NextOID, Tables: make([]*Table, len(c.Tables))}
+	for i, t := range c.Tables {
+		ct := *t
+		ct.Columns = slices.Clone(t.Columns)
+		ct.Indexes = slices.Clone(t.Indexes)
+		n.Tables[i] = &ct
+	}
+	return n
+}
+
+// AllocOID returns a fresh OID (also used as a relfilenode).
+func (c *Catalog) AllocOID() uint32 {
+	if c.NextOID < FirstOID {
+		c.NextOID = FirstOID
+	}
+	o := c.NextOID
+	c.NextOID++
+	return o
+}
+
+// Table returns the named table.
+func (c *Catalog) Table(name string) (*Table, error) {
+	for _, t := range c.Tables {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("table %q: %w", name, ErrNoSuchTable)
+}
+
+// Index returns the named index and its table.
+func (c *Catalog) Index(name string) (*Table, *Index, error) {
+	for _, t := range c.Tables {
+		if ix, ok := t.Index(name); ok {
+			return t, ix, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("index %q: %w", name, ErrNoSuchIndex)
+}
+
+func (c *Catalog) nameInUse(name string) bool {
+	if _, err := c.Table(name); err == nil {
+		return true
+	}
+	_, _, err := c.Index(name)
+	return err == nil
+}
+
+// AddTable defines a table with fresh OID and relfilenode and returns it.
+func (c *Catalog) AddTable(name string, cols []row.Column) (*Table, error) {
+	if name == "" {
+		return nil, fmt.Errorf("table name is empty: %w", ErrBadDef)
+	}
+	if c.nameInUse(name) {
+		return nil, fmt.Errorf("table %q: %w", name, ErrExists)
+	}
+	if err := checkColumns(cols); err != nil {
+		return nil, fmt.Errorf("table %q: %w", name, err)
+	}
+	t := &Table{Name: name, OID: c.AllocOID(), Columns: slices.Clone(cols)}
+	t.Rel = storage.RelFileNode(c.AllocOID())
+	c.Tables = append(c.Tables, t)
+	return t, nil
+}
+
+func checkColumns(cols []row.Column) error {
+	if len(cols) == 0 {
+		return fmt.Errorf("no columns: %w", ErrBadDef)
+	}
+	seen := map[string]bool{}
+	for _, col := range cols {
+		if col.Name == "" {
+			return fmt.Errorf("empty column name: %w", ErrBadDef)
+		}
+		if seen[col.Name] {
+			return fmt.Errorf("column %q defined twice: %w", col.Name, ErrBadDef)
+		}
+		seen[col.Name] = true
+		if !col.Type.Valid() {
+			return fmt.Errorf("column %q has unknown type %d: %w", col.Name, uint8(col.Type), ErrBadDef)
+		}
+	}
+	return nil
+}
+
+// AddIndex defines an index on an int64 column of table and returns it.
+func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
+	t, err := c.Table(table)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, fmt.Errorf("index name is empty: %w", ErrBadDef)
+	}
+	if c.nameInUse(name) {
+		return nil, fmt.Errorf("index %q: %w", name, ErrExists)
+	}
+	ci := t.ColumnIndex(column)
+	if ci < 0 {
+		return nil, fmt.Errorf("index %q: table %q has no column %q: %w", name, table, column, ErrBadDef)
+	}
+	if t.Columns[ci].Type != row.Int64 {
+		return nil, fmt.Errorf("index %q: column %q is %s, only int64 columns can be indexed: %w",
+			name, column, t.Columns[ci].Type, ErrBadDef)
+	}
+	ix := Index{Name: name, OID: c.AllocOID(), Column: column}
+	ix.Rel = storage.RelFileNode(c.AllocOID())
+	t.Indexes = append(t.Indexes, ix)
+	return &t.Indexes[len(t.Indexes)-1], nil
+}
+
+// SwapRelfilenodes points table's heap at newHeap and each index named in
+// newIndexes at its new relfilenode (VACUUM FULL's switch). Every index of
+// the table must be named. It returns the old relfilenodes (heap first),
+// whose files the caller removes after saving the catalog.
+func (c *Catalog) SwapRelfilenodes(table string, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) ([]storage.RelFileNode, error) {
+	t, err := c.Table(table)
+	if err != nil {
+		return nil, err
+	}
+	if len(newIndexes) != len(t.Indexes) {
+		return nil, fmt.Errorf("swap %q: %d new index files for %d indexes: %w", table, len(newIndexes), len(t.Indexes), ErrBadDef)
+	}
+	for _, ix := range t.Indexes {
+		if _, ok := newIndexes[ix.Name]; !ok {
+			return nil, fmt.Errorf("swap %q: no new file for index %q: %w", table, ix.Name, ErrBadDef)
+		}
+	}
+	old := []storage.RelFileNode{t.Rel}
+	t.Rel = newHeap
+	for i := range t.Indexes {
+		old = append(old, t.Indexes[i].Rel)
+		t.Indexes[i].Rel = newIndexes[t.Indexes[i].Name]
+	}
+	return old, nil
+}
+
+// Rels returns every relfilenode the catalog references.
+func (c *Catalog) Rels() map[storage.RelFileNode]bool {
+	m := map[storage.RelFileNode]bool{}
+	for _, t := range c.Tables {
+		m[t.Rel] = true
+		for _, ix := range t.Indexes {
+			m[ix.Rel] = true
+		}
+	}
+	return m
+}
+
+// validate checks the invariants listed in the package doc.
+func (c *Catalog) validate() error {
+	used := map[uint32]bool{}
+	names := map[string]bool{}
+	id := func(what string, v uint32) error {
+		if v == 0 || v >= c.NextOID {
+			return fmt.Errorf("%s %d outside [1, next %d)", what, v, c.NextOID)
+		}
+		if used[v] {
+			return fmt.Errorf("%s %d used twice", what, v)
+		}
+		used[v] = true
+		return nil
+	}
+	name := func(n string) error {
+		if n == "" || names[n] {
+			return fmt.Errorf("name %q empty or used twice", n)
+		}
+		names[n] = true
+		return nil
+	}
+	for _, t := range c.Tables {
+		if t == nil {
+			return errors.New("null table")
+		}
+		if err := name(t.Name); err != nil {
+			return err
+		}
+		if err := checkColumns(t.Columns); err != nil {
+			return fmt.Errorf("table %q: %w", t.Name, err)
+		}
+		if err := id("oid", t.OID); err != nil {
+			return err
+		}
+		if err := id("relfilenode", uint32(t.Rel)); err != nil {
+			return err
+		}
+		for _, ix := range t.Indexes {
+			if err := name(ix.Name); err != nil {
+				return err
+			}
+			ci := t.ColumnIndex(ix.Column)
+			if ci < 0 || t.Columns[ci].Type != row.Int64 {
+				return fmt.Errorf("index %q on %q: not an int64 column", ix.Name, ix.Column)
+			}
+			if err := id("oid", ix.OID); err != nil {
+				return err
+			}
+			if err := id("relfilenode", uint32(ix.Rel)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// xlogCheckpoint is the Info of the RmgrXLOG checkpoint record. Its Main:
+//
+//	offset size field
+//	     0    8 redo LSN
+//	     8    8 next xid
+//	    16    4 next oid
+//	    20    1 flags (1 = shutdown checkpoint)
+const (
+	xlogCheckpoint       uint8 = 0x01
+	checkpointMainSize   int   = 21
+	checkpointFlagShutdn uint8 = 1
+)
+
+type checkpointRecord struct {
+	Redo     wal.LSN
+	NextXID  uint64
+	NextOID  uint32
+	Shutdown bool
+}
+
+func (c checkpointRecord) encode() []byte {
+	b := make([]byte, checkpointMainSize)
+	binary.LittleEndian.PutUint64(b[0:], uint64(c.Redo))
+	binary.LittleEndian.PutUint64(b[8:], c.NextXID)
+	binary.LittleEndian.PutUint32(b[16:], c.NextOID)
+	if c.Shutdown {
+		b[20] = checkpointFlagShutdn
+	}
+	return b
+}
+
+func decodeCheckpoint(b []byte) (checkpointRecord, error) {
+	if len(b) != checkpointMainSize {
+		return checkpointRecord{}, fmt.Errorf("checkpoint record of %d bytes, want %d", len(b), checkpointMainSize)
+	}
+	return checkpointRecord{
+		Redo:     wal.LSN(binary.LittleEndian.Uint64(b[0:])),
+		NextXID:  binary.LittleEndian.Uint64(b[8:]),
+		NextOID:  binary.LittleEndian.Uint32(b[16:]),
+		Shutdown: b[20]&checkpointFlagShutdn != 0,
+	}, nil
+}
+
+// insertCheckpoint inserts and flushes a checkpoint record and returns its
+// start and end LSNs.
+func insertCheckpoint(log *wal.Log, ck checkpointRecord) (start, end wal.LSN, err error) {
+	rec := &wal.Record{Rmgr: wal.RmgrXLOG, Info: xlogCheckpoint, Main: ck.encode()}
+	size := wal.LSN(len(wal.Encode(rec)))
+	end, err = log.Insert(rec, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("insert checkpoint record: %w", err)
+	}
+	if err := log.Flush(end, nil); err != nil {
+		return 0, 0, fmt.Errorf("flush checkpoint record: %w", err)
+	}
+	return end - size, end, nil
+}
+
+// Checkpoint makes every change so far durable in the relation files, so
+// that recovery replays only what follows, and recycles the WAL before it:
+// take the commit barrier, set the redo pointer, release the barrier;
+// flush every dirty buffer; fsync every relation file; write the clog;
+// insert and flush a checkpoint record; write the control file; remove WAL
+// segments wholly before the redo pointer.
+func (db *DB) Checkpoint() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return db.checkpoint(false, db.cat.NextOID)
+}
+
+func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
+	db.ckptMu.Lock()
+	defer db.ckptMu.Unlock()
+	unlock := db.txns.CheckpointBarrier()
+	redo := db.log.SetRedoPtr()
+	nextXID := uint64(db.txns.NextXID())
+	unlock()
+
+	if err := db.pool.FlushAll(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := db.st.SyncAll(); err != nil {
+		db.failed.CompareAndSwap(nil, &err)
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := db.txns.WriteClog(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	ck := checkpointRecord{Redo: redo, NextXID: nextXID, NextOID: nextOID, Shutdown: shutdown}
+	start, _, err := insertCheckpoint(db.log, ck)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	state := wal.StateInProduction
+	if shutdown {
+		state = wal.StateShutdown
+	}
+	c := &wal.Control{Version: DataVersion, State: state, CheckpointLSN: start, RedoLSN: redo,
+		NextXID: nextXID, NextOID: nextOID}
+	if err := wal.WriteControl(db.fs, db.dir, c); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	db.lastRedo.Store(uint64(redo))
+	if err := db.log.RemoveBefore(redo); err != nil {
+		return fmt.Errorf("checkpoint: recycle WAL: %w", err)
+	}
+	return nil
+}
+
+// maybeCheckpoint asks the background checkpointer for a checkpoint when
+// more than CheckpointWALBytes of WAL were written since the last one
+// began. It never blocks.
+func (db *DB) maybeCheckpoint() {
+	limit := db.opts.CheckpointWALBytes
+	if limit < 0 || db.log == nil {
+		return
+	}
+	if int64(db.log.InsertLSN())-int64(db.lastRedo.Load()) < limit {
+		return
+	}
+	select {
+	case db.ckptReq <- struct{}{}:
+	default:
+	}
+}
+
+// checkpointer runs requested checkpoints until Close. It also looks at
+// the WAL twice a second, so work that commits nothing for a long time (a
+// vacuum, a huge transaction) still gets its checkpoints.
+func (db *DB) checkpointer() {
+	defer db.bg.Done()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-tick.C:
+			db.maybeCheckpoint()
+		case <-db.ckptReq:
+			if err := db.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+				db.opts.Logf("automatic checkpoint failed: %v", err)
+				db.bgErr.Store(&err)
+			}
+		}
+	}
+}
+
+// writable returns ErrNeedsRecovery (wrapping the fsync failure) once an
+// fsync of relation files has failed: a failed fsync is never retried as if
+// the data were safe (the kernel may have dropped the dirty pages), so
+// nothing more is acknowledged until the directory is reopened.
+func (db *DB) writable() error {
+	if p := db.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrNeedsRecovery, *p)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// flipBit flips one bit of the file at off.
+func flipBit(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x04
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillTable creates table t with n rows and returns the TIDs by id.
+func fillTable(t *testing.T, db *DB, n int) map[int64]page.TID {
+	t.Helper()
+	if err := db.CreateTable("t", accountCols); err != nil {
+		t.Fatal(err)
+	}
+	tx := mustTx(t, db)
+	tids := map[int64]page.TID{}
+	for i := int64(0); i < int64(n); i++ {
+		tid, err := tx.Insert("t", []any{i, strings.Repeat("o", 100), i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tids[i] = tid
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return tids
+}
+
+func TestBitFlipInHeapPageIsReportedWithFileAndBlock(t *testing.T) {
+	opts := testOpts()
+	db, dir := newDB(t, opts)
+	tids := fillTable(t, db, 300)
+	ti, _ := db.Table("t")
+	path := filepath.Join(dir, "base", fmt.Sprint(ti.Relfilenode))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flipBit(t, path, 1*page.Size+5000) // inside block 1's tuple area
+
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(t, db)
+	var victim page.TID
+	for _, tid := range tids {
+		if tid.Block == 1 {
+			victim = tid
+			break
+		}
+	}
+	tx := mustTx(t, db)
+	defer endTx(tx)
+	_, _, err = tx.Get("t", victim)
+	var cpe *storage.CorruptPageError
+	if !errors.As(err, &cpe) || cpe.File != path || cpe.Block != 1 {
+		t.Fatalf("read of the damaged block: %v, want a CorruptPageError naming %s block 1", err, path)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "block 1") {
+		t.Fatalf("error %q does not name file and block", err)
+	}
+	rep, err := db.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		if p.File == path && p.Block == 1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("Check did not list %s block 1: %v", path, rep.Problems)
+	}
+}
+
+func TestBitFlipInWALEndsReplayAtTheDamagedRecord(t *testing.T) {
+	opts := testOpts()
+	db, dir := newDB(t, opts)
+	if err := db.CreateTable("t", accountCols); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	redoLSN := wal.LSN(db.lastRedo.Load())
+	for batch := int64(0); batch < 10; batch++ {
+		tx := mustTx(t, db)
+		for i := int64(0); i < 10; i++ {
+			if _, err := tx.Insert("t", []any{batch*10 + i, "x", i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abandon(t, db)
+
+	// Find the first record of the 6th transaction and damage it.
+	rd, err := wal.NewReader(vfs.OS(), dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := 0
+	var target *wal.Record
+	for target == nil {
+		rec, err := rd.Next()
+		if err != nil {
+			t.Fatalf("reading WAL before damaging it: %v", err)
+		}
+		if rec.Rmgr == wal.RmgrXact {
+			commits++
+		} else if commits == 5 && rec.Rmgr == wal.RmgrHeap {
+			target = rec
+		}
+	}
+	_ = rd.Close()
+	seg := int64(target.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
+	segFile := filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg))
+	flipBit(t, segFile, int64(target.StartLSN)-seg+20)
+
+	db, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(t, db)
+	ri := db.RecoveryInfo()
+	if ri.TornTail == nil || ri.TornTail.LSN != target.StartLSN || ri.EndLSN != target.StartLSN {
+		t.Fatalf("recovery %+v: want replay to end at the damaged record at LSN %X", ri, uint64(target.StartLSN))
+	}
+	if rows := scanAll(t, db, "t"); len(rows) != 50 {
+		t.Fatalf("%d rows after replay up to the damage, want the 50 of the 5 transactions before it", len(rows))
+	}
+	checkClean(t, db)
+}

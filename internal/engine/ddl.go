@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// Column is one column of a table: a name and a type (Int64 or Bytes).
+type Column = row.Column
+
+// ColumnType is a column's type.
+type ColumnType = row.Type
+
+// Column types.
+const (
+	Int64 = row.Int64
+	Bytes = row.Bytes
+)
+
+// TableInfo describes a table.
+type TableInfo struct {
+	Name        string
+	OID         uint32
+	Relfilenode storage.RelFileNode
+	Columns     []Column
+	Indexes     []IndexInfo
+}
+
+// IndexInfo describes an index.
+type IndexInfo struct {
+	Name        string
+	OID         uint32
+	Column      string
+	Relfilenode storage.RelFileNode
+}
+
+func tableInfo(t *catalog.Table) TableInfo {
+	ti := TableInfo{Name: t.Name, OID: t.OID, Relfilenode: t.Rel, Columns: append([]Column(nil), t.Columns...)}
+	for _, ix := range t.Indexes {
+		ti.Indexes = append(ti.Indexes, IndexInfo{Name: ix.Name, OID: ix.OID, Column: ix.Column, Relfilenode: ix.Rel})
+	}
+	return ti
+}
+
+// Tables lists every table, in creation order.
+func (db *DB) Tables() ([]TableInfo, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	out := make([]TableInfo, 0, len(db.cat.Tables))
+	for _, t := range db.cat.Tables {
+		out = append(out, tableInfo(t))
+	}
+	return out, nil
+}
+
+// Table describes the named table (ErrNoSuchTable if there is none).
+func (db *DB) Table(name string) (TableInfo, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return TableInfo{}, ErrClosed
+	}
+	t, err := db.cat.Table(name)
+	if err != nil {
+		return TableInfo{}, err
+	}
+	return tableInfo(t), nil
+}
+
+// CreateTable creates a table with the given columns: its heap, visibility
+// map and free space map files, then the catalog entry (saved atomically).
+func (db *DB) CreateTable(name string, cols []Column) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	next := db.cat.Clone()
+	t, err := next.AddTable(name, cols)
+	if err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	// OIDs are never handed out twice, even by a failed DDL, so WAL of a
+	// relation whose creation failed can never apply to another one.
+	db.cat.NextOID = next.NextOID
+	if err := db.createHeap(t.Rel); err != nil {
+		return fmt.Errorf("create table %q: %w", name, err)
+	}
+	if err := catalog.Save(db.fs, db.dir, next); err != nil {
+		db.dropRel(t.Rel)
+		return fmt.Errorf("create table %q: %w", name, err)
+	}
+	db.cat = next
+	return nil
+}
+
+// CreateIndex creates a B-tree index on an int64 column of table and fills
+// it from the table's existing rows (every version not yet dead, so that
+// transactions still running find their rows too).
+func (db *DB) CreateIndex(name, table, column string) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	next := db.cat.Clone()
+	ix, err := next.AddIndex(name, table, column)
+	if err != nil {
+		return fmt.Errorf("create index: %w", err)
+	}
+	db.cat.NextOID = next.NextOID
+	t, _ := next.Table(table)
+	if err := db.buildIndex(context.Background(), t, ix); err != nil {
+		db.dropRel(ix.Rel)
+		return fmt.Errorf("create index %q: %w", name, err)
+	}
+	// The index's pages are WAL-logged; make them durable before the
+	// catalog names the index, or a crash could leave it half built.
+	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
+		db.dropRel(ix.Rel)
+		return fmt.Errorf("create index %q: %w", name, err)
+	}
+	if err := catalog.Save(db.fs, db.dir, next); err != nil {
+		db.dropRel(ix.Rel)
+		return fmt.Errorf("create index %q: %w", name, err)
+	}
+	db.cat = next
+	return nil
+}
+
+// dropRel forgets and removes a relation's files after a failed DDL (best
+// effort: an orphan left behind is removed at the next Open).
+func (db *DB) dropRel(rel storage.RelFileNode) {
+	db.forgetHandle(rel)
+	db.pool.DropRel(rel)
+	if err := db.st.Drop(rel); err != nil {
+		db.opts.Logf("remove relation %d after failed DDL: %v", rel, err)
+	}
+}

@@ -1,0 +1,76 @@
+// Package engine is the embedded, PostgreSQL-like storage engine's front
+// door: it opens a data directory (exclusively), recovers it after a
+// crash, and offers tables, B-tree indexes and MVCC transactions on top of
+// the lower packages (vfs, page, storage, wal, buffer, txn, heap, btree,
+// vm, fsm, catalog, row).
+//
+// # Data directory
+//
+//	<dir>/LOCK          flock'ed by the one process that has it open (Open, Init)
+//	<dir>/control       control file (package wal): state, last checkpoint, redo LSN, next xid/oid
+//	<dir>/catalog       tables, columns, indexes, relfilenodes (package catalog)
+//	<dir>/clog          commit log, written at each checkpoint (package txn)
+//	<dir>/wal/          WAL segments (package wal)
+//	<dir>/base/         relation files <relfilenode>[_vm|_fsm][.N] (package storage)
+//
+// Init creates the directory; the control file is written last, so its
+// presence is what makes a directory a data directory (Open of anything
+// else is ErrNotDataDir). This package owns one on-disk layout, the Main of
+// the RmgrXLOG checkpoint record (Info 0x01, 21 bytes, little-endian):
+//
+//	offset size field
+//	     0    8 redo LSN (where replay of this checkpoint starts)
+//	     8    8 next transaction id
+//	    16    4 next OID
+//	    20    1 flags: 1 = shutdown checkpoint
+//
+// # Open and recovery
+//
+// Open takes <dir>/LOCK (ErrInUse after Options.LockTimeout), reads the
+// control file and the catalog, and replays the WAL from the control
+// file's redo LSN, dispatching each record by resource manager: RmgrXact to
+// txn, RmgrHeap to heap, RmgrBtree to btree, RmgrVM to vm, RmgrXLOG
+// (full-page images for hint bits, checkpoints) here. Records of relations
+// the catalog does not name are skipped. Redo is idempotent by page LSN,
+// so replaying after a clean shutdown (only the shutdown checkpoint record
+// follows the redo LSN) is a no-op, and the same code path serves both. A
+// *wal.CorruptRecordError (torn or damaged record) ends replay: it is
+// logged and kept in RecoveryInfo.TornTail, and the log continues at the
+// end of the last valid record. Transactions without a commit record are
+// aborted. Then the log is reopened at the end, relation files the catalog
+// does not reference (an interrupted CREATE or VACUUM FULL) are removed,
+// and a checkpoint is taken; the control file then says "in production"
+// until Close writes "shut down" after its final checkpoint.
+//
+// # Checkpoints
+//
+// Checkpoint: commit barrier, set the redo pointer, release the barrier;
+// flush every dirty buffer; fsync every relation file; write the clog;
+// insert and flush the checkpoint record; write the control file; remove
+// WAL segments wholly before the redo pointer. Commits hold the barrier
+// between their commit record and the clog update, so every commit before
+// the redo pointer is in the clog written afterwards, and every one after
+// it is replayed. An automatic checkpoint runs on a goroutine owned by the
+// DB (stopped by Close) once Options.CheckpointWALBytes of WAL were
+// written since the last redo pointer; commits ask for it.
+//
+// # Concurrency
+//
+// A DB is safe for concurrent use; a Tx belongs to one goroutine. Locks,
+// in acquisition order: a table's lock (row operations shared, for one
+// call; VACUUM FULL exclusive via LockTable), then DB.mu (row operations
+// and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
+// then the lower packages' locks. The catalog is copy-on-write: DDL
+// changes a clone, saves it atomically, then publishes it.
+//
+// # Invariants
+//
+//   - Nothing is acknowledged before it is durable: Commit returns after
+//     the commit record is fsynced (package txn).
+//   - Every index of a table holds an entry (key, TID) for every tuple
+//     version that is not dead to everyone; entries of dead versions stay
+//     until vacuum removes them. Lookups recheck visibility and the key.
+//   - OIDs and relfilenodes are never handed out twice within a run, even
+//     by a failed DDL, so WAL of one relation never applies to another.
+//   - Check verifies all of the above from the files (see Check).
+package engine

@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// DataVersion is the data directory format version this build writes and
+// reads (stored in the control file).
+const DataVersion = 1
+
+// LockFileName is the data directory's lock file.
+const LockFileName = "LOCK"
+
+// DB is an open data directory. Its methods are safe for concurrent use.
+type DB struct {
+	dir  string
+	opts Options
+	fs   vfs.FS
+
+	lock io.Closer
+	st   *storage.Manager
+	pool *buffer.Pool
+	gate *walGate
+	log  *wal.Log
+	txns *txn.Manager
+
+	// mu guards cat and the relation handles. Row operations hold it
+	// shared for their duration; DDL, the VACUUM FULL switch and Close
+	// hold it exclusively.
+	mu      sync.RWMutex
+	cat     *catalog.Catalog
+	hmu     sync.Mutex                  // guards handles
+	handles map[storage.RelFileNode]any // *heap.Rel or *btree.Index, by relfilenode
+	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock
+
+	closed   atomic.Bool
+	ckptMu   sync.Mutex // one checkpoint at a time
+	lastRedo atomic.Uint64
+	recovery RecoveryInfo
+
+	ckptReq chan struct{}
+	stop    chan struct{}
+	bg      sync.WaitGroup
+	bgErr   atomic.Pointer[error]
+	// failed is the first failed fsync of relation files: the data written
+	// before it may be lost, so writes are refused until the directory is
+	// reopened and recovered from the WAL (see writable).
+	failed atomic.Pointer[error]
+
+	usage usage.Counters // foreground (non-vacuum) usage
+}
+
+// Dir is the data directory.
+func (db *DB) Dir() string { return db.dir }
+
+// takeLock acquires <dir>/LOCK, polling until timeout.
+func takeLock(fsys vfs.FS, dir string, timeout time.Duration) (io.Closer, error) {
+	path := filepath.Join(dir, LockFileName)
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := fsys.Lock(path)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: %s is locked by another process (waited %v)", ErrInUse, dir, timeout)
+		}
+		time.Sleep(min(50*time.Millisecond, time.Until(deadline)+time.Millisecond))
+	}
+}
+
+// Init creates a new, empty data directory at dir (creating dir itself if
+// needed). It fails with ErrAlreadyInitialised if dir already holds one.
+// Open it afterwards.
+func Init(dir string, opts Options) error {
+	opts = opts.withDefaults()
+	fsys := opts.FS
+	if err := fsys.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	lk, err := takeLock(fsys, dir, opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lk.Close() }() // releasing the lock cannot lose data
+	if _, err := fsys.Stat(filepath.Join(dir, wal.ControlFileName)); err == nil {
+		return fmt.Errorf("init %s: %w", dir, ErrAlreadyInitialised)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	for _, sub := range []string{"base", "wal"} {
+		if err := fsys.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return fmt.Errorf("init %s: %w", dir, err)
+		}
+	}
+	cat := catalog.New()
+	if err := catalog.Save(fsys, dir, cat); err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	log, err := wal.Open(fsys, dir, 0, wal.Options{SegmentSize: opts.WALSegmentSize, Logf: opts.Logf})
+	if err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	txns, err := txn.NewManager(fsys, dir, log, txn.FirstNormalXID)
+	if err != nil {
+		return fmt.Errorf("init %s: %w", dir, errors.Join(err, log.Close()))
+	}
+	if err := txns.WriteClog(); err != nil {
+		return fmt.Errorf("init %s: %w", dir, errors.Join(err, log.Close()))
+	}
+	redo := log.SetRedoPtr()
+	ck := checkpointRecord{Redo: redo, NextXID: uint64(txn.FirstNormalXID), NextOID: cat.NextOID, Shutdown: true}
+	start, _, err := insertCheckpoint(log, ck)
+	if err = errors.Join(err, log.Close()); err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	// The control file is written last: its presence is what makes dir a
+	// data directory.
+	c := &wal.Control{Version: DataVersion, State: wal.StateShutdown, CheckpointLSN: start,
+		RedoLSN: redo, NextXID: ck.NextXID, NextOID: cat.NextOID}
+	if err := wal.WriteControl(fsys, dir, c); err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Open opens the data directory dir, which Init created: it takes the
+// directory's exclusive lock (ErrInUse if another process holds it past
+// opts.LockTimeout), replays the WAL if the directory was not shut down
+// cleanly, removes relation files the catalog does not reference and takes
+// a checkpoint. A directory without a control file is ErrNotDataDir.
+func Open(dir string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	fsys := opts.FS
+	if _, err := fsys.Stat(filepath.Join(dir, wal.ControlFileName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("open %s: no control file: %w", dir, ErrNotDataDir)
+		}
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	lk, err := takeLock(fsys, dir, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{dir: dir, opts: opts, fs: fsys, lock: lk, handles: map[storage.RelFileNode]any{},
+		tlocks:  map[string]*sync.RWMutex{},
+		ckptReq: make(chan struct{}, 1), stop: make(chan struct{})}
+	if err := db.start(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, errors.Join(err, db.release()))
+	}
+	db.bg.Add(1)
+	go db.checkpointer()
+	return db, nil
+}
+
+// release closes whatever start opened, without checkpointing (failed
+// open or after Close's checkpoint).
+func (db *DB) release() error {
+	var errs []error
+	if db.log != nil {
+		errs = append(errs, db.log.Close())
+	}
+	if db.st != nil {
+		errs = append(errs, db.st.Close())
+	}
+	if db.lock != nil {
+		errs = append(errs, db.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close takes a shutdown checkpoint (so the next Open replays nothing),
+// marks the directory cleanly shut down and releases the lock. Later calls
+// return ErrClosed, as does every method of the DB and its transactions.
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	close(db.stop)
+	db.bg.Wait()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	err := db.checkpoint(true, db.cat.NextOID)
+	if rerr := db.release(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("close %s: %w", db.dir, err)
+	}
+	return nil
+}
+
+// walGate is the buffer pool's view of the log. During recovery there is
+// no open Log yet: every page the pool writes then has its WAL on disk
+// already (it came from there), so flushing is a no-op. After recovery
+// the gate forwards to the Log.
+type walGate struct{ log atomic.Pointer[wal.Log] }
+
+func (g *walGate) Flush(upTo wal.LSN, u *usage.Counters) error {
+	if l := g.log.Load(); l != nil {
+		return l.Flush(upTo, u)
+	}
+	return nil
+}
+
+func (g *walGate) FlushedLSN() wal.LSN {
+	if l := g.log.Load(); l != nil {
+		return l.FlushedLSN()
+	}
+	return ^wal.LSN(0)
+}
+
+func (g *walGate) Insert(rec *wal.Record, u *usage.Counters) (wal.LSN, error) {
+	if l := g.log.Load(); l != nil {
+		return l.Insert(rec, u)
+	}
+	return 0, errors.New("no WAL insertion during recovery")
+}
+
+func (g *walGate) RedoPtr() wal.LSN {
+	if l := g.log.Load(); l != nil {
+		return l.RedoPtr()
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+func (db *DB) btreeDeps() btree.Deps {
+	return btree.Deps{Pool: db.pool, Storage: db.st, Log: db.log}
+}
+
+// indexTree returns the (cached) index handle of relfilenode rel.
+func (db *DB) indexTree(rel storage.RelFileNode) *btree.Index {
+	db.hmu.Lock()
+	defer db.hmu.Unlock()
+	if t, ok := db.handles[rel].(*btree.Index); ok {
+		return t
+	}
+	t := btree.Open(db.btreeDeps(), rel)
+	db.handles[rel] = t
+	return t
+}
+
+// buildIndex builds ix bottom-up from an entry for every tuple of t that
+// is not dead to everyone (live, recently dead, or written by a
+// transaction still running), so that every snapshot finds its rows. The
+// caller holds db.mu exclusively, so no row changes run meanwhile.
+func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Index) error {
+	col := t.ColumnIndex(ix.Column)
+	horizon := db.txns.OldestXmin()
+	var entries []btree.Entry
+	err := db.walkHeap(ctx, t.Rel, horizon, nil, func(hp *heapPage) error {
+		for _, tup := range hp.Tuples {
+			if tup.Status == heap.Dead {
+				continue
+			}
+			key, err := row.Int64At(t.Columns, tup.Data, col)
+			if err != nil {
+				return fmt.Errorf("table %q at %v: %w", t.Name, tup.TID, err)
+			}
+			entries = append(entries, btree.Entry{Key: key, TID: tup.TID})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(entries, btree.Compare)
+	i := 0
+	next := func() (btree.Entry, bool, error) {
+		if i >= len(entries) {
+			return btree.Entry{}, false, nil
+		}
+		i++
+		return entries[i-1], true, nil
+	}
+	tree, err := btree.Build(db.btreeDeps(), ix.Rel, next, nil, func() error { return ctx.Err() })
+	if err != nil {
+		return err
+	}
+	db.hmu.Lock()
+	db.handles[ix.Rel] = tree
+	db.hmu.Unlock()
+	return nil
+}

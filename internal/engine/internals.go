@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// This file is the engine's face towards maintenance code (package vacuum
+// and the runner): the components and per-table handles a vacuum drives.
+// Package vacuum imports only the lower packages (heap, btree, buffer, wal,
+// txn, ...), never engine, so there is no import cycle: DB.Vacuum and
+// DB.VacuumFull (added with package vacuum) build a vacuum target from a
+// TableHandle and call into it; see ARCHITECTURE.md.
+
+// Internals are the DB's shared components. They stay owned by the DB:
+// do not close them, and do not use them after Close.
+type Internals struct {
+	Dir     string
+	FS      vfs.FS
+	Pool    *buffer.Pool
+	Log     *wal.Log
+	Txns    *txn.Manager
+	Storage *storage.Manager
+}
+
+// Internals returns the DB's shared components.
+func (db *DB) Internals() Internals {
+	return Internals{Dir: db.dir, FS: db.fs, Pool: db.pool, Log: db.log, Txns: db.txns, Storage: db.st}
+}
+
+// HeapDeps are the dependencies to create or open heap relations with.
+func (db *DB) HeapDeps() heap.Deps { return db.heapDeps() }
+
+// BtreeDeps are the dependencies to create, build or open indexes with.
+func (db *DB) BtreeDeps() btree.Deps { return db.btreeDeps() }
+
+// IndexHandle is one index of a TableHandle.
+type IndexHandle struct {
+	Name      string
+	Column    string
+	ColumnPos int // position of Column in the table's columns
+	Rel       storage.RelFileNode
+	Index     *btree.Index
+}
+
+// TableHandle is a table's relations at one moment of the catalog.
+type TableHandle struct {
+	Name    string
+	Columns []Column
+	Rel     storage.RelFileNode
+	Heap    *heap.Rel
+	Indexes []IndexHandle
+}
+
+// TableHandle returns the named table's relations.
+func (db *DB) TableHandle(name string) (*TableHandle, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	t, err := db.cat.Table(name)
+	if err != nil {
+		return nil, err
+	}
+	h := &TableHandle{Name: t.Name, Columns: append([]Column(nil), t.Columns...), Rel: t.Rel, Heap: db.heapRel(t.Rel)}
+	for _, ix := range t.Indexes {
+		h.Indexes = append(h.Indexes, IndexHandle{Name: ix.Name, Column: ix.Column, ColumnPos: t.ColumnIndex(ix.Column),
+			Rel: ix.Rel, Index: db.indexTree(ix.Rel)})
+	}
+	return h, nil
+}
+
+// tableLock returns the lock of the named table (row operations hold it
+// shared per call, VACUUM FULL exclusively). Lock order: table lock, then
+// db.mu.
+func (db *DB) tableLock(name string) *sync.RWMutex {
+	db.hmu.Lock()
+	defer db.hmu.Unlock()
+	l, ok := db.tlocks[name]
+	if !ok {
+		l = &sync.RWMutex{}
+		db.tlocks[name] = l
+	}
+	return l
+}
+
+// indexTable names the table an index belongs to.
+func (db *DB) indexTable(index string) (string, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return "", ErrClosed
+	}
+	t, _, err := db.cat.Index(index)
+	if err != nil {
+		return "", err
+	}
+	return t.Name, nil
+}
+
+// LockTable takes the named table's exclusive lock: row operations on it
+// wait until unlock is called (VACUUM FULL's rewrite and switch). Other
+// tables are not affected. Transactions keep their snapshots across it;
+// TIDs they hold for the table are invalid after a rewrite.
+func (db *DB) LockTable(name string) (unlock func(), err error) {
+	if _, err := db.Table(name); err != nil {
+		return nil, err
+	}
+	l := db.tableLock(name)
+	l.Lock()
+	return l.Unlock, nil
+}
+
+// AllocRelfilenode returns a relfilenode no relation uses or will use
+// (for VACUUM FULL's new files). Files created under it and never switched
+// into the catalog are removed at the next Open.
+func (db *DB) AllocRelfilenode() (storage.RelFileNode, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed.Load() {
+		return 0, ErrClosed
+	}
+	return storage.RelFileNode(db.cat.AllocOID()), nil
+}
+
+// SwapRelfilenodes is VACUUM FULL's switch: it makes the new heap (with its
+// VM and FSM forks) and the new index files durable, replaces table's
+// relfilenodes in the catalog (saved atomically), and removes the old
+// files. newIndexes maps every index name of the table to its new file.
+// The caller holds the table's lock (LockTable). A crash before the
+// catalog is saved leaves the old table; after, the new one; the files of
+// the other are orphans removed at the next Open.
+func (db *DB) SwapRelfilenodes(table string, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	// Every change to the new files is WAL-logged; make it durable, then
+	// write and fsync the files themselves so that the old WAL is not needed.
+	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
+		return fmt.Errorf("swap %q: %w", table, err)
+	}
+	if err := db.pool.FlushAll(); err != nil {
+		return fmt.Errorf("swap %q: %w", table, err)
+	}
+	rels := []storage.RelFileNode{newHeap}
+	for _, r := range newIndexes {
+		rels = append(rels, r)
+	}
+	for _, r := range rels {
+		for _, f := range []storage.ForkNum{storage.MainFork, storage.VMFork, storage.FSMFork} {
+			if ok, err := db.st.Exists(r, f); err != nil {
+				return fmt.Errorf("swap %q: %w", table, err)
+			} else if ok {
+				if err := db.st.Sync(r, f); err != nil {
+					return fmt.Errorf("swap %q: %w", table, err)
+				}
+			}
+		}
+	}
+	next := db.cat.Clone()
+	old, err := next.SwapRelfilenodes(table, newHeap, newIndexes)
+	if err != nil {
+		return fmt.Errorf("swap %q: %w", table, err)
+	}
+	if err := catalog.Save(db.fs, db.dir, next); err != nil {
+		return fmt.Errorf("swap %q: %w", table, err)
+	}
+	db.cat = next
+	var errs []error
+	for _, r := range old {
+		db.forgetHandle(r)
+		db.pool.DropRel(r)
+		if err := db.st.Drop(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		db.opts.Logf("swap %q: old files left for the next Open to remove: %v", table, err)
+	}
+	return nil
+}

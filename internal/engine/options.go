@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultBufferPoolBytes    = 128 << 20
+	DefaultCheckpointWALBytes = 64 << 20
+	minPoolFrames             = 16
+)
+
+// Options configure Init and Open. The zero value is usable.
+type Options struct {
+	// FS is the file system (nil = the operating system's).
+	FS vfs.FS
+	// BufferPoolBytes sizes the shared buffer pool (0 = 128 MiB; at least
+	// 16 pages).
+	BufferPoolBytes int64
+	// Direct opens relation files with O_DIRECT (falls back with a warning
+	// where the file system refuses it).
+	Direct bool
+	// SegmentSize is the relation segment file size (0 = 1 GiB). Every
+	// opener of a directory must use the same value.
+	SegmentSize int64
+	// WALSegmentSize is the WAL segment file size (0 = 16 MiB). Every
+	// opener of a directory must use the same value.
+	WALSegmentSize int64
+	// CheckpointWALBytes triggers an automatic checkpoint once this much
+	// WAL has been written since the last one began (0 = 64 MiB, < 0 = never).
+	CheckpointWALBytes int64
+	// LockTimeout is how long Open waits for another holder of the data
+	// directory to let go (0 = fail at once with ErrInUse).
+	LockTimeout time.Duration
+	// Logf receives operational messages (recovery, warnings); nil = discard.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.NewOS(o.Logf)
+	}
+	if o.BufferPoolBytes <= 0 {
+		o.BufferPoolBytes = DefaultBufferPoolBytes
+	}
+	if o.CheckpointWALBytes == 0 {
+		o.CheckpointWALBytes = DefaultCheckpointWALBytes
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+func (o Options) frames() int {
+	return max(int(o.BufferPoolBytes/page.Size), minPoolFrames)
+}

@@ -1,0 +1,247 @@
+package page
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// maxItemLen is the largest length a line pointer can encode.
+const maxItemLen = 0x7FFF
+
+func (p Page) checkHeader() error {
+	if len(p) != Size {
+		return headerErr("page is %d bytes, want %d", len(p), Size)
+	}
+	return p.validateHeader()
+}
+
+// headerSane is the cheap check the mutators without an error result make
+// before touching the page: on a page that fails it they do nothing.
+func (p Page) headerSane() bool { return p.checkHeader() == nil }
+
+func (p Page) firstUnused(from OffsetNumber) OffsetNumber {
+	n := p.NumItems()
+	for i := int(from); i <= n; i++ {
+		if p.Item(OffsetNumber(i)).State == LPUnused {
+			return OffsetNumber(i)
+		}
+	}
+	return 0
+}
+
+// placeData copies data below upper and returns its offset; the caller has
+// checked that the space is there.
+func (p Page) placeData(data []byte) int {
+	alen := maxAlign(len(data))
+	up := p.upper() - alen
+	copy(p[up:], data)
+	clear(p[up+len(data) : up+alen])
+	p.put16(offUpper, uint16(up))
+	return up
+}
+
+func checkItemLen(data []byte) error {
+	if len(data) == 0 {
+		return errors.New("cannot add an empty item")
+	}
+	if len(data) > maxItemLen {
+		return fmt.Errorf("item of %d bytes exceeds %d: %w", len(data), maxItemLen, ErrNoSpace)
+	}
+	return nil
+}
+
+// AddItem stores data in a new item. With off == 0 it reuses the first
+// unused line pointer or appends one; with off != 0 it places the item at
+// exactly that OffsetNumber (used by redo; the slot must be unused or one
+// past the end). ErrNoSpace (wrapped) when the page cannot hold it.
+func (p Page) AddItem(data []byte, off OffsetNumber) (OffsetNumber, error) {
+	if err := p.checkHeader(); err != nil {
+		return 0, fmt.Errorf("add item: %w", err)
+	}
+	if err := checkItemLen(data); err != nil {
+		return 0, err
+	}
+	n := p.NumItems()
+	reuse := false
+	switch {
+	case off == 0:
+		if p.Flags()&FlagHasFreeLines != 0 {
+			off = p.firstUnused(1)
+			if off == 0 {
+				p.SetFlags(p.Flags() &^ FlagHasFreeLines)
+			}
+		}
+		if off == 0 {
+			off = OffsetNumber(n + 1)
+		} else {
+			reuse = true
+		}
+	case int(off) > n+1:
+		return 0, fmt.Errorf("add item at offset %d: page has %d items", off, n)
+	case int(off) <= n:
+		if st := p.Item(off).State; st != LPUnused {
+			return 0, fmt.Errorf("add item at offset %d: slot is %s", off, st)
+		}
+		reuse = true
+	}
+	if !reuse && n+1 > maxItemLen {
+		return 0, fmt.Errorf("add item: line pointer array full: %w", ErrNoSpace)
+	}
+	need := maxAlign(len(data))
+	if !reuse {
+		need += ItemIDSize
+	}
+	if free := p.upper() - p.lower(); need > free {
+		return 0, fmt.Errorf("item of %d bytes needs %d, page has %d free: %w", len(data), need, free, ErrNoSpace)
+	}
+	if !reuse {
+		p.put16(offLower, uint16(p.lower()+ItemIDSize))
+	}
+	start := p.placeData(data)
+	p.setItem(off, ItemID{State: LPNormal, Off: uint16(start), Len: uint16(len(data))})
+	if reuse && p.Flags()&FlagHasFreeLines != 0 && p.firstUnused(off+1) == 0 {
+		p.SetFlags(p.Flags() &^ FlagHasFreeLines)
+	}
+	return off, nil
+}
+
+// InsertItemAt inserts data as item number off, shifting items off.. up by
+// one (ordered pages such as B-tree pages). off must be in 1..NumItems()+1.
+// Redirect targets are not renumbered: use it only on pages without
+// redirects.
+func (p Page) InsertItemAt(data []byte, off OffsetNumber) error {
+	if err := p.checkHeader(); err != nil {
+		return fmt.Errorf("insert item: %w", err)
+	}
+	if err := checkItemLen(data); err != nil {
+		return err
+	}
+	n := p.NumItems()
+	if off == 0 || int(off) > n+1 {
+		return fmt.Errorf("insert item at offset %d: valid offsets are 1..%d", off, n+1)
+	}
+	need := maxAlign(len(data)) + ItemIDSize
+	if free := p.upper() - p.lower(); need > free {
+		return fmt.Errorf("item of %d bytes needs %d, page has %d free: %w", len(data), need, free, ErrNoSpace)
+	}
+	at := lpOffset(off)
+	lo := p.lower()
+	copy(p[at+ItemIDSize:lo+ItemIDSize], p[at:lo])
+	p.put16(offLower, uint16(lo+ItemIDSize))
+	start := p.placeData(data)
+	p.setItem(off, ItemID{State: LPNormal, Off: uint16(start), Len: uint16(len(data))})
+	return nil
+}
+
+// DeleteItems removes the given items from an ordered page, shifting later
+// items down, and compacts the freed space. Offsets out of range are
+// ignored, as are duplicates. Like InsertItemAt it does not renumber
+// redirect targets.
+func (p Page) DeleteItems(offs []OffsetNumber) {
+	if !p.headerSane() || len(offs) == 0 {
+		return
+	}
+	n := p.NumItems()
+	del := make([]bool, n+1)
+	for _, o := range offs {
+		if o >= 1 && int(o) <= n {
+			del[o] = true
+		}
+	}
+	kept := 0
+	for i := 1; i <= n; i++ {
+		if del[i] {
+			continue
+		}
+		kept++
+		if kept != i {
+			copy(p[lpOffset(OffsetNumber(kept)):], p[lpOffset(OffsetNumber(i)):lpOffset(OffsetNumber(i))+ItemIDSize])
+		}
+	}
+	lo := HeaderSize + kept*ItemIDSize
+	clear(p[lo:p.lower()])
+	p.put16(offLower, uint16(lo))
+	p.Compact()
+}
+
+// SetUnused marks a line pointer unused (free for reuse by AddItem). Like
+// SetDead and SetRedirect it leaves the item's storage to be reclaimed by
+// the next Compact. Out-of-range offsets are ignored.
+func (p Page) SetUnused(off OffsetNumber) {
+	if !p.headerSane() || off == 0 || int(off) > p.NumItems() {
+		return
+	}
+	p.setItem(off, ItemID{})
+	p.SetFlags(p.Flags() | FlagHasFreeLines)
+}
+
+// SetDead marks a line pointer dead (storage reclaimable, slot kept).
+func (p Page) SetDead(off OffsetNumber) {
+	if !p.headerSane() || off == 0 || int(off) > p.NumItems() {
+		return
+	}
+	p.setItem(off, ItemID{State: LPDead})
+}
+
+// SetRedirect makes off point at target. It does nothing when either is out
+// of range or target == off.
+func (p Page) SetRedirect(off, target OffsetNumber) {
+	n := p.NumItems()
+	if !p.headerSane() || off == 0 || int(off) > n || target == 0 || int(target) > n || target == off {
+		return
+	}
+	p.setItem(off, ItemID{State: LPRedirect, Off: uint16(target)})
+}
+
+// Compact repacks normal items at the end of the page, keeping their
+// OffsetNumbers, and drops trailing unused line pointers. Freed bytes are
+// zeroed. A page whose items do not fit their bounds is left unchanged.
+func (p Page) Compact() {
+	if !p.headerSane() {
+		return
+	}
+	n := p.NumItems()
+	sp := p.special()
+	spans := make([]span, 0, n)
+	total := 0
+	for i := 1; i <= n; i++ {
+		id := p.Item(OffsetNumber(i))
+		if id.State != LPNormal {
+			continue
+		}
+		start, end := int(id.Off), int(id.Off)+int(id.Len)
+		if id.Len == 0 || start < p.lower() || end > sp {
+			return
+		}
+		spans = append(spans, span{OffsetNumber(i), start, end})
+		total += maxAlign(int(id.Len))
+	}
+	if total > sp-p.lower() {
+		return
+	}
+	// Move items in descending order of offset: each destination lies at or
+	// above its source and below every item already moved, so no source is
+	// overwritten before it is copied.
+	slices.SortFunc(spans, func(a, b span) int { return b.start - a.start })
+	up := sp
+	for _, s := range spans {
+		l := s.end - s.start
+		up -= maxAlign(l)
+		copy(p[up:], p[s.start:s.end])
+		clear(p[up+l : up+maxAlign(l)])
+		p.setItem(s.off, ItemID{State: LPNormal, Off: uint16(up), Len: uint16(l)})
+	}
+	for n > 0 && p.Item(OffsetNumber(n)).State == LPUnused {
+		n--
+	}
+	lo := HeaderSize + n*ItemIDSize
+	clear(p[lo:up])
+	p.put16(offLower, uint16(lo))
+	p.put16(offUpper, uint16(up))
+	if p.firstUnused(1) != 0 {
+		p.SetFlags(p.Flags() | FlagHasFreeLines)
+	} else {
+		p.SetFlags(p.Flags() &^ FlagHasFreeLines)
+	}
+}

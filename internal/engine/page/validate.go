@@ -1,0 +1,112 @@
+package page
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ValidationError describes the first inconsistency Validate found.
+type ValidationError struct {
+	Item   OffsetNumber // 0 when the problem is in the header
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Item == 0 {
+		return "invalid page header: " + e.Reason
+	}
+	return fmt.Sprintf("invalid line pointer %d: %s", e.Item, e.Reason)
+}
+
+func headerErr(format string, args ...any) error {
+	return &ValidationError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func itemErr(off OffsetNumber, format string, args ...any) error {
+	return &ValidationError{Item: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the header bounds and every line pointer (inside the
+// tuple area, no overlaps, lengths within the page) and returns the first
+// problem found, as a *ValidationError. An all-zero (new) page is valid.
+func (p Page) Validate() error {
+	if len(p) != Size {
+		return headerErr("page is %d bytes, want %d", len(p), Size)
+	}
+	if isZero(p) {
+		return nil
+	}
+	if err := p.validateHeader(); err != nil {
+		return err
+	}
+	return p.validateItems()
+}
+
+func (p Page) validateHeader() error {
+	lo, up, sp := p.lower(), p.upper(), p.special()
+	if v := p.Version(); v != LayoutVersion {
+		return headerErr("layout version %d, want %d", v, LayoutVersion)
+	}
+	if lo < HeaderSize || lo > up || up > sp || sp > Size {
+		return headerErr("bounds out of order: want %d <= lower %d <= upper %d <= special %d <= %d",
+			HeaderSize, lo, up, sp, Size)
+	}
+	if (lo-HeaderSize)%ItemIDSize != 0 {
+		return headerErr("lower %d does not end a line pointer", lo)
+	}
+	if sp%MaxAlign != 0 {
+		return headerErr("special %d is not %d-byte aligned", sp, MaxAlign)
+	}
+	return nil
+}
+
+type span struct {
+	off   OffsetNumber
+	start int
+	end   int
+}
+
+func (p Page) validateItems() error {
+	n := p.NumItems()
+	up, sp := p.upper(), p.special()
+	spans := make([]span, 0, n)
+	for i := 1; i <= n; i++ {
+		off := OffsetNumber(i)
+		id := p.Item(off)
+		switch id.State {
+		case LPNormal:
+			start, end := int(id.Off), int(id.Off)+int(id.Len)
+			if id.Len == 0 {
+				return itemErr(off, "normal item has length 0")
+			}
+			if start < up || end > sp {
+				return itemErr(off, "item [%d,%d) outside tuple area [%d,%d)", start, end, up, sp)
+			}
+			if start%MaxAlign != 0 {
+				return itemErr(off, "item offset %d is not %d-byte aligned", start, MaxAlign)
+			}
+			spans = append(spans, span{off, start, end})
+		case LPRedirect:
+			if id.Len != 0 {
+				return itemErr(off, "redirect has length %d", id.Len)
+			}
+			if t := int(id.Off); t < 1 || t > n || t == i {
+				return itemErr(off, "redirect target %d out of range 1..%d or self", t, n)
+			}
+			if st := p.Item(OffsetNumber(id.Off)).State; st != LPNormal {
+				return itemErr(off, "redirect target %d is %s, want normal", id.Off, st)
+			}
+		case LPDead, LPUnused:
+			if id.Off != 0 || id.Len != 0 {
+				return itemErr(off, "%s line pointer has offset %d length %d", id.State, id.Off, id.Len)
+			}
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	for i := 1; i < len(spans); i++ {
+		if a, b := spans[i-1], spans[i]; a.end > b.start {
+			return itemErr(b.off, "item [%d,%d) overlaps item %d [%d,%d)", b.start, b.end, a.off, a.start, a.end)
+		}
+	}
+	return nil
+}

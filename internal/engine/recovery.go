@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/redo"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// RecoveryInfo says what Open found and did.
+type RecoveryInfo struct {
+	// CleanShutdown: the control file said the last Close completed.
+	CleanShutdown bool
+	// StartLSN is where replay began (the last checkpoint's redo pointer).
+	StartLSN wal.LSN
+	// Replayed is the number of WAL records replayed (checkpoint records
+	// not counted).
+	Replayed int
+	// EndLSN is where valid WAL ended; the log continues there.
+	EndLSN wal.LSN
+	// TornTail is the damaged or torn record that ended replay, nil when
+	// the WAL ended cleanly.
+	TornTail *wal.CorruptRecordError
+	// OrphansRemoved are relation files no catalog entry referenced.
+	OrphansRemoved []storage.RelFileNode
+	// Duration is the time replay took.
+	Duration time.Duration
+}
+
+// RecoveryInfo returns what the last Open found and did.
+func (db *DB) RecoveryInfo() RecoveryInfo { return db.recovery }
+
+// start opens every component, replays the WAL, cleans up orphans and
+// takes the first checkpoint.
+func (db *DB) start() error {
+	ctl, err := wal.ReadControl(db.fs, db.dir)
+	if err != nil {
+		if errors.Is(err, wal.ErrUnsupportedVersion) {
+			return fmt.Errorf("%v: %w", err, ErrUnsupportedVersion)
+		}
+		return damaged(err)
+	}
+	if ctl.Version != DataVersion {
+		return fmt.Errorf("data directory version %d, this build supports %d: %w", ctl.Version, DataVersion, ErrUnsupportedVersion)
+	}
+	cat, err := catalog.Load(db.fs, db.dir)
+	if err != nil {
+		if errors.Is(err, catalog.ErrUnsupportedVersion) {
+			return fmt.Errorf("%v: %w", err, ErrUnsupportedVersion)
+		}
+		return damaged(err)
+	}
+	cat.NextOID = max(cat.NextOID, ctl.NextOID)
+	db.cat = cat
+
+	db.st, err = storage.Open(db.fs, db.dir, storage.Options{SegmentSize: db.opts.SegmentSize, Direct: db.opts.Direct, Logf: db.opts.Logf})
+	if err != nil {
+		return err
+	}
+	db.gate = &walGate{}
+	db.pool, err = buffer.New(db.st, db.gate, buffer.Options{Frames: db.opts.frames(), Direct: db.opts.Direct})
+	if err != nil {
+		return err
+	}
+	db.txns, err = txn.NewManager(db.fs, db.dir, nil, txn.XID(ctl.NextXID))
+	if err != nil {
+		return damaged(err)
+	}
+
+	t0 := time.Now()
+	info := RecoveryInfo{CleanShutdown: ctl.State == wal.StateShutdown, StartLSN: ctl.RedoLSN}
+	if err := db.replay(ctl.RedoLSN, &info); err != nil {
+		return err
+	}
+	// The control file is written after its checkpoint record was flushed:
+	// a WAL that ends before that record lost segments (or was damaged)
+	// where it was durable, and committed work with it.
+	if info.EndLSN <= ctl.CheckpointLSN {
+		reason := "ends"
+		if info.TornTail != nil {
+			reason = "is damaged at " + info.TornTail.Error() + " and ends"
+		}
+		return fmt.Errorf("%w: the WAL %s at LSN %X, before the last checkpoint record at LSN %X (missing or damaged WAL segment)",
+			ErrCorrupt, reason, uint64(info.EndLSN), uint64(ctl.CheckpointLSN))
+	}
+	info.Duration = time.Since(t0)
+	if info.TornTail != nil {
+		db.opts.Logf("recovery: WAL ends at a damaged record: %v; replayed %d records up to LSN %X",
+			info.TornTail, info.Replayed, uint64(info.EndLSN))
+	} else if !info.CleanShutdown {
+		db.opts.Logf("recovery: replayed %d records from LSN %X to %X in %v",
+			info.Replayed, uint64(info.StartLSN), uint64(info.EndLSN), info.Duration)
+	}
+
+	db.log, err = wal.Open(db.fs, db.dir, info.EndLSN, wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf})
+	if err != nil {
+		return err
+	}
+	db.gate.log.Store(db.log)
+	db.txns.SetLog(db.log)
+
+	if info.OrphansRemoved, err = db.removeOrphans(); err != nil {
+		return err
+	}
+	if err := db.ensureForks(); err != nil {
+		return err
+	}
+	db.recovery = info
+	return db.checkpoint(false, db.cat.NextOID)
+}
+
+// replay applies the WAL from start to its end.
+func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
+	rd, err := wal.NewReader(db.fs, db.dir, start, wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf})
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	defer func() { _ = rd.Close() }() // read-only: nothing to lose
+	rels := db.cat.Rels()
+	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: func(r storage.RelFileNode) bool { return !rels[r] }}
+	info.EndLSN = start
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var cre *wal.CorruptRecordError
+		if errors.As(err, &cre) {
+			info.TornTail = cre
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("recovery: read WAL after LSN %X: %w", uint64(info.EndLSN), err)
+		}
+		if rec.XID != 0 {
+			db.txns.AdvanceNextXID(txn.XID(rec.XID) + 1)
+		}
+		counted, err := db.redoRecord(env, rec)
+		if err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+		if counted {
+			info.Replayed++
+		}
+		info.EndLSN = rec.EndLSN
+	}
+	if e := rd.EndLSN(); e > info.EndLSN {
+		info.EndLSN = e
+	}
+	return nil
+}
+
+// redoRecord dispatches one record to its resource manager. It reports
+// whether the record counts as replayed work (checkpoint records do not).
+func (db *DB) redoRecord(env *redo.Env, rec *wal.Record) (bool, error) {
+	switch rec.Rmgr {
+	case wal.RmgrXLOG:
+		if rec.Info == xlogCheckpoint {
+			ck, err := decodeCheckpoint(rec.Main)
+			if err != nil {
+				return false, fmt.Errorf("record at LSN %X: %w", uint64(rec.StartLSN), err)
+			}
+			db.txns.AdvanceNextXID(txn.XID(ck.NextXID))
+			return false, nil
+		}
+		return true, redoImages(env, rec)
+	case wal.RmgrXact:
+		return true, db.txns.Redo(rec)
+	}
+	fn, ok := rmgrRedo[rec.Rmgr]
+	if !ok {
+		return false, fmt.Errorf("record at LSN %X has unknown resource manager %d", uint64(rec.StartLSN), rec.Rmgr)
+	}
+	return true, fn(env, rec)
+}
+
+// redoImages restores every full-page image of a record that carries
+// nothing else (RmgrXLOG: the FPI written for a hint-bit change).
+func redoImages(env *redo.Env, rec *wal.Record) error {
+	for i := range rec.Blocks {
+		b, act, err := redo.ReadBlock(env, rec, i)
+		if err != nil {
+			return err
+		}
+		switch act {
+		case redo.Apply:
+			// No image (should not happen for these records): nothing to apply.
+			redo.Release(b)
+		case redo.Done:
+			redo.Release(b)
+		}
+	}
+	return nil
+}
+
+// removeOrphans removes relation files that no catalog entry references:
+// leftovers of a CREATE TABLE or VACUUM FULL interrupted before its
+// catalog switch, or of a VACUUM FULL interrupted after it.
+func (db *DB) removeOrphans() ([]storage.RelFileNode, error) {
+	rels := db.cat.Rels()
+	list, err := db.st.List()
+	if err != nil {
+		return nil, fmt.Errorf("list relation files: %w", err)
+	}
+	var removed []storage.RelFileNode
+	for _, r := range list {
+		if rels[r] {
+			continue
+		}
+		db.pool.DropRel(r)
+		if err := db.st.Drop(r); err != nil {
+			return removed, fmt.Errorf("remove orphan relation %d: %w", r, err)
+		}
+		removed = append(removed, r)
+		if uint32(r) >= db.cat.NextOID {
+			db.cat.NextOID = uint32(r) + 1
+		}
+	}
+	if len(removed) > 0 {
+		db.opts.Logf("removed orphan relation files %v", removed)
+	}
+	return removed, nil
+}
+
+// damaged marks a failure to read one of the files every data directory
+// needs as ErrCorrupt when the file is missing or its content is invalid
+// (not for I/O errors, which may be transient).
+func damaged(err error) error {
+	var clog *txn.CorruptClogError
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, wal.ErrCorruptControl) || errors.Is(err, catalog.ErrCorrupt) ||
+		errors.Is(err, txn.ErrClogMissing) || errors.As(err, &clog) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}

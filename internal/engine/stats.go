@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// TableStats describe one table, measured by a full scan: tuples are
+// classified against the current vacuum horizon (the oldest snapshot
+// still running), as PostgreSQL's HeapTupleSatisfiesVacuum does.
+type TableStats struct {
+	Name               string
+	Pages              int64 // heap pages
+	AllVisiblePages    int64 // pages flagged all-visible
+	LiveTuples         int64 // visible to current and future snapshots (or being deleted)
+	DeadTuples         int64 // dead to everyone: vacuum removes them
+	RecentlyDeadTuples int64 // deleted, but an older snapshot may still see them
+	InProgressTuples   int64 // inserted by transactions still running
+	DeadLinePointers   int64 // pruned slots waiting for index vacuum
+	LiveBytes          int64
+	DeadBytes          int64
+	FreeBytes          int64
+	Indexes            []IndexStats
+}
+
+// IndexStats describe one index.
+type IndexStats struct {
+	Name    string
+	Column  string
+	Pages   int64 // blocks, meta page included
+	Entries int64 // leaf entries, including those of dead versions
+}
+
+// Stats scans every table and index (with a bulk-read ring, so the scan
+// does not flush the pool) and returns their statistics.
+func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	horizon := db.txns.OldestXmin()
+	var out []TableStats
+	for _, t := range db.cat.Tables {
+		s := db.pool.NewStrategy(buffer.BulkRead, 0, nil)
+		c, err := db.heapRel(t.Rel).CountTuples(ctx, horizon, s)
+		if err != nil {
+			return nil, fmt.Errorf("stats of %q: %w", t.Name, err)
+		}
+		ts := TableStats{Name: t.Name, Pages: c.Pages, AllVisiblePages: c.AllVisible,
+			LiveTuples: c.Live + c.DeleteInProgress, DeadTuples: c.Dead, RecentlyDeadTuples: c.RecentlyDead,
+			InProgressTuples: c.InsertInProgress, DeadLinePointers: c.DeadLinePointers,
+			LiveBytes: c.LiveBytes, DeadBytes: c.DeadBytes, FreeBytes: c.FreeBytes}
+		for _, ix := range t.Indexes {
+			cs, err := db.indexTree(ix.Rel).Cleanup(s)
+			if err != nil {
+				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+			}
+			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Column, Pages: cs.Pages, Entries: cs.Entries})
+		}
+		out = append(out, ts)
+	}
+	return out, nil
+}
+
+// RuntimeStats are process-wide counters of the open DB.
+type RuntimeStats struct {
+	Pool buffer.Stats
+	WAL  wal.Stats
+	// Commits is what foreground commits charged (WAL records, flushes).
+	Commits usage.Snapshot
+}
+
+// EngineStats returns the buffer pool's and the WAL's counters.
+func (db *DB) EngineStats() RuntimeStats {
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Snapshot()}
+}

@@ -1,0 +1,207 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+)
+
+// zeroPage is written by Extend; never modified.
+var zeroPage = vfs.AlignedBuffer(page.Size)
+
+func aligned(b []byte) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%vfs.Alignment == 0
+}
+
+func (m *Manager) getBuf() *[]byte {
+	if b, ok := m.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := vfs.AlignedBuffer(page.Size)
+	return &b
+}
+func (m *Manager) putBuf(b *[]byte) { m.bufs.Put(b) }
+
+// NBlocks is the number of blocks in the fork (0 when it does not exist).
+func (m *Manager) NBlocks(rel RelFileNode, fork ForkNum) (BlockNumber, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(false); err != nil {
+		return 0, err
+	}
+	fs := m.forkState(rel, fork)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return m.nblocksLocked(fs, rel, fork)
+}
+
+// Read reads block blk into buf (len page.Size) and verifies its checksum;
+// a mismatch returns *CorruptPageError naming the file and block. Bytes read
+// are charged to u (may be nil).
+//
+// A page that is not all zeros must also pass page.Validate, or it is
+// corrupt too. A block past the end of the fork is an error wrapping
+// ErrBeyondEnd.
+func (m *Manager) Read(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byte, u *usage.Counters) error {
+	if len(buf) != page.Size {
+		return fmt.Errorf("read block %d of %s: buffer is %d bytes, want %d", blk, m.Path(rel, fork), len(buf), page.Size)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(false); err != nil {
+		return err
+	}
+	seg, off := m.locate(blk)
+	name := func() string { return m.SegmentPath(rel, fork, seg) }
+	fs := m.forkState(rel, fork)
+	fs.mu.Lock()
+	f, _, err := m.openSeg(fs, rel, fork, seg, false)
+	fs.mu.Unlock()
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read block %d of %s: %w (file %s does not exist)", blk, m.Path(rel, fork), ErrBeyondEnd, name())
+	}
+	if err != nil {
+		return fmt.Errorf("read block %d of %s: %w", blk, m.Path(rel, fork), err)
+	}
+	dst := buf
+	var tmp *[]byte
+	if f.Direct() && !aligned(buf) {
+		tmp = m.getBuf()
+		defer m.putBuf(tmp)
+		dst = *tmp
+	}
+	n, err := f.ReadAt(dst, off)
+	if n < page.Size {
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("read block %d of %s: %w (file %s has only %d of %d bytes at offset %d)",
+				blk, m.Path(rel, fork), ErrBeyondEnd, name(), n, page.Size, off)
+		}
+		return fmt.Errorf("read block %d of %s (file %s offset %d): %w", blk, m.Path(rel, fork), name(), off, err)
+	}
+	if tmp != nil {
+		copy(buf, dst)
+	}
+	u.Add(usage.ReadBytes, page.Size)
+	if err := page.VerifyChecksum(buf, uint32(blk)); err != nil {
+		return &CorruptPageError{File: name(), Block: blk, Reason: err.Error()}
+	}
+	if err := page.Page(buf).Validate(); err != nil {
+		return &CorruptPageError{File: name(), Block: blk, Reason: err.Error()}
+	}
+	return nil
+}
+
+// Write writes buf as block blk (setting the checksum on a private copy,
+// so buf is not modified), extending the fork when blk == NBlocks. Writes
+// are not fsynced; SyncAll makes them durable. Bytes written go to u.
+//
+// An all-zero page is written as is (no checksum: it reads back as new).
+// A page that fails page.Validate is refused, since it could not be read
+// back. A block more than one past the end is an error wrapping
+// ErrBeyondEnd.
+func (m *Manager) Write(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byte, u *usage.Counters) error {
+	if len(buf) != page.Size {
+		return fmt.Errorf("write block %d of %s: buffer is %d bytes, want %d", blk, m.Path(rel, fork), len(buf), page.Size)
+	}
+	if blk == InvalidBlock {
+		return fmt.Errorf("write block %d of %s: invalid block number", blk, m.Path(rel, fork))
+	}
+	if err := page.Page(buf).Validate(); err != nil {
+		return fmt.Errorf("write block %d of %s: refusing invalid page: %w", blk, m.Path(rel, fork), err)
+	}
+	img := m.getBuf()
+	defer m.putBuf(img)
+	copy(*img, buf)
+	if !page.IsZero(*img) {
+		page.SetChecksum(*img, uint32(blk))
+	}
+
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(true); err != nil {
+		return fmt.Errorf("write block %d of %s: %w", blk, m.Path(rel, fork), err)
+	}
+	fs := m.forkState(rel, fork)
+	fs.mu.Lock()
+	n, err := m.nblocksLocked(fs, rel, fork)
+	if err != nil {
+		fs.mu.Unlock()
+		return fmt.Errorf("write block %d of %s: %w", blk, m.Path(rel, fork), err)
+	}
+	if blk > n {
+		fs.mu.Unlock()
+		return fmt.Errorf("write block %d of %s: %w (fork has %d blocks)", blk, m.Path(rel, fork), ErrBeyondEnd, n)
+	}
+	// An extending write keeps fs.mu across the I/O, serializing it with
+	// Extend; a plain overwrite releases it once the file is open.
+	extending := blk == n
+	seg, off := m.locate(blk)
+	f, _, err := m.openSeg(fs, rel, fork, seg, extending)
+	if !extending {
+		fs.mu.Unlock()
+	}
+	if err == nil {
+		err = writeFull(f, *img, off)
+	}
+	if extending {
+		if err == nil {
+			fs.nblocks = int64(n) + 1
+		}
+		fs.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("write block %d of %s: %w", blk, m.SegmentPath(rel, fork, seg), err)
+	}
+	m.markDirty(segKey{forkKey{rel, fork}, seg}, f)
+	u.Add(usage.WriteBytes, page.Size)
+	return nil
+}
+
+func writeFull(f vfs.File, b []byte, off int64) error {
+	n, err := f.WriteAt(b, off)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("wrote %d of %d bytes at offset %d: %w", n, len(b), off, err)
+	}
+	return nil
+}
+
+// Extend appends a zeroed block and returns its number. The fork's first
+// segment is created if it does not exist yet.
+func (m *Manager) Extend(rel RelFileNode, fork ForkNum, u *usage.Counters) (BlockNumber, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(true); err != nil {
+		return 0, fmt.Errorf("extend %s: %w", m.Path(rel, fork), err)
+	}
+	fs := m.forkState(rel, fork)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n, err := m.nblocksLocked(fs, rel, fork)
+	if err != nil {
+		return 0, fmt.Errorf("extend %s: %w", m.Path(rel, fork), err)
+	}
+	if n >= InvalidBlock {
+		return 0, fmt.Errorf("extend %s: fork already has the maximum %d blocks", m.Path(rel, fork), n)
+	}
+	seg, off := m.locate(n)
+	f, _, err := m.openSeg(fs, rel, fork, seg, true)
+	if err == nil {
+		err = writeFull(f, zeroPage, off)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("extend %s to block %d: %w", m.SegmentPath(rel, fork, seg), n, err)
+	}
+	fs.nblocks = int64(n) + 1
+	m.markDirty(segKey{forkKey{rel, fork}, seg}, f)
+	u.Add(usage.WriteBytes, page.Size)
+	return n, nil
+}

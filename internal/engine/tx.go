@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+)
+
+// Tx is a transaction: one snapshot for its whole life (repeatable read),
+// its own changes visible to itself. A Tx belongs to one goroutine. Commit
+// returns once the commit is durable; Rollback discards every change. A
+// Tx whose write failed half-way (row stored, index entry not) can only be
+// rolled back: Commit aborts it and returns the first failure.
+type Tx struct {
+	db     *DB
+	t      *txn.Txn
+	done   bool
+	failed error
+}
+
+// Found is one row an index lookup returned.
+type Found struct {
+	TID page.TID
+	Row []any
+}
+
+// Begin starts a transaction.
+func (db *DB) Begin() (*Tx, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	return &Tx{db: db, t: db.txns.Begin()}, nil
+}
+
+// XID is the transaction's id.
+func (tx *Tx) XID() uint64 { return uint64(tx.t.XID()) }
+
+// enter takes, for one operation, the shared lock of table (if named:
+// VACUUM FULL holds it exclusively while it rewrites the table) and then the
+// DB's shared lock, and checks that both the DB and the transaction are
+// usable. The caller defers the returned unlock.
+func (tx *Tx) enter(table string) (func(), error) {
+	var tl *sync.RWMutex
+	if table != "" {
+		tl = tx.db.tableLock(table)
+		tl.RLock()
+	}
+	unlock := func() {
+		tx.db.mu.RUnlock()
+		if tl != nil {
+			tl.RUnlock()
+		}
+	}
+	tx.db.mu.RLock()
+	if tx.db.closed.Load() {
+		unlock()
+		return nil, ErrClosed
+	}
+	if tx.done {
+		unlock()
+		return nil, ErrTxDone
+	}
+	return unlock, nil
+}
+
+// Insert stores a new row in table and adds its index entries.
+func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return page.TID{}, err
+	}
+	defer unlock()
+	if err := tx.db.writable(); err != nil {
+		return page.TID{}, err
+	}
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return page.TID{}, err
+	}
+	data, err := row.Encode(t.Columns, vals)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
+	}
+	tid, err := tx.db.heapRel(t.Rel).Insert(tx.t, data, nil)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
+	}
+	if err := tx.addIndexEntries(t, vals, tid); err != nil {
+		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
+	}
+	return tid, nil
+}
+
+// addIndexEntries inserts (key, tid) into every index of t. A failure
+// poisons the transaction: the row is stored but not fully indexed.
+func (tx *Tx) addIndexEntries(t *catalog.Table, vals []any, tid page.TID) error {
+	for i := range t.Indexes {
+		ix := &t.Indexes[i]
+		key, _ := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
+		if err := tx.db.indexTree(ix.Rel).Insert(key, tid, nil); err != nil {
+			tx.failed = fmt.Errorf("index %q: %w", ix.Name, err)
+			return tx.failed
+		}
+	}
+	return nil
+}
+
+// Update replaces the row at tid with vals: a new version (at the returned
+// TID) with new index entries; the old version and its index entries stay
+// until vacuum removes them. ErrNotFound if tid holds no row this
+// transaction sees, ErrConflict if another transaction changed it.
+func (tx *Tx) Update(table string, tid page.TID, vals []any) (page.TID, error) {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return page.TID{}, err
+	}
+	defer unlock()
+	if err := tx.db.writable(); err != nil {
+		return page.TID{}, err
+	}
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return page.TID{}, err
+	}
+	data, err := row.Encode(t.Columns, vals)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
+	}
+	ntid, err := tx.db.heapRel(t.Rel).Update(tx.t, tid, data, nil)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("update %q at %v: %w", table, tid, err)
+	}
+	if err := tx.addIndexEntries(t, vals, ntid); err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
+	}
+	return ntid, nil
+}
+
+// Delete deletes the row at tid (ErrNotFound, ErrConflict as for Update).
+func (tx *Tx) Delete(table string, tid page.TID) error {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := tx.db.writable(); err != nil {
+		return err
+	}
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return err
+	}
+	if err := tx.db.heapRel(t.Rel).Delete(tx.t, tid, nil); err != nil {
+		return fmt.Errorf("delete from %q at %v: %w", table, tid, err)
+	}
+	return nil
+}
+
+// Get returns the row at tid if this transaction sees it.
+func (tx *Tx) Get(table string, tid page.TID) ([]any, bool, error) {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return nil, false, err
+	}
+	return tx.fetch(t, tid)
+}
+
+func (tx *Tx) fetch(t *catalog.Table, tid page.TID) ([]any, bool, error) {
+	data, ok, err := tx.db.heapRel(t.Rel).Fetch(tx.t.Snapshot(), tid, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("get from %q at %v: %w", t.Name, tid, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	vals, err := row.Decode(t.Columns, data)
+	if err != nil {
+		return nil, false, fmt.Errorf("table %q at %v: %w", t.Name, tid, err)
+	}
+	return vals, true, nil
+}
+
+// IndexLookup returns the rows visible to this transaction whose indexed
+// column equals key. Each candidate from the index is rechecked against the
+// heap (visibility and key), since index entries of dead and updated
+// versions stay until vacuum.
+func (tx *Tx) IndexLookup(index string, key int64) ([]Found, error) {
+	var out []Found
+	err := tx.IndexRange(index, key, key, func(f Found) error {
+		out = append(out, f)
+		return nil
+	})
+	return out, err
+}
+
+// IndexRange calls fn, in key order, for every row visible to this
+// transaction whose indexed column is in [lo, hi]. fn's error stops the
+// scan and is returned. fn runs with no engine lock held, so it may use
+// the transaction (update the rows it is given, say).
+func (tx *Tx) IndexRange(index string, lo, hi int64, fn func(Found) error) error {
+	table, err := tx.db.indexTable(index)
+	if err != nil {
+		return err
+	}
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return err
+	}
+	defer func() { unlock() }()
+	t, ix, err := tx.db.cat.Index(index)
+	if err != nil {
+		return err
+	}
+	if lo > hi {
+		return nil
+	}
+	col := t.ColumnIndex(ix.Column)
+	// Collect the entries first: heap pages are read after the index scan
+	// has released its pages, never while holding an index page lock.
+	type entry struct {
+		key int64
+		tid page.TID
+	}
+	var entries []entry
+	err = tx.db.indexTree(ix.Rel).Range(lo, hi, nil, func(k int64, tid page.TID) error {
+		entries = append(entries, entry{k, tid})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index %q: %w", index, err)
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if a.key != b.key {
+			return cmpInt64(a.key, b.key)
+		}
+		return cmpTID(a.tid, b.tid)
+	})
+	entries = slices.Compact(entries)
+	for _, e := range entries {
+		vals, ok, err := tx.fetch(t, e.tid)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if v, _ := vals[col].(int64); v != e.key {
+			continue
+		}
+		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.tid, Row: vals}) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// callOut runs a caller's callback with the operation's locks released,
+// so that the callback may use the transaction and the DB freely (nested
+// shared locks could deadlock against a waiting DDL or VACUUM FULL), then
+// takes them again. A table rewritten meanwhile (VACUUM FULL: every TID
+// changed) ends the operation with ErrTableRewritten.
+func (tx *Tx) callOut(t *catalog.Table, unlock *func(), f func() error) error {
+	(*unlock)()
+	*unlock = func() {}
+	if err := f(); err != nil {
+		return err
+	}
+	u, err := tx.enter(t.Name)
+	if err != nil {
+		return err
+	}
+	*unlock = u
+	now, err := tx.db.cat.Table(t.Name)
+	if err != nil {
+		return err
+	}
+	if now.Rel != t.Rel {
+		return fmt.Errorf("table %q: %w", t.Name, ErrTableRewritten)
+	}
+	return nil
+}
+
+// Scan calls fn for every row of table visible to this transaction, in
+// physical order. fn's error stops the scan and is returned. fn runs with
+// no engine lock held, so it may use the transaction (update or delete the
+// row it is given, say); rows it inserts may or may not be seen.
+func (tx *Tx) Scan(table string, fn func(tid page.TID, row []any) error) error {
+	return tx.ScanContext(context.Background(), table, fn)
+}
+
+// ScanContext is Scan with cancellation.
+func (tx *Tx) ScanContext(ctx context.Context, table string, fn func(tid page.TID, row []any) error) error {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return err
+	}
+	defer func() { unlock() }()
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return err
+	}
+	return tx.db.heapRel(t.Rel).Scan(ctx, tx.t.Snapshot(), nil, func(tid page.TID, data []byte) error {
+		vals, err := row.Decode(t.Columns, data)
+		if err != nil {
+			return fmt.Errorf("table %q at %v: %w", t.Name, tid, err)
+		}
+		return tx.callOut(t, &unlock, func() error { return fn(tid, vals) })
+	})
+}
+
+// Commit makes the transaction's changes durable and visible. If a write
+// failed half-way the transaction is rolled back instead and the failure
+// returned.
+func (tx *Tx) Commit() error {
+	unlock, err := tx.enter("")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tx.done = true
+	if tx.failed == nil && tx.t.Written() {
+		tx.failed = tx.db.writable()
+	}
+	if tx.failed != nil {
+		if err := tx.db.txns.Abort(tx.t, nil); err != nil {
+			return errors.Join(fmt.Errorf("commit refused, rolled back: %w", tx.failed), err)
+		}
+		return fmt.Errorf("commit refused, rolled back: %w", tx.failed)
+	}
+	if err := tx.db.txns.Commit(tx.t, &tx.db.usage); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	tx.db.maybeCheckpoint()
+	return nil
+}
+
+// Rollback discards the transaction's changes. Rolling back a finished
+// transaction returns ErrTxDone.
+func (tx *Tx) Rollback() error {
+	unlock, err := tx.enter("")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tx.done = true
+	if err := tx.db.txns.Abort(tx.t, nil); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpTID(a, b page.TID) int {
+	if a.Block != b.Block {
+		return cmpInt64(int64(a.Block), int64(b.Block))
+	}
+	return cmpInt64(int64(a.Off), int64(b.Off))
+}

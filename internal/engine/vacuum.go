@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+)
+
+// This file connects the engine to package vacuum (which never imports the
+// engine): it turns a table into a vacuum.Target and runs it.
+
+// VacuumTarget returns the named table as package vacuum sees it: its
+// relations, the engine's services and the callbacks for the table lock
+// and VACUUM FULL's catalog switch.
+func (db *DB) VacuumTarget(name string) (*vacuum.Target, error) {
+	h, err := db.TableHandle(name)
+	if err != nil {
+		return nil, err
+	}
+	in := db.Internals()
+	t := &vacuum.Target{
+		Name: h.Name, Columns: h.Columns, Heap: h.Heap,
+		Dir: in.Dir, FS: in.FS, Pool: in.Pool, Log: in.Log, Txns: in.Txns, Storage: in.Storage,
+		HeapDeps: db.HeapDeps(), BtreeDeps: db.BtreeDeps(),
+		LockTable:        func() (func(), error) { return db.LockTable(name) },
+		AllocRelfilenode: db.AllocRelfilenode,
+		Swap: func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+			return db.swapChecked(name, h, newHeap, newIndexes)
+		},
+	}
+	for _, ix := range h.Indexes {
+		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, ColumnPos: ix.ColumnPos, Rel: ix.Rel, Tree: ix.Index})
+	}
+	return t, nil
+}
+
+// swapChecked refuses a switch when the table's relations changed since
+// the target was built (another VACUUM FULL or DDL got there first), then
+// switches.
+func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+	now, err := db.TableHandle(name)
+	if err != nil {
+		return err
+	}
+	if now.Rel != was.Rel || len(now.Indexes) != len(was.Indexes) {
+		return fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged)
+	}
+	for i := range now.Indexes {
+		if now.Indexes[i].Rel != was.Indexes[i].Rel {
+			return fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged)
+		}
+	}
+	return db.SwapRelfilenodes(name, newHeap, newIndexes)
+}
+
+// Vacuum runs lazy vacuum on one table (PostgreSQL's VACUUM): dead tuples
+// are removed in place, their index entries first, and trailing empty
+// pages are given back. Rows stay readable and writable meanwhile (only
+// the final truncation takes the table's lock briefly).
+func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
+	run, err := vacuum.NewRun(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := db.VacuumTarget(table)
+	if err != nil {
+		return nil, err
+	}
+	return run.Vacuum(ctx, t)
+}
+
+// VacuumFull rewrites one table and rebuilds its indexes (PostgreSQL's
+// VACUUM FULL), holding the table's exclusive lock throughout. It first
+// checks that the volume has room for the copy (vacuum.ErrNoSpace).
+func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
+	run, err := vacuum.NewRun(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := db.VacuumTarget(table)
+	if err != nil {
+		return nil, err
+	}
+	return run.VacuumFull(ctx, t)
+}
+
+// VacuumTables vacuums several tables in one run (Options.Parallelism at
+// once, lazily or FULL per Options.Full) under one shared throttle budget.
+// Use NewVacuumRun and RunVacuum instead to watch progress or re-throttle
+// while it runs.
+func (db *DB) VacuumTables(ctx context.Context, tables []string, opts vacuum.Options) (*vacuum.RunReport, error) {
+	run, err := vacuum.NewRun(opts)
+	if err != nil {
+		return nil, err
+	}
+	return db.RunVacuum(ctx, run, tables)
+}
+
+// RunVacuum vacuums tables within an existing run (vacuum.NewRun), whose
+// Progress and UpdateThrottle other goroutines may call meanwhile.
+func (db *DB) RunVacuum(ctx context.Context, run *vacuum.Run, tables []string) (*vacuum.RunReport, error) {
+	for _, name := range tables {
+		if _, err := db.Table(name); err != nil {
+			return nil, err
+		}
+	}
+	return run.VacuumTables(ctx, tables, db.VacuumTarget)
+}

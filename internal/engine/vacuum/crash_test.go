@@ -1,0 +1,203 @@
+package vacuum_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+)
+
+var crashIterations = flag.Int("vacuum.crash.iterations", 20, "SIGKILL iterations of each vacuum crash test")
+
+const (
+	crashDirEnv  = "VACUUM_TEST_CRASH_DIR"
+	crashModeEnv = "VACUUM_TEST_CRASH_MODE"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashDirEnv); dir != "" {
+		crashChild(dir, os.Getenv(crashModeEnv))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashOpts give the killed vacuum a small pool (dirty pages leave the
+// ring and the pool mid-vacuum) and frequent checkpoints.
+func crashOpts() engine.Options {
+	o := testOpts()
+	o.CheckpointWALBytes = 256 << 10
+	o.LockTimeout = 10 * time.Second
+	return o
+}
+
+// crashVacuumOpts pace the vacuum so that it lasts a few hundred ms.
+func crashVacuumOpts() vacuum.Options {
+	o := slowOpts(40000)
+	o.MaintenanceWorkMem = vacuum.MinMaintenanceWorkMem // many index passes
+	return o
+}
+
+// crashChild opens dir, says "ready", vacuums table t (lazy or full), says
+// "done" and waits to be killed.
+func crashChild(dir, mode string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		os.Exit(2)
+	}
+	db, err := engine.Open(dir, crashOpts())
+	if err != nil {
+		fail(err)
+	}
+	os.Stdout.WriteString("ready\n")
+	if mode == "full" {
+		_, err = db.VacuumFull(context.Background(), "t", crashVacuumOpts())
+	} else {
+		_, err = db.Vacuum(context.Background(), "t", crashVacuumOpts())
+	}
+	if err != nil {
+		fail(err)
+	}
+	os.Stdout.WriteString("done\n")
+	time.Sleep(time.Hour) // wait for the kill
+}
+
+func TestLazyVacuumSurvivesSIGKILL(t *testing.T) { crashLoop(t, "lazy") }
+
+func TestVacuumFullSurvivesSIGKILL(t *testing.T) { crashLoop(t, "full") }
+
+func crashLoop(t *testing.T, mode string) {
+	if testing.Short() {
+		t.Skip("crash test skipped in -short mode")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	opts := crashOpts()
+	if err := engine.Init(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := createTable(t, db, "t", 2, 2500, 100)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	next := int64(1 << 20)
+	midway := 0
+	for iter := range *crashIterations {
+		// Churn: delete a quarter of the rows, insert as many new ones.
+		db, err := engine.Open(dir, opts)
+		if err != nil {
+			t.Fatalf("iteration %d: open: %v", iter, err)
+		}
+		refreshTIDs(t, db, tb)
+		n := deletePercent(t, db, tb, 25, rng)
+		insertRows(t, db, tb, next, next+int64(n))
+		next += int64(n)
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		finished := killVacuumChild(t, dir, mode, time.Duration(rng.Intn(300))*time.Millisecond)
+		if !finished {
+			midway++
+		}
+
+		db, err = engine.Open(dir, opts)
+		if err != nil {
+			t.Fatalf("iteration %d: reopen after SIGKILL: %v", iter, err)
+		}
+		checkClean(t, db)
+		verifyRows(t, db, tb)
+		checkNoOrphans(t, db, dir)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s: %d of %d kills landed while the vacuum was running", mode, midway, *crashIterations)
+	if midway*2 < *crashIterations {
+		t.Errorf("only %d of %d kills interrupted a vacuum: the test does not exercise recovery", midway, *crashIterations)
+	}
+}
+
+// killVacuumChild runs the child on dir and SIGKILLs it after delay. It
+// reports whether the vacuum had finished by then.
+func killVacuumChild(t *testing.T, dir, mode string, delay time.Duration) bool {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashModeEnv+"="+mode)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l := <-lines; l != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("vacuum child did not start (%q)", l)
+	}
+	time.Sleep(delay)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("vacuum child exited by itself (%v) before the kill", cmd.ProcessState)
+	}
+	for l := range lines {
+		if l == "done" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNoOrphans asserts that every relation file belongs to a relation
+// of the catalog (a killed VACUUM FULL's new files are gone after Open).
+func checkNoOrphans(t *testing.T, db *engine.DB, dir string) {
+	t.Helper()
+	tables, err := db.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[storage.RelFileNode]bool{}
+	for _, ti := range tables {
+		known[ti.Relfilenode] = true
+		for _, ix := range ti.Indexes {
+			known[ix.Relfilenode] = true
+		}
+	}
+	for _, p := range relationFiles(t, dir) {
+		rel, _, _, ok := storage.ParseFileName(filepath.Base(p))
+		if ok && !known[rel] {
+			t.Errorf("orphan relation file %s after reopening", p)
+		}
+	}
+}

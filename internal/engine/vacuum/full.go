@@ -1,0 +1,244 @@
+package vacuum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+)
+
+var (
+	// ErrNoSpace is wrapped by *NoSpaceError: VACUUM FULL refused to start
+	// because the volume lacks room for the copy; nothing changed.
+	ErrNoSpace = errors.New("not enough free space for VACUUM FULL")
+	// ErrTableChanged: the table's relations changed during VACUUM FULL
+	// (concurrent DDL); the rewrite was discarded.
+	ErrTableChanged = errors.New("table changed during vacuum")
+)
+
+// NoSpaceError says how much VACUUM FULL needed and how much was free.
+type NoSpaceError struct {
+	Table string
+	Dir   string
+	Need  uint64 // estimate: new heap + new indexes + their WAL (+ margin)
+	Free  uint64 // available to the engine on the data directory's volume
+}
+
+func (e *NoSpaceError) Error() string {
+	return fmt.Sprintf("VACUUM FULL of %q needs about %d bytes free on %s, only %d available", e.Table, e.Need, e.Dir, e.Free)
+}
+
+// Unwrap makes errors.Is(err, ErrNoSpace) true.
+func (e *NoSpaceError) Unwrap() error { return ErrNoSpace }
+
+// Per-item overheads of the space estimate.
+const (
+	heapItemOverhead = page.ItemIDSize + page.MaxAlign // line pointer + alignment
+	indexItemBytes   = 14 + page.ItemIDSize + 2        // leaf item + line pointer + alignment
+	walPerRecord     = 64                              // record header and block reference
+	fillSlack        = 1.15                            // pages are not filled to the last byte
+)
+
+// full is one table's VACUUM FULL.
+type full struct {
+	run     *Run
+	t       *Target
+	ts      *tableState
+	rep     *Report
+	w       *worker          // reads the old heap (vacuum ring), throttled
+	ws      *buffer.Strategy // writes the new files (bulk-write ring), same counters
+	horizon txn.XID
+	created []storage.RelFileNode
+	counted int64 // tuples in the old heap, all states but Dead line pointers
+}
+
+// VacuumFull rewrites table t into new files (live and recently dead
+// tuples only), builds its indexes afresh, and switches the catalog to the
+// new files atomically. It holds the table's exclusive lock throughout.
+// Any error, ENOSPC and cancellation included, leaves the old table as it
+// was and removes the new files.
+func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
+	if err := t.check(true); err != nil {
+		return nil, fmt.Errorf("vacuum full %q: %w", t.Name, err)
+	}
+	ts, err := r.beginTable(t.Name, ModeFull)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Table: t.Name, Mode: ModeFull}
+	f := &full{run: r, t: t, ts: ts, rep: rep, w: r.newWorker(ctx, ts, t.Pool, buffer.Vacuum, r.opts.RingSize)}
+	f.ws = t.Pool.NewStrategy(buffer.BulkWrite, 0, f.w.u)
+	err = f.rewrite()
+	if err != nil {
+		f.dropNew()
+	}
+	r.finish(ts, rep)
+	r.endTable(ts, rep)
+	if err != nil {
+		return rep, fmt.Errorf("vacuum full %q: %w", t.Name, err)
+	}
+	return rep, nil
+}
+
+func (f *full) rewrite() error {
+	t := f.t
+	f.ts.setPhase(PhaseInitializing)
+	unlock, err := t.LockTable()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f.horizon = t.Txns.OldestXmin()
+	if err := f.checkSpace(); err != nil {
+		return err
+	}
+
+	f.ts.setPhase(PhaseRewritingHeap)
+	newHeap, err := f.alloc()
+	if err != nil {
+		return err
+	}
+	nh, err := heap.Create(t.HeapDeps, newHeap)
+	if err != nil {
+		return err
+	}
+	mem := f.run.opts.workMem() / int64(max(len(t.Indexes), 1))
+	sorters := make([]*entrySorter, len(t.Indexes))
+	for i := range sorters {
+		sorters[i] = newEntrySorter(f.run.opts.TempDir, mem)
+		defer sorters[i].close()
+	}
+	var kept int64
+	hook := func() error {
+		f.rep.PagesScanned++
+		f.ts.blocksScanned.Add(1)
+		return f.w.delay()
+	}
+	err = t.Heap.ScanLiveForRewrite(f.w.ctx, f.horizon, f.w.s, hook, func(_ page.TID, h heap.TupleHeader, data []byte) error {
+		tid, err := nh.InsertRaw(h, data, f.ws)
+		if err != nil {
+			return err
+		}
+		kept++
+		for i, ix := range t.Indexes {
+			key, err := row.Int64At(t.Columns, data, ix.ColumnPos)
+			if err != nil {
+				return fmt.Errorf("key of index %q for tuple %v: %w", ix.Name, tid, err)
+			}
+			if err := sorters[i].add(btree.Entry{Key: key, TID: tid}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n, err := nh.NBlocks()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := nh.RecordFreeSpace(n-1, f.ws); err != nil {
+			return err
+		}
+	}
+	f.rep.TuplesRemaining = kept
+	f.rep.TuplesRemoved = max(f.counted-kept, 0)
+	f.ts.tuplesRemoved.Store(f.rep.TuplesRemoved)
+
+	f.ts.setPhase(PhaseRebuildingIndexes)
+	newIndexes := make(map[string]storage.RelFileNode, len(t.Indexes))
+	for i, ix := range t.Indexes {
+		rel, err := f.alloc()
+		if err != nil {
+			return err
+		}
+		next, err := sorters[i].iterator()
+		if err != nil {
+			return err
+		}
+		if _, err := btree.Build(t.BtreeDeps, rel, next, f.ws, f.w.delay); err != nil {
+			return fmt.Errorf("index %q: %w", ix.Name, err)
+		}
+		sorters[i].close()
+		pages, err := t.Storage.NBlocks(rel, storage.MainFork)
+		if err != nil {
+			return err
+		}
+		f.rep.Indexes = append(f.rep.Indexes, IndexReport{Name: ix.Name, Pages: int64(pages), EntriesRemaining: sorters[i].total})
+		newIndexes[ix.Name] = rel
+	}
+	if err := f.w.ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.Swap(newHeap, newIndexes); err != nil {
+		return err
+	}
+	f.created = nil // they are the table now
+	f.rep.PagesRemaining = int64(n)
+	f.rep.PagesRemoved = max(f.rep.PagesTotal-int64(n), 0)
+	f.rep.RelfilenodesRemoved = 1 + len(t.Indexes)
+	return nil
+}
+
+// checkSpace counts the old heap (exact figures for the report and the
+// estimate) and refuses to start when the volume cannot hold the new
+// heap, the new indexes and the WAL that writing them produces.
+func (f *full) checkSpace() error {
+	t := f.t
+	c, err := t.Heap.CountTuples(f.w.ctx, f.horizon, f.w.s)
+	if err != nil {
+		return err
+	}
+	f.rep.PagesTotal = c.Pages
+	f.ts.blocksTotal.Store(c.Pages)
+	f.counted = c.Live + c.Dead + c.RecentlyDead + c.InsertInProgress + c.DeleteInProgress
+	if err := f.w.delay(); err != nil {
+		return err
+	}
+	keptTuples := f.counted - c.Dead
+	keptBytes := c.LiveBytes
+	if c.RecentlyDead > 0 {
+		keptBytes += c.DeadBytes // recently dead versions are kept; DeadBytes bounds them
+	}
+	heapBytes := float64(keptBytes+keptTuples*heapItemOverhead) * fillSlack
+	indexBytes := float64(keptTuples*int64(len(t.Indexes))*indexItemBytes) * fillSlack / 0.9
+	walBytes := heapBytes + indexBytes + float64(keptTuples*walPerRecord)
+	need := uint64(heapBytes+indexBytes+walBytes) + uint64(f.run.opts.FullSpaceMargin) + 2*page.Size
+	free, err := t.FS.FreeBytes(t.Dir)
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", t.Dir, err)
+	}
+	if free < need {
+		return &NoSpaceError{Table: t.Name, Dir: t.Dir, Need: need, Free: free}
+	}
+	return nil
+}
+
+func (f *full) alloc() (storage.RelFileNode, error) {
+	rel, err := f.t.AllocRelfilenode()
+	if err != nil {
+		return 0, err
+	}
+	f.created = append(f.created, rel)
+	return rel, nil
+}
+
+// dropNew removes the files of an abandoned rewrite. Their WAL records
+// name relfilenodes the catalog never held, which redo skips; a file left
+// behind by a crash here is an orphan the next Open removes.
+func (f *full) dropNew() {
+	for _, rel := range f.created {
+		f.t.Pool.DropRel(rel)
+		_ = f.t.Storage.Drop(rel)
+	}
+	f.created = nil
+}

@@ -1,0 +1,214 @@
+package vacuum_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+)
+
+// The test table: an id, three derived int64 keys and a payload. Index i
+// (0..3) is on column indexCols[i].
+var (
+	testCols  = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "a", Type: engine.Int64}, {Name: "b", Type: engine.Int64}, {Name: "c", Type: engine.Int64}, {Name: "pay", Type: engine.Bytes}}
+	indexCols = []string{"id", "a", "b", "c"}
+)
+
+func keyA(id int64) int64 { return (id * 7919) % 1009 }
+func keyB(id int64) int64 { return -id }
+func keyC(id int64) int64 { return id % 97 }
+
+// rowOf is the test row of id.
+func rowOf(id int64, payload int) []any {
+	return []any{id, keyA(id), keyB(id), keyC(id), payloadOf(id, payload)}
+}
+
+func testOpts() engine.Options {
+	return engine.Options{BufferPoolBytes: 512 * page.Size, WALSegmentSize: 1 << 20, SegmentSize: 256 * page.Size}
+}
+
+// unthrottled returns default options without any rate limit.
+func unthrottled() vacuum.Options {
+	o := vacuum.DefaultOptions()
+	o.Throttle = &throttle.Settings{}
+	return o
+}
+
+func newDB(t testing.TB, opts engine.Options) (*engine.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := engine.Init(dir, opts); err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, dir
+}
+
+// table is a loaded test table and what it should contain.
+type table struct {
+	name    string
+	indexes int
+	live    map[int64]page.TID
+	deleted int
+	payload int
+}
+
+func payloadOf(id int64, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(int(id) + i)
+	}
+	return b
+}
+
+// createTable creates name with nIdx indexes and inserts rows rows.
+func createTable(t testing.TB, db *engine.DB, name string, nIdx, rows, payload int) *table {
+	t.Helper()
+	if err := db.CreateTable(name, testCols); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nIdx {
+		if err := db.CreateIndex(fmt.Sprintf("%s_%s", name, indexCols[i]), name, indexCols[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb := &table{name: name, indexes: nIdx, live: map[int64]page.TID{}, payload: payload}
+	insertRows(t, db, tb, 0, int64(rows))
+	return tb
+}
+
+func insertRows(t testing.TB, db *engine.DB, tb *table, from, to int64) {
+	t.Helper()
+	const batch = 500
+	for lo := from; lo < to; lo += batch {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := lo; id < min(lo+batch, to); id++ {
+			tid, err := tx.Insert(tb.name, rowOf(id, tb.payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.live[id] = tid
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deletePercent deletes pct % of the live rows (exactly round(n*pct/100)),
+// chosen at random, and commits.
+func deletePercent(t testing.TB, db *engine.DB, tb *table, pct float64, rng *rand.Rand) int {
+	t.Helper()
+	ids := make([]int64, 0, len(tb.live))
+	for id := range tb.live {
+		ids = append(ids, id)
+	}
+	// Map order is random but not seeded: sort, then shuffle with rng.
+	sortInt64(ids)
+	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	n := int(float64(len(ids))*pct/100 + 0.5)
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[:n] {
+		if err := tx.Delete(tb.name, tb.live[id]); err != nil {
+			t.Fatal(err)
+		}
+		delete(tb.live, id)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tb.deleted += n
+	return n
+}
+
+func sortInt64(s []int64) { slices.Sort(s) }
+
+// checkClean runs the engine's Check and fails on any problem.
+func checkClean(t testing.TB, db *engine.DB) {
+	t.Helper()
+	rep, err := db.Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	for _, p := range rep.Problems {
+		t.Errorf("Check: %s", p)
+	}
+	if len(rep.Problems) > 0 {
+		t.FailNow()
+	}
+}
+
+// verifyRows checks that exactly the live rows are visible by a scan and
+// that every live row is found through every index.
+func verifyRows(t testing.TB, db *engine.DB, tb *table) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	seen := 0
+	err = tx.Scan(tb.name, func(_ page.TID, r []any) error {
+		id := r[0].(int64)
+		if _, ok := tb.live[id]; !ok {
+			return fmt.Errorf("scan sees row %d, which was deleted", id)
+		}
+		seen++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != len(tb.live) {
+		t.Fatalf("scan sees %d rows, want %d", seen, len(tb.live))
+	}
+	keys := []func(int64) int64{func(id int64) int64 { return id }, keyA, keyB, keyC}
+	for i := range tb.indexes {
+		name := fmt.Sprintf("%s_%s", tb.name, indexCols[i])
+		for id := range tb.live {
+			found, err := tx.IndexLookup(name, keys[i](id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := false
+			for _, f := range found {
+				if f.Row[0].(int64) == id {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Fatalf("row %d not found through index %s", id, name)
+			}
+		}
+	}
+}
+
+// heapPages is the table's heap size in pages.
+func heapPages(t testing.TB, db *engine.DB, name string) int64 {
+	t.Helper()
+	tg, err := db.VacuumTarget(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := tg.Heap.NBlocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(n)
+}

@@ -1,0 +1,341 @@
+package vacuum
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+)
+
+// lazy is one table's lazy vacuum (see doc.go for the algorithm).
+type lazy struct {
+	run     *Run
+	t       *Target
+	ts      *tableState
+	rep     *Report
+	w       *worker // the table's own worker: heap scan, heap vacuum
+	store   *tidstore.Store
+	mem     int64
+	horizon txn.XID
+	idx     []IndexReport
+}
+
+// Vacuum runs lazy vacuum on table t as part of the run. On error
+// (including cancellation) the table is consistent and the returned report
+// describes the work done until then.
+func (r *Run) Vacuum(ctx context.Context, t *Target) (*Report, error) {
+	if err := t.check(false); err != nil {
+		return nil, fmt.Errorf("vacuum %q: %w", t.Name, err)
+	}
+	ts, err := r.beginTable(t.Name, ModeLazy)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Table: t.Name, Mode: ModeLazy}
+	lv := &lazy{run: r, t: t, ts: ts, rep: rep, store: tidstore.New(), mem: r.opts.workMem(),
+		w: r.newWorker(ctx, ts, t.Pool, buffer.Vacuum, r.opts.RingSize)}
+	for _, ix := range t.Indexes {
+		lv.idx = append(lv.idx, IndexReport{Name: ix.Name})
+	}
+	err = lv.vacuum()
+	rep.Indexes = lv.idx
+	r.finish(ts, rep)
+	r.endTable(ts, rep)
+	if err != nil {
+		return rep, fmt.Errorf("vacuum %q: %w", t.Name, err)
+	}
+	return rep, nil
+}
+
+func (lv *lazy) vacuum() error {
+	lv.ts.setPhase(PhaseInitializing)
+	lv.horizon = lv.t.Txns.OldestXmin()
+	if skip, err := lv.belowThreshold(); err != nil || skip {
+		return err
+	}
+	nblocks, err := lv.t.Heap.NBlocks()
+	if err != nil {
+		return err
+	}
+	lv.rep.PagesTotal = int64(nblocks)
+	lv.ts.blocksTotal.Store(int64(nblocks))
+	lv.ts.setPhase(PhaseScanningHeap)
+	for blk := range nblocks {
+		if err := lv.w.delay(); err != nil {
+			return err
+		}
+		if err := lv.scanBlock(blk); err != nil {
+			return err
+		}
+		lv.ts.blocksScanned.Add(1)
+	}
+	if lv.store.Len() > 0 {
+		if err := lv.vacuumDead(); err != nil {
+			return err
+		}
+	}
+	if err := lv.cleanupIndexes(); err != nil {
+		return err
+	}
+	if err := lv.truncate(); err != nil {
+		return err
+	}
+	n, err := lv.t.Heap.NBlocks()
+	lv.rep.PagesRemaining = int64(n)
+	return err
+}
+
+// belowThreshold measures the dead fraction when MinDeadTuplePercent asks
+// for it and marks the report skipped when the table is under it.
+func (lv *lazy) belowThreshold() (bool, error) {
+	minPct := lv.run.opts.MinDeadTuplePercent
+	if minPct <= 0 {
+		return false, nil
+	}
+	c, err := lv.t.Heap.CountTuples(lv.w.ctx, lv.horizon, lv.w.s)
+	if err != nil {
+		return false, err
+	}
+	if err := lv.w.delay(); err != nil {
+		return false, err
+	}
+	dead := c.Dead + c.DeadLinePointers
+	all := dead + c.Live + c.RecentlyDead + c.InsertInProgress + c.DeleteInProgress
+	pct := 0.0
+	if all > 0 {
+		pct = 100 * float64(dead) / float64(all)
+	}
+	if pct >= minPct {
+		return false, nil
+	}
+	lv.rep.Skipped = true
+	lv.rep.SkipReason = fmt.Sprintf("%.2f%% dead, below the %.2f%% threshold", pct, minPct)
+	lv.rep.PagesTotal = c.Pages
+	lv.rep.PagesRemaining = c.Pages
+	return true, nil
+}
+
+// scanBlock is the first heap pass over one block: skip it if
+// all-visible, otherwise classify it and remember its dead slots (dead
+// tuples and LP_DEAD pointers). The page is not changed when it has dead
+// slots: the second pass frees them and their storage in one step, so each
+// page is dirtied, written and imaged once per vacuum rather than once for
+// pruning and again for freeing. A page without dead slots is finished at
+// once (free space recorded, VM bit set when every tuple is visible to all).
+func (lv *lazy) scanBlock(blk uint32) error {
+	t, s := lv.t, lv.w.s
+	set, err := t.Heap.VM().IsSet(storage.BlockNumber(blk), s.Plain())
+	if err != nil {
+		return err
+	}
+	if set {
+		lv.rep.PagesSkipped++
+		return nil
+	}
+	// The store must have room for this block's TIDs before we scan it.
+	if len(t.Indexes) > 0 && lv.store.Full(lv.mem) {
+		if err := lv.vacuumDead(); err != nil {
+			return err
+		}
+		lv.ts.setPhase(PhaseScanningHeap)
+	}
+	res, err := t.Heap.ScanForVacuum(blk, lv.horizon, s)
+	if err != nil {
+		return err
+	}
+	lv.rep.PagesScanned++
+	lv.rep.TuplesRemaining += int64(res.TuplesRemaining)
+	lv.rep.RecentlyDead += int64(res.RecentlyDead)
+	switch {
+	case len(res.DeadOffsets) == 0:
+		return nil
+	case len(t.Indexes) == 0:
+		// No index can point at the dead slots: free them at once
+		// (PostgreSQL's one-pass strategy).
+		return lv.vacuumBlock(blk, res.DeadOffsets)
+	default:
+		if err := lv.store.AddBlock(blk, res.DeadOffsets); err != nil {
+			return err
+		}
+		lv.ts.deadTIDs.Store(int64(lv.store.Len()))
+		lv.ts.deadBytes.Store(lv.store.MemoryBytes())
+		return nil
+	}
+}
+
+// vacuumBlock frees the dead slots of one block whose index entries are
+// gone (second heap pass): dead tuples and LP_DEAD pointers alike.
+func (lv *lazy) vacuumBlock(blk uint32, offs []page.OffsetNumber) error {
+	res, err := lv.t.Heap.ReclaimBlock(blk, offs, lv.horizon, lv.w.s)
+	if err != nil {
+		return err
+	}
+	lv.rep.TuplesRemoved += int64(res.TuplesRemoved)
+	lv.ts.tuplesRemoved.Add(int64(res.TuplesRemoved))
+	lv.rep.DeadItemsFreed += int64(res.Freed)
+	lv.rep.PagesVacuumed++
+	lv.ts.blocksVacuumd.Add(1)
+	return nil
+}
+
+// vacuumDead removes the stored TIDs from every index, then frees their
+// line pointers in the heap, then empties the store. The order matters:
+// a line pointer freed while an index entry still points at it could be
+// reused by a new tuple that the stale entry would then reach.
+func (lv *lazy) vacuumDead() error {
+	lv.ts.setPhase(PhaseVacuumingIndexes)
+	if err := lv.indexPass(); err != nil {
+		return err
+	}
+	lv.rep.IndexPasses++
+	lv.ts.indexPasses.Add(1)
+	lv.ts.setPhase(PhaseVacuumingHeap)
+	err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
+		if err := lv.vacuumBlock(blk, offs); err != nil {
+			return err
+		}
+		return lv.w.delay()
+	})
+	if err != nil {
+		return err
+	}
+	lv.store.Reset()
+	lv.ts.deadTIDs.Store(0)
+	lv.ts.deadBytes.Store(lv.store.MemoryBytes())
+	return nil
+}
+
+// indexPass bulk-deletes the stored TIDs from every index: one by one on
+// the table's worker, or IndexWorkers at a time, each index worker with
+// its own strategy, counters and meter under the table's throttle.
+func (lv *lazy) indexPass() error {
+	n := len(lv.t.Indexes)
+	workers := min(lv.run.opts.indexWorkers(), n)
+	if workers <= 1 {
+		for i := range n {
+			if err := lv.bulkDelete(lv.w, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(lv.w.ctx)
+	defer cancel()
+	jobs := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		w := lv.run.newWorker(ctx, lv.ts, lv.t.Pool, buffer.Vacuum, lv.run.opts.RingSize)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if errs[k] != nil {
+					continue
+				}
+				if errs[k] = lv.bulkDelete(w, i); errs[k] != nil {
+					cancel()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return lv.w.ctx.Err()
+}
+
+// bulkDelete runs one index's bulk delete on worker w, a delay point
+// after every index page.
+func (lv *lazy) bulkDelete(w *worker, i int) error {
+	ix := lv.t.Indexes[i]
+	st, err := ix.Tree.BulkDelete(lv.store.Contains, w.s, w.delay)
+	r := &lv.idx[i]
+	r.PagesScanned += st.PagesScanned
+	r.EntriesRemoved += st.EntriesRemoved
+	r.EntriesRemaining = st.EntriesRemaining
+	r.Pages = st.Pages
+	if err != nil {
+		return fmt.Errorf("index %q: %w", ix.Name, err)
+	}
+	return nil
+}
+
+// cleanupIndexes gathers each index's final size. After a bulk-delete
+// pass the figures are already known (the pass visited every page);
+// otherwise the index is scanned once, as btvacuumcleanup does.
+func (lv *lazy) cleanupIndexes() error {
+	lv.ts.setPhase(PhaseCleaningUpIndexes)
+	if lv.rep.IndexPasses > 0 {
+		return nil
+	}
+	for i, ix := range lv.t.Indexes {
+		cs, err := ix.Tree.Cleanup(lv.w.s)
+		if err != nil {
+			return fmt.Errorf("index %q cleanup: %w", ix.Name, err)
+		}
+		lv.idx[i].Pages = cs.Pages
+		lv.idx[i].EntriesRemaining = cs.Entries
+		if err := lv.w.delay(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncate gives back the empty pages at the end of the heap, under the
+// table's exclusive lock (inserts would otherwise race the shrink).
+func (lv *lazy) truncate() error {
+	if lv.run.opts.DisableTruncate {
+		return nil
+	}
+	lv.ts.setPhase(PhaseTruncatingHeap)
+	h, s := lv.t.Heap, lv.w.s
+	cur, err := h.NBlocks()
+	if err != nil {
+		return err
+	}
+	n, err := h.TrailingEmptyBlocks(s)
+	if err != nil || n >= cur {
+		return err
+	}
+	if lv.t.LockTable == nil {
+		lv.rep.TruncateSkippedWhy = "no table lock available"
+		return nil
+	}
+	if err := lv.w.delay(); err != nil {
+		return err
+	}
+	unlock, err := lv.t.LockTable()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Re-check under the lock: an insert may have used a page since.
+	if cur, err = h.NBlocks(); err != nil {
+		return err
+	}
+	if n, err = h.TrailingEmptyBlocks(s); err != nil || n >= cur {
+		return err
+	}
+	if err := h.Truncate(n, s); err != nil {
+		return err
+	}
+	lv.rep.PagesRemoved = int64(cur - n)
+	return nil
+}

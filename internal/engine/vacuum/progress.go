@@ -1,0 +1,216 @@
+package vacuum
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+)
+
+// Phase is where one table's vacuum is. The strings are the runner's wire
+// values (internal/runner/api).
+type Phase int32
+
+// Phases in the order a table may pass through them.
+const (
+	PhaseInitializing Phase = iota
+	PhaseScanningHeap
+	PhaseVacuumingIndexes
+	PhaseVacuumingHeap
+	PhaseCleaningUpIndexes
+	PhaseTruncatingHeap
+	PhaseRewritingHeap
+	PhaseRebuildingIndexes
+	PhaseDone
+)
+
+var phaseNames = [...]string{"initializing", "scanning heap", "vacuuming indexes", "vacuuming heap",
+	"cleaning up indexes", "truncating heap", "rewriting heap", "rebuilding indexes", "done"}
+
+// String is the phase's wire name.
+func (p Phase) String() string {
+	if p < 0 || int(p) >= len(phaseNames) {
+		return "unknown"
+	}
+	return phaseNames[p]
+}
+
+// Mode is lazy vacuum or VACUUM FULL (runner wire values).
+type Mode string
+
+// Modes.
+const (
+	ModeLazy Mode = "Lazy"
+	ModeFull Mode = "Full"
+)
+
+// rateWindow is the span the snapshot's rates cover.
+const rateWindow = 5 * time.Second
+
+// sampleEvery is the spacing of the samples rates are computed from.
+const sampleEvery = 100 * time.Millisecond
+
+// tableState is one table's live progress: written by its workers with
+// atomics, read by Progress from any goroutine.
+type tableState struct {
+	name  string
+	mode  Mode
+	start time.Time
+	usage *usage.Counters // the table's total (parent: the run's)
+	thr   *throttle.Throttle
+	over  *TableThrottle // the table's override, nil when none
+
+	phase         atomic.Int32
+	blocksTotal   atomic.Int64
+	blocksScanned atomic.Int64
+	blocksVacuumd atomic.Int64
+	indexPasses   atomic.Int64
+	deadTIDs      atomic.Int64
+	deadBytes     atomic.Int64
+	tuplesRemoved atomic.Int64
+	elapsed       atomic.Int64 // nanoseconds, set when done
+}
+
+func (ts *tableState) setPhase(p Phase) { ts.phase.Store(int32(p)) }
+
+// TableProgress is one table in a progress snapshot.
+type TableProgress struct {
+	Table              string
+	Mode               Mode
+	Phase              string
+	HeapBlocksTotal    int64
+	HeapBlocksScanned  int64
+	HeapBlocksVacuumed int64
+	IndexPasses        int64
+	DeadTIDs           int64 // held in the dead-TID store now
+	DeadTIDBytes       int64 // the store's memory now
+	TuplesRemoved      int64
+	Usage              usage.Snapshot
+	Slept              time.Duration
+	Elapsed            time.Duration
+	Percent            float64
+}
+
+// Snapshot is the progress of a whole run at one moment. Phase and Table
+// are those of the table started last; counters sum the run so far; the
+// per-second rates cover the last 5 s.
+type Snapshot struct {
+	Phase              string
+	Table              string
+	TablesDone         int
+	TablesTotal        int
+	HeapBlocksTotal    int64
+	HeapBlocksScanned  int64
+	HeapBlocksVacuumed int64
+	IndexPasses        int64
+	DeadTIDs           int64
+	DeadTIDBytes       int64
+	TuplesRemoved      int64
+	Usage              usage.Snapshot
+	Slept              time.Duration
+	Elapsed            time.Duration
+	Percent            float64
+
+	PagesPerSecond      float64 // heap blocks scanned per second
+	ReadBytesPerSecond  float64
+	WriteBytesPerSecond float64
+	WALBytesPerSecond   float64
+	CostPerSecond       float64 // with the run's page costs
+
+	// Tables has one entry per table started, in start order (done ones
+	// included, with Phase "done").
+	Tables []TableProgress
+}
+
+// sample is the run's totals at one instant, for windowed rates.
+type sample struct {
+	at      time.Time
+	scanned int64
+	u       usage.Snapshot
+}
+
+// sampler keeps about rateWindow of samples.
+type sampler struct {
+	mu      sync.Mutex
+	samples []sample
+	last    atomic.Int64 // unix nanos of the newest sample
+}
+
+// maybe records a sample if the newest is older than sampleEvery. It is
+// cheap when not due (one atomic load), so delay points call it.
+func (s *sampler) maybe(now time.Time, take func() sample) {
+	if now.UnixNano()-s.last.Load() < int64(sampleEvery) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.UnixNano()-s.last.Load() < int64(sampleEvery) {
+		return
+	}
+	s.add(take())
+}
+
+func (s *sampler) add(sm sample) {
+	s.samples = append(s.samples, sm)
+	s.last.Store(sm.at.UnixNano())
+	// Keep the newest sample older than the window (the rate's base) and
+	// everything after it.
+	cut := 0
+	for i := range s.samples {
+		if sm.at.Sub(s.samples[i].at) >= rateWindow {
+			cut = i
+		}
+	}
+	if cut > 0 {
+		s.samples = append(s.samples[:0], s.samples[cut:]...)
+	}
+}
+
+// base returns the sample rates are measured from at now: the newest one
+// at least rateWindow old, else the oldest.
+func (s *sampler) base(now time.Time) (sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return sample{}, false
+	}
+	b := s.samples[0]
+	for _, sm := range s.samples {
+		if now.Sub(sm.at) >= rateWindow {
+			b = sm
+		}
+	}
+	return b, true
+}
+
+func percentOf(ts *tableState) float64 {
+	if Phase(ts.phase.Load()) == PhaseDone {
+		return 100
+	}
+	total := ts.blocksTotal.Load()
+	if total <= 0 {
+		return 0
+	}
+	return min(99, 100*float64(ts.blocksScanned.Load())/float64(total))
+}
+
+func (ts *tableState) snapshot(now time.Time) TableProgress {
+	tp := TableProgress{
+		Table: ts.name, Mode: ts.mode, Phase: Phase(ts.phase.Load()).String(),
+		HeapBlocksTotal: ts.blocksTotal.Load(), HeapBlocksScanned: ts.blocksScanned.Load(),
+		HeapBlocksVacuumed: ts.blocksVacuumd.Load(), IndexPasses: ts.indexPasses.Load(),
+		DeadTIDs: ts.deadTIDs.Load(), DeadTIDBytes: ts.deadBytes.Load(), TuplesRemoved: ts.tuplesRemoved.Load(),
+		Usage: ts.usage.Snapshot(), Percent: percentOf(ts),
+	}
+	if ts.thr != nil {
+		tp.Slept = ts.thr.Stats().Slept
+	}
+	if e := ts.elapsed.Load(); e > 0 {
+		tp.Elapsed = time.Duration(e)
+	} else {
+		tp.Elapsed = now.Sub(ts.start)
+	}
+	return tp
+}

@@ -1,0 +1,171 @@
+package vacuum
+
+import (
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+)
+
+// IndexReport is one index of a vacuumed table (PostgreSQL's "index
+// scan" lines of VACUUM VERBOSE).
+type IndexReport struct {
+	Name             string
+	Pages            int64 // blocks after the vacuum, meta page included
+	PagesScanned     int64 // pages visited by bulk-delete passes
+	EntriesRemoved   int64
+	EntriesRemaining int64
+}
+
+// Rate compares a limit with what was achieved, in units (cost units or
+// bytes) per second of wall clock. Configured 0 means no limit.
+type Rate struct {
+	Configured float64
+	Achieved   float64
+}
+
+// Rates are the four limits of a throttle.
+type Rates struct {
+	Cost, Read, Write, WAL Rate
+}
+
+// Report is what vacuuming one table did: the facts PostgreSQL's VACUUM
+// VERBOSE prints, plus pages per second and each limit's achieved rate.
+type Report struct {
+	Table      string
+	Mode       Mode
+	Skipped    bool
+	SkipReason string
+
+	PagesTotal     int64 // heap pages when the vacuum started
+	PagesScanned   int64 // heap pages pruned (lazy) or read (FULL)
+	PagesSkipped   int64 // all-visible pages not scanned
+	PagesRemoved   int64 // heap pages given back (truncation, or FULL's shrink)
+	PagesRemaining int64 // heap pages afterwards
+	PagesVacuumed  int64 // heap pages whose dead line pointers were freed
+
+	TuplesRemoved       int64 // dead tuples removed
+	TuplesRemaining     int64 // tuples left on the pages scanned (live, recently dead, in progress)
+	RecentlyDead        int64 // of those, deleted but still visible to some snapshot
+	DeadItemsFreed      int64 // line pointers made unused after the index passes
+	IndexPasses         int64
+	Indexes             []IndexReport
+	TruncateSkippedWhy  string // why truncation did not happen, when it could have
+	RelfilenodesRemoved int    // FULL: old files dropped (heap + indexes)
+
+	Elapsed time.Duration
+	Slept   time.Duration
+	Usage   usage.Snapshot
+	Rates   Rates
+
+	PagesPerSecond      float64 // PagesScanned per second of Elapsed
+	ReadBytesPerSecond  float64 // average read rate
+	WriteBytesPerSecond float64 // average write rate, from bytes actually written
+}
+
+// RunReport is a whole run: each table's report and the totals.
+type RunReport struct {
+	Tables []*Report
+	Totals Totals
+}
+
+// Totals sum every table of a run; rates are run-wide, over the run's
+// wall-clock time.
+type Totals struct {
+	TablesVacuumed  int
+	TablesSkipped   int
+	PagesTotal      int64
+	PagesScanned    int64
+	PagesRemoved    int64
+	PagesRemaining  int64
+	TuplesRemoved   int64
+	TuplesRemaining int64
+	IndexPasses     int64
+	Elapsed         time.Duration
+	Slept           time.Duration
+	Usage           usage.Snapshot
+	Rates           Rates
+	PagesPerSecond  float64
+}
+
+// effectiveRate is the rate limit k actually has for a table: the
+// smaller of its own (child) limit and the run's, 0 when neither is on.
+func effectiveRate(table, run throttle.Settings, k throttle.Kind) float64 {
+	a, b := table.Rate(k), run.Rate(k)
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// ratesOf computes the achieved rate of every limit from the engine's
+// own counters d over elapsed, cost with weights w.
+func ratesOf(d usage.Snapshot, elapsed time.Duration, w throttle.Settings, conf func(throttle.Kind) float64) Rates {
+	if w.PageHitCost == 0 && w.PageMissCost == 0 && w.PageDirtyCost == 0 {
+		// Unthrottled settings carry no weights: report cost with the
+		// default ones, so that the figure still means something.
+		def := throttle.DefaultSettings()
+		w.PageHitCost, w.PageMissCost, w.PageDirtyCost = def.PageHitCost, def.PageMissCost, def.PageDirtyCost
+	}
+	secs := elapsed.Seconds()
+	ach := func(k throttle.Kind) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return w.Units(k, d) / secs
+	}
+	mk := func(k throttle.Kind) Rate { return Rate{Configured: conf(k), Achieved: ach(k)} }
+	return Rates{Cost: mk(throttle.Cost), Read: mk(throttle.ReadBytes), Write: mk(throttle.WriteBytes), WAL: mk(throttle.WALBytes)}
+}
+
+// finish fills the usage, timing and rate fields of rep from ts.
+func (r *Run) finish(ts *tableState, rep *Report) {
+	rep.Elapsed = max(time.Since(ts.start), time.Nanosecond)
+	rep.Usage = ts.usage.Snapshot()
+	rep.Slept = ts.thr.Stats().Slept
+	run := r.thr.Settings()
+	own := ts.thr.Settings()
+	weights := run
+	if ts.over != nil {
+		weights = own
+	}
+	rep.Rates = ratesOf(rep.Usage, rep.Elapsed, weights, func(k throttle.Kind) float64 { return effectiveRate(own, run, k) })
+	secs := rep.Elapsed.Seconds()
+	rep.PagesPerSecond = float64(rep.PagesScanned) / secs
+	rep.ReadBytesPerSecond = float64(rep.Usage.ReadBytes) / secs
+	rep.WriteBytesPerSecond = float64(rep.Usage.WriteBytes) / secs
+}
+
+// Report returns the reports of the tables finished so far and the
+// run's totals.
+func (r *Run) Report() *RunReport {
+	r.mu.Lock()
+	reps := append([]*Report(nil), r.reports...)
+	r.mu.Unlock()
+	rr := &RunReport{Tables: reps}
+	t := &rr.Totals
+	for _, rep := range reps {
+		if rep.Skipped {
+			t.TablesSkipped++
+		} else {
+			t.TablesVacuumed++
+		}
+		t.PagesTotal += rep.PagesTotal
+		t.PagesScanned += rep.PagesScanned
+		t.PagesRemoved += rep.PagesRemoved
+		t.PagesRemaining += rep.PagesRemaining
+		t.TuplesRemoved += rep.TuplesRemoved
+		t.TuplesRemaining += rep.TuplesRemaining
+		t.IndexPasses += rep.IndexPasses
+	}
+	t.Elapsed = max(time.Since(r.start), time.Nanosecond)
+	t.Slept = r.thr.Stats().Slept
+	t.Usage = r.usage.Snapshot()
+	s := r.thr.Settings()
+	t.Rates = ratesOf(t.Usage, t.Elapsed, s, s.Rate)
+	t.PagesPerSecond = float64(t.PagesScanned) / t.Elapsed.Seconds()
+	return rr
+}

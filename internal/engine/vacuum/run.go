@@ -1,0 +1,287 @@
+package vacuum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+)
+
+// Run is one vacuum run: one throttle budget (shared by every worker and
+// every table of the run, re-throttleable live), run-wide usage counters,
+// and the live progress of its tables. Its methods are safe for
+// concurrent use; Progress and UpdateThrottle are meant to be called from
+// other goroutines (the runner's HTTP handlers) while tables are vacuumed.
+type Run struct {
+	opts  Options
+	thr   *throttle.Throttle
+	usage *usage.Counters
+	start time.Time
+	smp   sampler
+
+	mu      sync.Mutex
+	tables  []*tableState // in start order
+	total   int           // tables announced by VacuumTables (or started)
+	reports []*Report
+}
+
+// NewRun validates opts and starts a run: its throttle's clock starts now.
+func NewRun(opts Options) (*Run, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	thr, err := throttle.New(opts.settings(), opts.ThrottleOptions)
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{opts: opts, thr: thr, usage: &usage.Counters{}, start: time.Now()}
+	r.smp.add(sample{at: r.start})
+	return r, nil
+}
+
+// Options returns the run's options (as given; throttle changes made with
+// UpdateThrottle are in Settings).
+func (r *Run) Options() Options { return r.opts }
+
+// Settings returns the run-wide throttle settings now.
+func (r *Run) Settings() throttle.Settings { return r.thr.Settings() }
+
+// Usage returns the run-wide usage counters (every worker's usage sums
+// into them).
+func (r *Run) Usage() usage.Snapshot { return r.usage.Snapshot() }
+
+// ThrottleStats returns the run-wide throttle's accounting.
+func (r *Run) ThrottleStats() throttle.Stats { return r.thr.Stats() }
+
+// UpdateThrottle replaces the run-wide throttle settings. Every worker
+// sees the new rates at its next delay point (sleeping ones are woken).
+// Tables with overrides keep their overridden fields and inherit the new
+// values of the others.
+func (r *Run) UpdateThrottle(s throttle.Settings) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ts := range r.tables {
+		if ts.over != nil {
+			if err := ts.over.Merge(s).Validate(); err != nil {
+				return fmt.Errorf("override of table %q under the new settings: %w", ts.name, err)
+			}
+		}
+	}
+	if err := r.thr.Update(s); err != nil {
+		return err
+	}
+	var errs []error
+	for _, ts := range r.tables {
+		if ts.over != nil && Phase(ts.phase.Load()) != PhaseDone {
+			errs = append(errs, ts.thr.Update(ts.over.Merge(s)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// beginTable registers a table of the run and gives it its counters and
+// throttle: a child of the run's throttle carrying the table's override
+// (or no limit of its own, so that only the run's applies).
+func (r *Run) beginTable(name string, mode Mode) (*tableState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := &tableState{name: name, mode: mode, start: time.Now(), usage: &usage.Counters{Parent: r.usage}}
+	var own throttle.Settings
+	if o, ok := r.opts.TableOverrides[name]; ok {
+		ts.over = &o
+		own = o.Merge(r.thr.Settings())
+	}
+	thr, err := r.thr.Child(own)
+	if err != nil {
+		return nil, fmt.Errorf("vacuum %q: %w", name, err)
+	}
+	ts.thr = thr
+	r.tables = append(r.tables, ts)
+	if len(r.tables) > r.total {
+		r.total = len(r.tables)
+	}
+	return ts, nil
+}
+
+// endTable marks a table done and keeps its report.
+func (r *Run) endTable(ts *tableState, rep *Report) {
+	ts.elapsed.Store(int64(max(time.Since(ts.start), 1)))
+	ts.setPhase(PhaseDone)
+	ts.deadTIDs.Store(0)
+	ts.deadBytes.Store(0)
+	if rep != nil {
+		r.mu.Lock()
+		r.reports = append(r.reports, rep)
+		r.mu.Unlock()
+	}
+}
+
+// tick is called at every delay point: it records a rate sample when one
+// is due.
+func (r *Run) tick() {
+	r.smp.maybe(time.Now(), r.takeSample)
+}
+
+func (r *Run) takeSample() sample {
+	r.mu.Lock()
+	tables := append([]*tableState(nil), r.tables...)
+	r.mu.Unlock()
+	sm := sample{at: time.Now(), u: r.usage.Snapshot()}
+	for _, ts := range tables {
+		sm.scanned += ts.blocksScanned.Load()
+	}
+	return sm
+}
+
+// Progress returns a snapshot of the run: safe to call at any moment from
+// any goroutine.
+func (r *Run) Progress() Snapshot {
+	now := time.Now()
+	r.tick()
+	cur := r.takeSample()
+	r.mu.Lock()
+	tables := append([]*tableState(nil), r.tables...)
+	total := r.total
+	r.mu.Unlock()
+	s := Snapshot{Phase: PhaseInitializing.String(), TablesTotal: total, Usage: cur.u,
+		Elapsed: now.Sub(r.start), Slept: r.thr.Stats().Slept}
+	var pct float64
+	for _, ts := range tables {
+		tp := ts.snapshot(now)
+		s.Tables = append(s.Tables, tp)
+		s.Phase, s.Table = tp.Phase, tp.Table
+		if tp.Phase == PhaseDone.String() {
+			s.TablesDone++
+		}
+		s.HeapBlocksTotal += tp.HeapBlocksTotal
+		s.HeapBlocksScanned += tp.HeapBlocksScanned
+		s.HeapBlocksVacuumed += tp.HeapBlocksVacuumed
+		s.IndexPasses += tp.IndexPasses
+		s.DeadTIDs += tp.DeadTIDs
+		s.DeadTIDBytes += tp.DeadTIDBytes
+		s.TuplesRemoved += tp.TuplesRemoved
+		pct += tp.Percent
+	}
+	if total > 0 {
+		s.Percent = pct / float64(total)
+	}
+	if b, ok := r.smp.base(now); ok {
+		if secs := now.Sub(b.at).Seconds(); secs > 0 {
+			d := cur.u.Sub(b.u)
+			s.PagesPerSecond = float64(cur.scanned-b.scanned) / secs
+			s.ReadBytesPerSecond = float64(d.ReadBytes) / secs
+			s.WriteBytesPerSecond = float64(d.WriteBytes) / secs
+			s.WALBytesPerSecond = float64(d.WALBytes) / secs
+			s.CostPerSecond = r.thr.Settings().Units(throttle.Cost, d) / secs
+		}
+	}
+	return s
+}
+
+// worker is one goroutine's vacuum context: its own usage counters (a
+// child of its table's), buffer strategy and throttle meter.
+type worker struct {
+	ctx   context.Context
+	run   *Run
+	ts    *tableState
+	u     *usage.Counters
+	s     *buffer.Strategy
+	meter pacer
+}
+
+// pacer is a worker's delay-point rule: a throttle.Meter, or
+// throttle.PostgresNap for comparison.
+type pacer interface {
+	Wait(ctx context.Context) error
+}
+
+// newWorker returns a worker for table ts using a strategy of kind on
+// pool (ringBytes applies to buffer.Vacuum).
+func (r *Run) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool, kind buffer.StrategyKind, ringBytes int64) *worker {
+	u := &usage.Counters{Parent: ts.usage}
+	w := &worker{ctx: ctx, run: r, ts: ts, u: u, s: pool.NewStrategy(kind, ringBytes, u), meter: ts.thr.Meter(u)}
+	if r.opts.Pacing == PacingPostgresNap {
+		s := r.thr.Settings()
+		if ts.over != nil {
+			s = ts.over.Merge(s)
+		}
+		if nap, err := throttle.NewPostgresNap(s, u); err == nil { // s was validated by NewRun
+			w.meter = nap
+		}
+	}
+	return w
+}
+
+// delay is the worker's delay point: rate sample, throttle, cancellation.
+func (w *worker) delay() error {
+	w.run.tick()
+	return w.meter.Wait(w.ctx)
+}
+
+// VacuumTables vacuums the named tables, Parallelism at a time, lazily or
+// FULL per Options.Full, all under the run's one budget. resolve turns a
+// name into a Target when the table's turn comes. It stops starting new
+// tables at the first error (or cancellation) and returns the reports of
+// the tables finished so far with that error.
+func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(string) (*Target, error)) (*RunReport, error) {
+	r.mu.Lock()
+	r.total = max(r.total, len(r.tables)+len(names))
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, r.opts.parallelism())
+	for _, name := range names {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := r.vacuumOne(ctx, name, resolve)
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				errMu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return r.Report(), firstErr
+}
+
+func (r *Run) vacuumOne(ctx context.Context, name string, resolve func(string) (*Target, error)) error {
+	t, err := resolve(name)
+	if err != nil {
+		return fmt.Errorf("vacuum %q: %w", name, err)
+	}
+	if r.opts.Full {
+		_, err = r.VacuumFull(ctx, t)
+	} else {
+		_, err = r.Vacuum(ctx, t)
+	}
+	return err
+}

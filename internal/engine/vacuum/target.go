@@ -1,0 +1,70 @@
+package vacuum
+
+import (
+	"errors"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// Target is one table as the engine hands it to a vacuum: its relations
+// and the engine services and callbacks a vacuum needs. Package vacuum
+// never imports the engine; the engine builds a Target from its catalog
+// (engine/vacuum.go).
+type Target struct {
+	Name    string
+	Columns []row.Column
+	Heap    *heap.Rel
+	Indexes []Index
+
+	Dir       string
+	FS        vfs.FS
+	Pool      *buffer.Pool
+	Log       *wal.Log
+	Txns      *txn.Manager
+	Storage   *storage.Manager
+	HeapDeps  heap.Deps
+	BtreeDeps btree.Deps
+
+	// LockTable takes the table's exclusive lock (row operations wait):
+	// lazy vacuum's truncation and all of VACUUM FULL run under it.
+	LockTable func() (unlock func(), err error)
+	// AllocRelfilenode returns a fresh relfilenode (VACUUM FULL).
+	AllocRelfilenode func() (storage.RelFileNode, error)
+	// Swap makes the new files durable and switches the catalog to them
+	// atomically, dropping the old files (VACUUM FULL; table lock held).
+	Swap func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
+}
+
+// Index is one index of a Target.
+type Index struct {
+	Name      string
+	ColumnPos int // position of the key column in Target.Columns
+	Rel       storage.RelFileNode
+	Tree      *btree.Index
+}
+
+// ErrTargetIncomplete is returned for a Target missing a field the
+// requested vacuum needs.
+var ErrTargetIncomplete = errors.New("vacuum target is incomplete")
+
+func (t *Target) check(full bool) error {
+	if t == nil || t.Heap == nil || t.Pool == nil || t.Log == nil || t.Txns == nil || t.Storage == nil {
+		return ErrTargetIncomplete
+	}
+	for _, ix := range t.Indexes {
+		if ix.Tree == nil {
+			return ErrTargetIncomplete
+		}
+	}
+	if full && (t.LockTable == nil || t.AllocRelfilenode == nil || t.Swap == nil || t.FS == nil) {
+		return ErrTargetIncomplete
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package vm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// Layout constants (see doc.go).
+const (
+	// MapBytes is the bitmap bytes of one VM page (its special space).
+	MapBytes = page.Size - page.HeaderSize
+	// BitsPerPage is the number of heap pages one VM page covers.
+	BitsPerPage = MapBytes * 8
+
+	// InfoSetAllVisible is the RmgrVM record that sets a bit.
+	InfoSetAllVisible uint8 = 1
+)
+
+// Locate returns where heap block h's bit lives: the VM block, the byte
+// index within the bitmap and the bit within that byte.
+func Locate(h storage.BlockNumber) (vmBlk storage.BlockNumber, byteIdx int, bit uint) {
+	return h / BitsPerPage, int(h%BitsPerPage) / 8, uint(h % 8)
+}
+
+// InitPage formats p as an empty VM page.
+func InitPage(p page.Page) { page.Init(p, MapBytes) }
+
+// bitmap returns p's bitmap, initialising a new page first when init.
+func bitmap(p page.Page, init bool) []byte {
+	if p.IsNew() {
+		if !init {
+			return nil
+		}
+		InitPage(p)
+	}
+	m := p.Special()
+	if len(m) != MapBytes {
+		return nil
+	}
+	return m
+}
+
+// Map is one relation's visibility map. Safe for concurrent use.
+type Map struct {
+	pool *buffer.Pool
+	st   *storage.Manager
+	log  *wal.Log
+	rel  storage.RelFileNode
+
+	extendMu sync.Mutex // serialises extension of the VM fork
+}
+
+// New returns the visibility map of rel.
+func New(pool *buffer.Pool, st *storage.Manager, log *wal.Log, rel storage.RelFileNode) *Map {
+	return &Map{pool: pool, st: st, log: log, rel: rel}
+}
+
+func (m *Map) tag(vmBlk storage.BlockNumber) buffer.Tag {
+	return buffer.Tag{Rel: m.rel, Fork: storage.VMFork, Block: vmBlk}
+}
+
+func usageOf(s *buffer.Strategy) *usage.Counters {
+	if s == nil {
+		return nil
+	}
+	return s.Usage
+}
+
+// nblocks is the VM fork's length in pages.
+func (m *Map) nblocks() (storage.BlockNumber, error) {
+	n, err := m.st.NBlocks(m.rel, storage.VMFork)
+	if err != nil {
+		return 0, fmt.Errorf("visibility map of relation %d: %w", m.rel, err)
+	}
+	return n, nil
+}
+
+// IsSet reports whether heap block h is marked all-visible.
+func (m *Map) IsSet(h storage.BlockNumber, s *buffer.Strategy) (bool, error) {
+	vb, i, bit := Locate(h)
+	n, err := m.nblocks()
+	if err != nil || vb >= n {
+		return false, err
+	}
+	b, err := m.pool.ReadOrZero(m.tag(vb), s)
+	if err != nil {
+		return false, fmt.Errorf("read visibility map block %d of relation %d: %w", vb, m.rel, err)
+	}
+	defer b.Release()
+	b.RLock()
+	defer b.RUnlock()
+	bm := bitmap(b.Page(), false)
+	return bm != nil && bm[i]&(1<<bit) != 0, nil
+}
+
+// extendTo makes the VM fork at least vb+1 pages long.
+func (m *Map) extendTo(vb storage.BlockNumber, s *buffer.Strategy) error {
+	m.extendMu.Lock()
+	defer m.extendMu.Unlock()
+	n, err := m.nblocks()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := m.st.Create(m.rel, storage.VMFork); err != nil {
+			return fmt.Errorf("create visibility map of relation %d: %w", m.rel, err)
+		}
+	}
+	for ; n <= vb; n++ {
+		b, err := m.pool.Extend(m.rel, storage.VMFork, s)
+		if err != nil {
+			return fmt.Errorf("extend visibility map of relation %d: %w", m.rel, err)
+		}
+		b.Unlock()
+		b.Release()
+	}
+	return nil
+}
+
+// Set marks heap block h all-visible and WAL-logs it. When heap is not
+// nil it is h's buffer, exclusively locked by the caller: its page gets
+// FlagAllVisible and the record's LSN too. The caller decides that the
+// page is all-visible; Set only records it.
+func (m *Map) Set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy) error {
+	vb, i, bit := Locate(h)
+	if err := m.extendTo(vb, s); err != nil {
+		return err
+	}
+	b, err := m.pool.ReadOrZero(m.tag(vb), s)
+	if err != nil {
+		return fmt.Errorf("read visibility map block %d of relation %d: %w", vb, m.rel, err)
+	}
+	defer b.Release()
+	b.Lock()
+	defer b.Unlock()
+	bm := bitmap(b.Page(), true)
+	if bm == nil {
+		return fmt.Errorf("visibility map block %d of relation %d has a bad header", vb, m.rel)
+	}
+	heapNeeds := heap != nil && heap.Page().Flags()&page.FlagAllVisible == 0
+	if bm[i]&(1<<bit) != 0 && !heapNeeds {
+		return nil
+	}
+	bm[i] |= 1 << bit
+	b.MarkDirty(s)
+	var main [4]byte
+	binary.LittleEndian.PutUint32(main[:], uint32(h))
+	rec := &wal.Record{Rmgr: wal.RmgrVM, Info: InfoSetAllVisible, Main: main[:],
+		Blocks: []wal.BlockRef{{Rel: m.rel, Fork: storage.VMFork, Block: vb, Page: b.Page()}}}
+	if heap != nil {
+		hp := heap.Page()
+		hp.SetFlags(hp.Flags() | page.FlagAllVisible)
+		heap.MarkDirty(s)
+		rec.Blocks = append(rec.Blocks, wal.BlockRef{Rel: m.rel, Fork: storage.MainFork, Block: h, Page: hp})
+	}
+	lsn, err := m.log.Insert(rec, usageOf(s))
+	if err != nil {
+		return fmt.Errorf("log visibility map set for block %d of relation %d: %w", h, m.rel, err)
+	}
+	b.Page().SetLSN(uint64(lsn))
+	if heap != nil {
+		heap.Page().SetLSN(uint64(lsn))
+	}
+	return nil
+}
+
+// Clear unsets heap block h's bit and reports whether it was set. It is
+// not WAL-logged: the caller's heap record says the bit was cleared and
+// heap redo clears it again (see doc.go).
+func (m *Map) Clear(h storage.BlockNumber, s *buffer.Strategy) (bool, error) {
+	vb, i, bit := Locate(h)
+	n, err := m.nblocks()
+	if err != nil || vb >= n {
+		return false, err
+	}
+	b, err := m.pool.ReadOrZero(m.tag(vb), s)
+	if err != nil {
+		return false, fmt.Errorf("read visibility map block %d of relation %d: %w", vb, m.rel, err)
+	}
+	defer b.Release()
+	return clearBit(b, i, bit, s), nil
+}
+
+func clearBit(b *buffer.Buffer, i int, bit uint, s *buffer.Strategy) bool {
+	b.Lock()
+	defer b.Unlock()
+	bm := bitmap(b.Page(), false)
+	if bm == nil || bm[i]&(1<<bit) == 0 {
+		return false
+	}
+	bm[i] &^= 1 << bit
+	b.MarkDirty(s)
+	return true
+}
+
+// Count returns how many of the heap blocks below nHeap are all-visible.
+func (m *Map) Count(nHeap storage.BlockNumber, s *buffer.Strategy) (int, error) {
+	n, err := m.nblocks()
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for vb := storage.BlockNumber(0); vb < n && vb*BitsPerPage < nHeap; vb++ {
+		b, err := m.pool.ReadOrZero(m.tag(vb), s)
+		if err != nil {
+			return 0, fmt.Errorf("read visibility map block %d of relation %d: %w", vb, m.rel, err)
+		}
+		b.RLock()
+		bm := bitmap(b.Page(), false)
+		limit := min(uint64(nHeap)-uint64(vb)*BitsPerPage, BitsPerPage)
+		for j := uint64(0); j < uint64(len(bm)) && j*8 < limit; j++ {
+			c := bm[j]
+			if rem := limit - j*8; rem < 8 {
+				c &= byte(1<<rem) - 1
+			}
+			total += bits.OnesCount8(c)
+		}
+		b.RUnlock()
+		b.Release()
+	}
+	return total, nil
+}
+
+// Truncate shrinks the map to cover nHeap heap blocks: bits of blocks at
+// or past nHeap in the last kept VM page are cleared (not logged; the heap
+// truncate record's redo repeats it) and later VM pages are removed.
+func (m *Map) Truncate(nHeap storage.BlockNumber) error {
+	return TruncateFork(m.pool, m.st, m.rel, nHeap)
+}
+
+// TruncateFork is Truncate without a Map (heap truncation and its redo).
+func TruncateFork(pool *buffer.Pool, st *storage.Manager, rel storage.RelFileNode, nHeap storage.BlockNumber) error {
+	n, err := st.NBlocks(rel, storage.VMFork)
+	if err != nil {
+		return fmt.Errorf("visibility map of relation %d: %w", rel, err)
+	}
+	keep := (nHeap + BitsPerPage - 1) / BitsPerPage
+	if nHeap%BitsPerPage != 0 && keep-1 < n {
+		vb, i, bit := Locate(nHeap)
+		b, err := pool.ReadOrZero(buffer.Tag{Rel: rel, Fork: storage.VMFork, Block: vb}, nil)
+		if err != nil {
+			return fmt.Errorf("read visibility map block %d of relation %d: %w", vb, rel, err)
+		}
+		b.Lock()
+		if bm := bitmap(b.Page(), false); bm != nil {
+			bm[i] &= byte(1<<bit) - 1
+			clear(bm[i+1:])
+			b.MarkDirty(nil)
+		}
+		b.Unlock()
+		b.Release()
+	}
+	if keep < n {
+		pool.DropBlocksFrom(rel, storage.VMFork, keep)
+		if err := st.Truncate(rel, storage.VMFork, keep); err != nil {
+			return fmt.Errorf("truncate visibility map of relation %d to %d pages: %w", rel, keep, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package wal
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+)
+
+// writeRecords writes n records of mainSize bytes of main data to a fresh
+// log in dir, closes it and returns them as read back (with their LSNs).
+func writeRecords(t *testing.T, dir string, n, mainSize int) []*Record {
+	t.Helper()
+	l := openTestLog(t, vfs.OS(), dir, 0)
+	for i := range n {
+		main := make([]byte, mainSize)
+		for j := range main {
+			main[j] = byte(i*7 + j)
+		}
+		if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: uint64(i + 1), Main: main}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	if err != io.EOF || len(recs) != n {
+		t.Fatalf("read back %d of %d records: %v", len(recs), n, err)
+	}
+	return recs
+}
+
+func segPath(dir string, lsn LSN) string {
+	return filepath.Join(dir, "wal", segName(uint64(lsn)/testSegSize, testSegSize))
+}
+
+// patchLog overwrites log bytes at lsn, across segments if needed.
+func patchLog(t *testing.T, dir string, lsn LSN, b []byte) {
+	t.Helper()
+	for len(b) > 0 {
+		off := int64(uint64(lsn) % testSegSize)
+		n := min(int64(len(b)), testSegSize-off)
+		f, err := os.OpenFile(segPath(dir, lsn), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b[:n], off); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, lsn = b[n:], lsn+LSN(n)
+	}
+}
+
+// truncateLogAt cuts the log at lsn: the segment holding it is truncated
+// there and every later segment removed.
+func truncateLogAt(t *testing.T, dir string, lsn LSN) {
+	t.Helper()
+	if err := os.Truncate(segPath(dir, lsn), int64(uint64(lsn)%testSegSize)); err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(lsn)/testSegSize + 1; ; s++ {
+		err := os.Remove(filepath.Join(dir, "wal", segName(s, testSegSize)))
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantCorruptAt(t *testing.T, err error, lsn LSN, reason string) {
+	t.Helper()
+	var ce *CorruptRecordError
+	if !errors.As(err, &ce) {
+		t.Fatalf("reader stopped with %v, want *CorruptRecordError", err)
+	}
+	if ce.LSN != lsn || !strings.Contains(ce.Reason, reason) {
+		t.Fatalf("corrupt record at %X (%s), want at %X with reason containing %q", ce.LSN, ce.Reason, lsn, reason)
+	}
+}
+
+func TestReaderStopsAtDamagedRecords(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, dir string, victim, prev *Record)
+		reason string
+	}{
+		{"flipped bit", func(t *testing.T, dir string, v, _ *Record) {
+			patchLog(t, dir, v.StartLSN+40, []byte{0xFF})
+		}, "CRC mismatch"},
+		{"impossible length", func(t *testing.T, dir string, v, _ *Record) {
+			patchLog(t, dir, v.StartLSN, []byte{1, 0, 0, 0})
+		}, "impossible record length"},
+		{"torn tail: last record cut in the middle", func(t *testing.T, dir string, v, _ *Record) {
+			truncateLogAt(t, dir, v.StartLSN+(v.EndLSN-v.StartLSN)/2)
+		}, "partial record"},
+		{"torn tail: cut inside the length field", func(t *testing.T, dir string, v, _ *Record) {
+			truncateLogAt(t, dir, v.StartLSN+2)
+		}, "partial record"},
+		{"tail of a torn write reads as zeros", func(t *testing.T, dir string, v, _ *Record) {
+			patchLog(t, dir, v.StartLSN+30, make([]byte, int(v.EndLSN-v.StartLSN)-30))
+		}, "CRC mismatch"},
+		{"stale record with a wrong prev link", func(t *testing.T, dir string, v, prev *Record) {
+			stale := *v
+			stale.PrevLSN = prev.PrevLSN // a valid record, but not the successor of prev
+			patchLog(t, dir, v.StartLSN, Encode(&stale))
+		}, "prev-record link"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			recs := writeRecords(t, dir, 300, 500) // ~160 KiB: three segments
+			victim := len(recs) - 1
+			if !strings.HasPrefix(tc.name, "torn tail") {
+				victim = 200
+			}
+			tc.damage(t, dir, recs[victim], recs[victim-1])
+			got, err := readAll(t, vfs.OS(), dir, FirstLSN)
+			wantCorruptAt(t, err, recs[victim].StartLSN, tc.reason)
+			if len(got) != victim {
+				t.Fatalf("read %d good records before the damage, want %d", len(got), victim)
+			}
+		})
+	}
+}
+
+func TestReaderReportsCleanEnds(t *testing.T) {
+	// Records of 4094 bytes: the 16th ends exactly at the first segment
+	// boundary ((64 KiB - FirstLSN) / 4094 = 16).
+	const mainSize = 4094 - MinRecordSize
+	cases := []struct {
+		name string
+		cut  func(t *testing.T, dir string, recs []*Record) LSN
+	}{
+		{"log cut exactly after a record", func(t *testing.T, dir string, r []*Record) LSN {
+			truncateLogAt(t, dir, r[20].EndLSN)
+			return r[20].EndLSN
+		}},
+		{"next segment empty at a record boundary", func(t *testing.T, dir string, r []*Record) LSN {
+			truncateLogAt(t, dir, testSegSize)
+			return testSegSize
+		}},
+		{"next segment missing at a record boundary", func(t *testing.T, dir string, r []*Record) LSN {
+			truncateLogAt(t, dir, testSegSize)
+			if err := os.Remove(segPath(dir, testSegSize)); err != nil {
+				t.Fatal(err)
+			}
+			return testSegSize
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			recs := writeRecords(t, dir, 40, mainSize)
+			if recs[15].EndLSN != testSegSize {
+				t.Fatalf("record 15 ends at %X, want the segment boundary", recs[15].EndLSN)
+			}
+			cut := tc.cut(t, dir, recs)
+			got, err := readAll(t, vfs.OS(), dir, FirstLSN)
+			if err != io.EOF {
+				t.Fatalf("reader: %v, want io.EOF", err)
+			}
+			if len(got) == 0 || got[len(got)-1].EndLSN != cut {
+				t.Fatalf("read %d records, want the last to end at %X", len(got), cut)
+			}
+		})
+	}
+}
+
+func TestReaderReportsARecordRunningIntoAMissingSegment(t *testing.T) {
+	dir := t.TempDir()
+	recs := writeRecords(t, dir, 300, 500)
+	var crossing *Record
+	for _, r := range recs {
+		if uint64(r.StartLSN)/testSegSize != uint64(r.EndLSN-1)/testSegSize {
+			crossing = r
+			break
+		}
+	}
+	if crossing == nil {
+		t.Fatal("no record crosses a segment boundary")
+	}
+	truncateLogAt(t, dir, LSN((uint64(crossing.EndLSN)/testSegSize)*testSegSize))
+	_, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	wantCorruptAt(t, err, crossing.StartLSN, "partial record")
+}
+
+func TestReopenAtCorruptionContinuesWithoutResurrectingStaleRecords(t *testing.T) {
+	dir := t.TempDir()
+	recs := writeRecords(t, dir, 300, 500)
+	victim := recs[150]
+	patchLog(t, dir, victim.StartLSN+50, []byte{0xEE})
+	good, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	wantCorruptAt(t, err, victim.StartLSN, "CRC mismatch")
+
+	// Reopen where valid WAL ends and write one record of exactly the
+	// victim's size: it ends where the next old record starts, and that
+	// old record's prev link (the victim's start) would match the new one.
+	l := openTestLog(t, vfs.OS(), dir, victim.StartLSN)
+	replacement := &Record{Rmgr: RmgrXact, XID: 999_999, Main: make([]byte, len(victim.Main))}
+	end, err := l.Insert(replacement, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end != victim.EndLSN {
+		t.Fatalf("replacement ends at %X, want %X (same size as the victim)", end, victim.EndLSN)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segmentsOnDisk(t, dir)); n != int(uint64(victim.EndLSN)/testSegSize)+1 {
+		t.Fatalf("%d segments left, want only those up to the new end", n)
+	}
+
+	got, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	if err != io.EOF {
+		t.Fatalf("after reopening: %v, want io.EOF", err)
+	}
+	if len(got) != len(good)+1 || got[len(got)-1].XID != replacement.XID {
+		t.Fatalf("read %d records ending with xid %d; want %d good ones then the replacement (stale records resurrected?)",
+			len(got), got[len(got)-1].XID, len(good))
+	}
+}
+
+func segmentsOnDisk(t *testing.T, dir string) []uint64 {
+	t.Helper()
+	s, err := listSegments(vfs.OS(), walDir(dir), testSegSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestReopenAfterTornTailAppendsAndReadsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	recs := writeRecords(t, dir, 300, 500)
+	last := recs[len(recs)-1]
+	truncateLogAt(t, dir, last.StartLSN+7)
+	_, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	wantCorruptAt(t, err, last.StartLSN, "partial record")
+
+	l := openTestLog(t, vfs.OS(), dir, last.StartLSN)
+	for i := range 50 {
+		if _, err := l.Insert(&Record{Rmgr: RmgrXact, XID: uint64(10_000 + i), Main: make([]byte, 900)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	if err != io.EOF || len(got) != len(recs)-1+50 {
+		t.Fatalf("read %d records (%v), want %d", len(got), err, len(recs)-1+50)
+	}
+	if restart := got[len(recs)-1]; restart.PrevLSN != restart.StartLSN || got[len(recs)].PrevLSN != restart.StartLSN {
+		t.Fatal("the link should restart (point to itself) at the reopen point and chain normally after it")
+	}
+}
+
+func TestRecycledSegmentsAreReusedWithoutResurrectingTheirOldRecords(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, vfs.OS(), dir, 0)
+	insert := func(n int, xid uint64) {
+		t.Helper()
+		for i := range n {
+			if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: xid + uint64(i), Main: make([]byte, 700)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Flush(l.InsertLSN(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(800, 1) // ~8.5 segments
+	redo := l.SetRedoPtr()
+	oldRecs, err := readAll(t, vfs.OS(), dir, FirstLSN)
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	if err := l.RemoveBefore(redo); err != nil {
+		t.Fatal(err)
+	}
+	cur := uint64(l.InsertLSN()) / testSegSize
+	segs := segmentsOnDisk(t, dir)
+	if last := segs[len(segs)-1]; last != cur+DefaultRecycleSegments {
+		t.Fatalf("segments %v: want %d recycled ones after the current segment %d", segs, DefaultRecycleSegments, cur)
+	}
+	// Write into the first recycled segment, remembering its stale bytes.
+	next := LSN((cur + 1) * testSegSize)
+	stale, err := os.ReadFile(segPath(dir, next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for l.InsertLSN() < next+1000 {
+		insert(1, uint64(100_000+n))
+		n++
+	}
+	end := l.InsertLSN()
+	if end <= next+100 || uint64(end)/testSegSize != cur+1 {
+		t.Fatalf("end %X is not inside the recycled segment %d", end, cur+1)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, vfs.OS(), dir, redo)
+	if err != io.EOF || len(got) != n {
+		t.Fatalf("read %d records after the redo pointer (%v), want %d and io.EOF", len(got), err, n)
+	}
+	// Without the zero terminator (a crash before it reached disk) the
+	// stale bytes of the recycled segment follow the last record: they
+	// must read as the end of the log, never as records.
+	off := uint64(end) % testSegSize
+	patchLog(t, dir, end, stale[off:])
+	got, err = readAll(t, vfs.OS(), dir, redo)
+	var ce *CorruptRecordError
+	if len(got) != n || (err != io.EOF && !(errors.As(err, &ce) && ce.LSN == end)) {
+		t.Fatalf("read %d records then %v, want exactly the %d written and an end at %X", len(got), err, n, end)
+	}
+	// Worst case: an intact old record sits exactly at the end.
+	patchLog(t, dir, end, Encode(oldRecs[5]))
+	got, err = readAll(t, vfs.OS(), dir, redo)
+	wantCorruptAt(t, err, end, "prev-record link")
+	if len(got) != n {
+		t.Fatalf("read %d records, want exactly the %d written", len(got), n)
+	}
+}

@@ -1,0 +1,164 @@
+package localnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// DefaultNodeName is the Node the local node registers unless told otherwise.
+const DefaultNodeName = "vacuum-localnode"
+
+// LabelLocalNode is set to "true" on the Node; the node's taint has the same key.
+const LabelLocalNode = "vacuum.vacuumops.io/local-node"
+
+// DefaultSelector selects the pods the local node may run: the operator's.
+const DefaultSelector = "app.kubernetes.io/managed-by=vacuum-operator"
+
+// AnyImage as a key of Config.Images maps every image not listed by name.
+const AnyImage = "*"
+
+// Config configures a local node.
+type Config struct {
+	// NodeName is the Node's name (default DefaultNodeName).
+	NodeName string
+	// Selector picks the pods the node may bind and run (default DefaultSelector).
+	Selector labels.Selector
+	// Images maps an image reference (its repository, tag and digest ignored, or the full
+	// reference, or AnyImage) to a host directory standing for the image's root filesystem:
+	// a container command /vacuum-runner runs <dir>/vacuum-runner.
+	Images map[string]string
+	// StateDir holds the pods' directories and the logs; it is created if needed.
+	StateDir string
+	// Log receives the node's log lines (default: discard).
+	Log logr.Logger
+}
+
+// Node is a running local node. Create it with New, then call Run.
+type Node struct {
+	cfg    Config
+	client client.Client // cached reads of selected pods, direct writes
+	reader client.Reader // uncached: secrets, configmaps, PVCs, PVs, fresh pods
+	mgr    ctrl.Manager
+	ips    ipPool
+
+	mu    sync.Mutex
+	procs map[types.UID]*podProcess
+	wg    sync.WaitGroup // one per process watcher
+}
+
+// New prepares a local node against the API server of rc. It does not contact it yet.
+func New(rc *rest.Config, cfg Config) (*Node, error) {
+	if cfg.NodeName == "" {
+		cfg.NodeName = DefaultNodeName
+	}
+	if cfg.Selector == nil {
+		sel, err := labels.Parse(DefaultSelector)
+		if err != nil {
+			return nil, fmt.Errorf("parse default selector: %w", err)
+		}
+		cfg.Selector = sel
+	}
+	if cfg.Selector.Empty() {
+		return nil, errors.New("local node: an empty pod selector would run every pod; name the pods it may run")
+	}
+	if len(cfg.Images) == 0 {
+		return nil, errors.New("local node: no image is mapped to a host directory")
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("local node: no state directory")
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "pods"), filepath.Join(cfg.StateDir, "logs")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("local node: create %s: %w", d, err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("local node: build scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 cfg.Log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: cfg.Selector},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local node: create manager: %w", err)
+	}
+	n := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr,
+		procs: map[types.UID]*podProcess{}}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}).
+		Named("localnode").
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 2}).
+		Complete(n)
+	if err != nil {
+		return nil, fmt.Errorf("local node: create pod controller: %w", err)
+	}
+	return n, nil
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.NodeName }
+
+// Run registers the Node, then binds and runs pods until ctx ends; it then stops every
+// process it started (SIGTERM, SIGKILL after 5 s) before returning.
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.register(ctx); err != nil {
+		return err
+	}
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	defer stopHeartbeat()
+	go n.heartbeat(hbCtx)
+	err := n.mgr.Start(ctx)
+	n.stopAll(5 * time.Second)
+	if err != nil {
+		return fmt.Errorf("local node %s: %w", n.cfg.NodeName, err)
+	}
+	return nil
+}
+
+// stopAll terminates every process still running and waits for their watchers.
+func (n *Node) stopAll(grace time.Duration) {
+	n.mu.Lock()
+	for _, p := range n.procs {
+		p.terminate(grace)
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+}
+
+// podDir is a pod's private directory on the host.
+func (n *Node) podDir(pod *corev1.Pod) string {
+	return filepath.Join(n.cfg.StateDir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+// logPath is where a container's stdout and stderr go.
+func (n *Node) logPath(pod *corev1.Pod, container string) string {
+	return filepath.Join(n.cfg.StateDir, "logs", fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, container))
+}

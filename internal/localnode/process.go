@@ -1,0 +1,135 @@
+package localnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// maxTerminationMessage is the kubelet's limit on a termination message.
+const maxTerminationMessage = 4096
+
+// podProcess is one pod's running (or ended) process.
+type podProcess struct {
+	uid       types.UID
+	key       types.NamespacedName
+	ip        string
+	termPath  string
+	cmd       *exec.Cmd
+	startedAt metav1.Time
+	done      chan struct{} // closed once the process has ended and result is set
+
+	mu       sync.Mutex
+	termSent bool
+	result   exitResult
+}
+
+// exitResult is how a process ended.
+type exitResult struct {
+	exitCode   int32
+	signal     string // "" unless killed by a signal
+	finishedAt metav1.Time
+	message    string // termination message, at most maxTerminationMessage bytes
+}
+
+// startProcess starts l as a new process group, its output appended to logPath.
+func startProcess(l *launch, logPath string) (*exec.Cmd, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", logPath, err)
+	}
+	cmd := exec.Command(l.path, l.args...)
+	cmd.Env = l.env
+	cmd.Dir = l.workDir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group: a Ctrl-C on the dev cluster's terminal does not reach the pods
+	// directly (the node stops them), and SIGKILL reaches the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", l.path, err)
+	}
+	_ = logFile.Close() // the child holds its own descriptor
+	if err := os.WriteFile(filepath.Join(l.dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+		return cmd, fmt.Errorf("write pid file: %w", err)
+	}
+	return cmd, nil
+}
+
+// wait blocks until the process ends, then records its result.
+func (p *podProcess) wait() {
+	err := p.cmd.Wait()
+	res := exitResult{finishedAt: metav1.Now()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.exitCode = 128 + int32(ws.Signal())
+			res.signal = ws.Signal().String()
+		} else {
+			res.exitCode = int32(ee.ExitCode())
+		}
+	default:
+		res.exitCode = 128
+		res.message = err.Error()
+	}
+	if msg, err := readTermination(p.termPath); err == nil && msg != "" {
+		res.message = msg
+	}
+	p.mu.Lock()
+	p.result = res
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// readTermination reads at most maxTerminationMessage bytes of the termination message.
+func readTermination(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
+	return string(b), err
+}
+
+// exited reports whether the process has ended.
+func (p *podProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminate sends SIGTERM to the process group once, and SIGKILL after grace if it is still
+// running then.
+func (p *podProcess) terminate(grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.termSent || p.exited() {
+		return
+	}
+	p.termSent = true
+	pid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}()
+}

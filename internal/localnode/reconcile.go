@@ -1,0 +1,203 @@
+package localnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// retryAfter is how soon a pod waiting for its volumes or env sources is looked at again.
+const retryAfter = time.Second
+
+// Reconcile binds, starts, stops and removes one pod. Only pods matching the selector reach
+// it: the node's pod cache is filtered by the selector, so it never sees, binds or runs
+// any other pod, even one bound to it by someone else.
+func (n *Node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pod corev1.Pod
+	if err := n.client.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			n.forgetGone(req.NamespacedName) // force-deleted: stop its process
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	switch {
+	case pod.Spec.NodeName == "":
+		return ctrl.Result{}, n.bind(ctx, &pod)
+	case pod.Spec.NodeName != n.cfg.NodeName:
+		return ctrl.Result{}, nil
+	case pod.DeletionTimestamp != nil:
+		return n.deletePod(ctx, &pod)
+	case isTerminal(pod.Status.Phase):
+		return ctrl.Result{}, nil
+	}
+	if n.process(pod.UID) != nil {
+		return ctrl.Result{}, nil
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		// Running, but not by this node process: the node restarted and lost it.
+		return ctrl.Result{}, n.updateStatus(ctx, req.NamespacedName, pod.UID, func(p *corev1.Pod) {
+			markFailed(p, "NodeRestarted", "the local node restarted while the pod ran; its process is gone")
+		})
+	}
+	return n.start(ctx, &pod)
+}
+
+// bind binds an allowed pod to this node through pods/binding, as a scheduler would.
+func (n *Node) bind(ctx context.Context, pod *corev1.Pod) error {
+	if pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) || !n.fitsNodeSelector(pod) {
+		return nil
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: n.cfg.NodeName},
+	}
+	if err := n.client.SubResource("binding").Create(ctx, pod, b); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // bound meanwhile, or gone
+		}
+		return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, n.cfg.NodeName, err)
+	}
+	n.cfg.Log.Info("bound pod", "pod", client.ObjectKeyFromObject(pod))
+	return nil
+}
+
+// fitsNodeSelector reports whether the pod's nodeSelector matches this node's labels.
+func (n *Node) fitsNodeSelector(pod *corev1.Pod) bool {
+	own := map[string]string{LabelLocalNode: "true", "kubernetes.io/hostname": n.cfg.NodeName, "kubernetes.io/os": "linux"}
+	for k, v := range pod.Spec.NodeSelector {
+		if own[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// start prepares and starts a pod's process.
+func (n *Node) start(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(pod)
+	ip, err := n.ips.acquire()
+	if err != nil {
+		return ctrl.Result{RequeueAfter: retryAfter}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markWaiting(p, "ContainerCreating", err.Error()) })
+	}
+	l, err := n.prepare(ctx, pod, ip)
+	if err != nil {
+		n.ips.release(ip)
+		var we *waitError
+		var pe *podError
+		switch {
+		case errors.As(err, &we):
+			return ctrl.Result{RequeueAfter: retryAfter}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markWaiting(p, we.reason, we.message) })
+		case errors.As(err, &pe):
+			return ctrl.Result{}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, pe.reason, pe.message) })
+		}
+		return ctrl.Result{}, err
+	}
+	started := metav1.Now()
+	// Running is written before the process starts, so the watcher's terminal status, written
+	// when the process ends, can never be overtaken by it.
+	if err := n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markRunning(p, ip, started) }); err != nil {
+		n.ips.release(ip)
+		return ctrl.Result{}, err
+	}
+	cmd, err := startProcess(l, n.logPath(pod, pod.Spec.Containers[0].Name))
+	if cmd == nil {
+		n.ips.release(ip)
+		return ctrl.Result{}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, "StartError", err.Error()) })
+	}
+	if err != nil {
+		n.cfg.Log.Error(err, "pod started with a problem", "pod", key)
+	}
+	p := &podProcess{uid: pod.UID, key: key, ip: ip, termPath: l.termPath, cmd: cmd, startedAt: started, done: make(chan struct{})}
+	n.mu.Lock()
+	n.procs[pod.UID] = p
+	n.wg.Add(1)
+	n.mu.Unlock()
+	n.cfg.Log.Info("started pod", "pod", key, "ip", ip, "pid", cmd.Process.Pid)
+	go n.watch(p)
+	return ctrl.Result{}, nil
+}
+
+// watch waits for a process to end, frees its address and writes its terminal status.
+func (n *Node) watch(p *podProcess) {
+	defer n.wg.Done()
+	p.wait()
+	n.ips.release(p.ip)
+	p.mu.Lock()
+	res := p.result
+	p.mu.Unlock()
+	n.cfg.Log.Info("pod process ended", "pod", p.key, "exitCode", res.exitCode, "signal", res.signal)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markTerminated(pod, p.startedAt, res) }); err != nil {
+		n.cfg.Log.Error(err, "write terminal status", "pod", p.key)
+	}
+}
+
+// deletePod stops a deleted pod's process (SIGTERM, SIGKILL after the grace period) and,
+// once it has ended, removes the pod object with grace 0 and its host directory.
+func (n *Node) deletePod(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) {
+	if p := n.process(pod.UID); p != nil && !p.exited() {
+		grace := 30 * time.Second
+		if s := pod.DeletionGracePeriodSeconds; s != nil {
+			grace = time.Duration(*s) * time.Second
+		} else if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+			grace = time.Duration(*s) * time.Second
+		}
+		p.terminate(grace)
+		select {
+		case <-p.done:
+		case <-time.After(retryAfter):
+			return ctrl.Result{RequeueAfter: retryAfter}, nil
+		}
+	}
+	if p := n.process(pod.UID); p != nil {
+		<-p.done
+	}
+	err := n.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return ctrl.Result{}, fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	n.forget(pod.UID)
+	if err := os.RemoveAll(n.podDir(pod)); err != nil {
+		n.cfg.Log.Error(err, "remove pod directory", "pod", client.ObjectKeyFromObject(pod))
+	}
+	return ctrl.Result{}, nil
+}
+
+// process is the pod's process record, or nil.
+func (n *Node) process(uid types.UID) *podProcess {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.procs[uid]
+}
+
+// forget drops a pod's process record (its process has ended).
+func (n *Node) forget(uid types.UID) {
+	n.mu.Lock()
+	delete(n.procs, uid)
+	n.mu.Unlock()
+}
+
+// forgetGone stops the processes of a pod that disappeared without a graceful deletion.
+func (n *Node) forgetGone(key types.NamespacedName) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for uid, p := range n.procs {
+		if p.key == key {
+			p.terminate(0)
+			if p.exited() {
+				delete(n.procs, uid)
+			}
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Command podhelper is the local node tests' container: it reports what it sees (its args,
+// its downward-API env, files it was asked to read, an address it could listen on) as JSON
+// in the termination message file, and exits as told.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	term := flag.String("term", "", "termination message file for the JSON report")
+	listen := flag.String("listen", "", "address to listen on")
+	sleep := flag.Duration("sleep", 0, "time to sleep before exiting")
+	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
+	exit := flag.Int("exit", 0, "exit code")
+	var reads, writes multi
+	flag.Var(&reads, "read", "file to include in the report (repeatable)")
+	flag.Var(&writes, "write", "PATH=CONTENT to write (repeatable)")
+	flag.Parse()
+
+	report := map[string]any{"args": os.Args[1:]}
+	env := map[string]string{}
+	for _, k := range []string{"POD_IP", "POD_NAME", "POD_NAMESPACE", "NODE_NAME", "LITERAL", "COMPOSED", "HOME", "TMPDIR"} {
+		env[k] = os.Getenv(k)
+	}
+	report["env"] = env
+	files := map[string]string{}
+	for _, p := range reads {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			files[p] = "ERROR: " + err.Error()
+			continue
+		}
+		files[p] = string(b)
+	}
+	report["files"] = files
+	for _, w := range writes {
+		p, content, _ := strings.Cut(w, "=")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			fail(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			fail(err)
+		}
+	}
+	if *listen != "" {
+		l, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fail(err)
+		}
+		report["listened"] = l.Addr().String()
+		defer l.Close()
+	}
+	b, _ := json.Marshal(report)
+	if *term != "" {
+		if err := os.WriteFile(*term, b, 0o644); err != nil {
+			fail(err)
+		}
+	}
+	fmt.Println(string(b))
+
+	sigs := make(chan os.Signal, 1)
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
+	select {
+	case <-time.After(*sleep):
+	case <-sigs:
+		fmt.Println("got SIGTERM")
+		os.Exit(143)
+	}
+	os.Exit(*exit)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}

@@ -1,0 +1,127 @@
+package api
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The examples behind the golden files. The runner's tests regenerate the output files
+// (progress, summary, report) from the real binary; these keep the shapes reviewable until then.
+
+func ptr[T any](v T) *T { return &v }
+
+func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+func exampleRunSpec() RunSpec {
+	return RunSpec{
+		DataDir: "/data",
+		Mode:    ModeLazy,
+		Tables:  []string{"orders", "events"},
+		Throttle: &Throttle{
+			CostDelay:              &metav1.Duration{Duration: 2 * time.Millisecond},
+			CostLimit:              ptr[int32](200),
+			PageHitCost:            ptr[int32](1),
+			PageMissCost:           ptr[int32](2),
+			PageDirtyCost:          ptr[int32](20),
+			MaxReadBytesPerSecond:  qty("50Mi"),
+			MaxWriteBytesPerSecond: qty("20Mi"),
+			MaxWALBytesPerSecond:   qty("10Mi"),
+		},
+		RingSize:            qty("2Mi"),
+		BufferPoolSize:      qty("128Mi"),
+		Parallelism:         ptr[int32](2),
+		IndexWorkers:        ptr[int32](0),
+		MaintenanceWorkMem:  qty("64Mi"),
+		Truncate:            ptr(true),
+		MinDeadTuplePercent: ptr[int32](0),
+		TableOverrides: []TableOverride{{
+			Table:    "events",
+			Throttle: Throttle{CostDelay: &metav1.Duration{Duration: 10 * time.Millisecond}},
+		}},
+	}
+}
+
+func exampleThrottle() Throttle {
+	return Throttle{
+		CostDelay:             &metav1.Duration{Duration: 5 * time.Millisecond},
+		CostLimit:             ptr[int32](400),
+		MaxReadBytesPerSecond: qty("100Mi"),
+	}
+}
+
+func exampleProgress() Progress {
+	return Progress{
+		Phase: PhaseVacuumingIndexes, Table: "events", TablesDone: 1, TablesTotal: 2,
+		HeapBlocksTotal: 12000, HeapBlocksScanned: 9000, HeapBlocksVacuumed: 4500, IndexPasses: 1,
+		DeadTuples: 150000, DeadTupleBytes: 900000, TuplesRemoved: 250000,
+		BytesRead: 98304000, BytesWritten: 41943040, WALBytes: 20971520, WALFlushes: 310,
+		BufferHits: 1200, BufferMisses: 12000, BuffersDirtied: 5120,
+		SleptSeconds: 3.25, ElapsedSeconds: 12.5, PagesPerSecond: 1610,
+		ReadBytesPerSecond: 13189120, WriteBytesPerSecond: 5242880, WALBytesPerSecond: 2097152,
+		Percent: 62.5,
+		Tables: []TableProgress{
+			{Name: "orders", Phase: PhaseDone, Percent: 100, TuplesRemoved: 100000},
+			{Name: "events", Phase: PhaseVacuumingIndexes, Percent: 37.5, TuplesRemoved: 150000},
+		},
+	}
+}
+
+func exampleTable(name string) TableResult {
+	return TableResult{
+		Table: name, Mode: ModeLazy, PagesTotal: 8000, PagesScanned: 8000, PagesRemoved: 1200,
+		PagesRemaining: 6800, TuplesRemoved: 100000, TuplesRemaining: 400000, IndexPasses: 1,
+		ElapsedSeconds: 6.5, PagesPerSecond: 1230.75, BytesRead: 65536000, BytesWritten: 26214400,
+		WALBytes: 13107200, WALFlushes: 160, WALRecords: 8100, WALFullPageImages: 1500,
+		RingDirtyEvictions: 155, BufferHits: 800, BufferMisses: 8000, BuffersDirtied: 3200,
+		SleptSeconds: 1.75,
+		Indexes:      []IndexResult{{Name: name + "_pkey", Pages: 1400, EntriesRemoved: 100000}},
+		CostRate:     Rate{Configured: 100000, Achieved: 81250.5},
+		ReadRate:     Rate{Configured: 52428800, Achieved: 10082461.5},
+		WriteRate:    Rate{Configured: 20971520, Achieved: 4032984.6},
+		WALRate:      Rate{Configured: 10485760, Achieved: 2016492.3},
+	}
+}
+
+func exampleTotals(tables ...TableResult) Totals {
+	var t Totals
+	for _, r := range tables {
+		t.TablesVacuumed++
+		t.PagesTotal += r.PagesTotal
+		t.PagesScanned += r.PagesScanned
+		t.PagesRemoved += r.PagesRemoved
+		t.PagesRemaining += r.PagesRemaining
+		t.TuplesRemoved += r.TuplesRemoved
+		t.TuplesRemaining += r.TuplesRemaining
+		t.IndexPasses += r.IndexPasses
+		t.ElapsedSeconds += r.ElapsedSeconds
+		t.BytesRead += r.BytesRead
+		t.BytesWritten += r.BytesWritten
+		t.WALBytes += r.WALBytes
+		t.WALFlushes += r.WALFlushes
+		t.WALRecords += r.WALRecords
+		t.WALFullPageImages += r.WALFullPageImages
+		t.RingDirtyEvictions += r.RingDirtyEvictions
+		t.BufferHits += r.BufferHits
+		t.BufferMisses += r.BufferMisses
+		t.BuffersDirtied += r.BuffersDirtied
+		t.SleptSeconds += r.SleptSeconds
+	}
+	t.PagesPerSecond = 1230.75
+	t.CostRate = Rate{Configured: 100000, Achieved: 81250.5}
+	t.ReadRate = Rate{Configured: 52428800, Achieved: 10082461.5}
+	t.WriteRate = Rate{Configured: 20971520, Achieved: 4032984.6}
+	t.WALRate = Rate{Configured: 10485760, Achieved: 2016492.3}
+	return t
+}
+
+func exampleReport() Report {
+	tables := []TableResult{exampleTable("orders"), exampleTable("events")}
+	return Report{Tables: tables, Totals: exampleTotals(tables...)}
+}
+
+func exampleSummary(phase string, exitCode int, message string) Summary {
+	r := exampleReport()
+	return Summary{Phase: phase, ExitCode: exitCode, Message: message, Totals: r.Totals, Tables: r.Tables}
+}

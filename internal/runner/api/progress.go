@@ -1,0 +1,61 @@
+package api
+
+// Progress phases of one table, as reported by GET /progress.
+const (
+	PhaseInitializing      = "initializing"
+	PhaseScanningHeap      = "scanning heap"
+	PhaseVacuumingIndexes  = "vacuuming indexes"
+	PhaseVacuumingHeap     = "vacuuming heap"
+	PhaseCleaningUpIndexes = "cleaning up indexes"
+	PhaseTruncatingHeap    = "truncating heap"
+	PhaseRewritingHeap     = "rewriting heap"
+	PhaseRebuildingIndexes = "rebuilding indexes"
+	PhaseDone              = "done"
+)
+
+// Phases lists every progress phase in the order a table may pass through them.
+var Phases = []string{
+	PhaseInitializing, PhaseScanningHeap, PhaseVacuumingIndexes, PhaseVacuumingHeap,
+	PhaseCleaningUpIndexes, PhaseTruncatingHeap, PhaseRewritingHeap, PhaseRebuildingIndexes,
+	PhaseDone,
+}
+
+// Progress is the body of GET /progress: a snapshot of the whole run. Phase and Table are
+// those of the table started last; counters are sums over the run so far; per-second rates
+// cover the last 5 seconds.
+type Progress struct {
+	Phase               string          `json:"phase"`
+	Table               string          `json:"table"`
+	TablesDone          int64           `json:"tablesDone"`
+	TablesTotal         int64           `json:"tablesTotal"`
+	HeapBlocksTotal     int64           `json:"heapBlocksTotal"`
+	HeapBlocksScanned   int64           `json:"heapBlocksScanned"`
+	HeapBlocksVacuumed  int64           `json:"heapBlocksVacuumed"`
+	IndexPasses         int64           `json:"indexPasses"`
+	DeadTuples          int64           `json:"deadTuples"`
+	DeadTupleBytes      int64           `json:"deadTupleBytes"`
+	TuplesRemoved       int64           `json:"tuplesRemoved"`
+	BytesRead           int64           `json:"bytesRead"`
+	BytesWritten        int64           `json:"bytesWritten"`
+	WALBytes            int64           `json:"walBytes"`
+	WALFlushes          int64           `json:"walFlushes"`
+	BufferHits          int64           `json:"bufferHits"`
+	BufferMisses        int64           `json:"bufferMisses"`
+	BuffersDirtied      int64           `json:"buffersDirtied"`
+	SleptSeconds        float64         `json:"sleptSeconds"`
+	ElapsedSeconds      float64         `json:"elapsedSeconds"`
+	PagesPerSecond      float64         `json:"pagesPerSecond"`
+	ReadBytesPerSecond  float64         `json:"readBytesPerSecond"`
+	WriteBytesPerSecond float64         `json:"writeBytesPerSecond"`
+	WALBytesPerSecond   float64         `json:"walBytesPerSecond"`
+	Percent             float64         `json:"percent"`
+	Tables              []TableProgress `json:"tables"`
+}
+
+// TableProgress is one table done or in flight.
+type TableProgress struct {
+	Name          string  `json:"name"`
+	Phase         string  `json:"phase"`
+	Percent       float64 `json:"percent"`
+	TuplesRemoved int64   `json:"tuplesRemoved"`
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Mode says which kind of vacuum a run performs.
+type Mode string
+
+const (
+	// ModeLazy is a plain VACUUM: dead tuples are removed in place.
+	ModeLazy Mode = "Lazy"
+	// ModeFull is VACUUM FULL: each table is rewritten and its indexes rebuilt.
+	ModeFull Mode = "Full"
+)
+
+// RunSpec is everything `vacuum-runner run` needs for one execution. Absent fields take the
+// defaults listed in Resolve.
+type RunSpec struct {
+	// DataDir is the engine data directory to vacuum. The operator mounts the volume (with
+	// its sub-path) at DefaultDataDir and sets this to it.
+	DataDir string `json:"dataDir,omitempty"`
+	// Mode is Lazy or Full (case-insensitive on input; Lazy when absent).
+	Mode Mode `json:"mode,omitempty"`
+	// Tables to vacuum; empty means every table.
+	Tables []string `json:"tables,omitempty"`
+	// Throttle limits the whole run; one budget is shared by all its workers.
+	Throttle *Throttle `json:"throttle,omitempty"`
+	// RingSize is the vacuum ring in bytes: 0 = no ring, else 128Ki to 16Gi.
+	RingSize *resource.Quantity `json:"ringSize,omitempty"`
+	// BufferPoolSize is the runner's buffer pool in bytes.
+	BufferPoolSize *resource.Quantity `json:"bufferPoolSize,omitempty"`
+	// Parallelism is the number of tables vacuumed at once, 1 to 64.
+	Parallelism *int32 `json:"parallelism,omitempty"`
+	// IndexWorkers is the number of indexes of one table vacuumed at once, 0 to 64
+	// (0 = the table's worker does them one by one).
+	IndexWorkers *int32 `json:"indexWorkers,omitempty"`
+	// MaintenanceWorkMem bounds each worker's dead-tuple store (Lazy) or each index build's
+	// sort memory (Full), 1Mi to 1Ti.
+	MaintenanceWorkMem *resource.Quantity `json:"maintenanceWorkMem,omitempty"`
+	// Truncate lets a lazy vacuum give empty pages at the end of a table back to the
+	// filesystem.
+	Truncate *bool `json:"truncate,omitempty"`
+	// MinDeadTuplePercent skips tables whose dead share is below it, 0 to 100.
+	MinDeadTuplePercent *int32 `json:"minDeadTuplePercent,omitempty"`
+	// TableOverrides give single tables their own throttle; unset fields inherit Throttle.
+	TableOverrides []TableOverride `json:"tableOverrides,omitempty"`
+}
+
+// Throttle is a set of vacuum limits. In a RunSpec or a PUT /throttle body an absent field
+// takes its default; in a TableOverride it takes the run's value.
+type Throttle struct {
+	// CostDelay is how long the vacuum sleeps each time it has spent CostLimit, 0 to 100ms;
+	// 0 disables cost throttling.
+	CostDelay *metav1.Duration `json:"costDelay,omitempty"`
+	// CostLimit is the cost budget between sleeps, 1 to 10000.
+	CostLimit *int32 `json:"costLimit,omitempty"`
+	// PageHitCost is charged for a page found in the buffer pool, 0 to 10000.
+	PageHitCost *int32 `json:"pageHitCost,omitempty"`
+	// PageMissCost is charged for a page read from storage, 0 to 10000.
+	PageMissCost *int32 `json:"pageMissCost,omitempty"`
+	// PageDirtyCost is charged for a page the vacuum dirties, 0 to 10000.
+	PageDirtyCost *int32 `json:"pageDirtyCost,omitempty"`
+	// MaxReadBytesPerSecond caps relation bytes read per second; 0 = no limit.
+	MaxReadBytesPerSecond *resource.Quantity `json:"maxReadBytesPerSecond,omitempty"`
+	// MaxWriteBytesPerSecond caps relation bytes written per second; 0 = no limit.
+	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
+	// MaxWALBytesPerSecond caps WAL bytes inserted per second; 0 = no limit.
+	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+}
+
+// TableOverride gives one table its own throttle.
+type TableOverride struct {
+	// Table is the table's name.
+	Table string `json:"table"`
+	// Throttle fields that are set replace the run's; the others inherit them.
+	Throttle Throttle `json:"throttle"`
+}

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Exit codes of vacuum-runner. The operator decides a run's outcome from them.
+const (
+	ExitOK         = 0 // success
+	ExitInternal   = 1 // internal error (retryable)
+	ExitBadInput   = 2 // bad flags or spec, unknown table, not a data directory, unsupported format
+	ExitBusy       = 3 // data directory still locked after --lock-timeout (retryable)
+	ExitCorruption = 4 // corruption found; file and block named on stderr
+	ExitCancelled  = 5 // SIGTERM or SIGINT; the summary is still written
+	ExitNoSpace    = 6 // not enough free space for VACUUM FULL; nothing changed
+)
+
+// Summary phases: the outcome the runner reports in its termination log.
+const (
+	SummarySucceeded = "Succeeded"
+	SummaryFailed    = "Failed"
+	SummaryCancelled = "Cancelled"
+)
+
+// MaxSummaryBytes is the most a Summary may take in the termination log (Kubernetes keeps at
+// most 4096 bytes of a termination message).
+const MaxSummaryBytes = 4096
+
+// Summary is what the runner writes to --termination-log on exit.
+type Summary struct {
+	// Phase is Succeeded, Failed or Cancelled.
+	Phase string `json:"phase"`
+	// ExitCode is the runner's exit code (see Exit*).
+	ExitCode int `json:"exitCode"`
+	// Message says what happened in one line; on failure, why.
+	Message string `json:"message"`
+	// Totals sum every table processed.
+	Totals Totals `json:"totals"`
+	// Tables holds per-table results, as many as fit under MaxSummaryBytes.
+	Tables []TableResult `json:"tables"`
+	// TablesOmitted counts the tables left out of Tables for space.
+	TablesOmitted int `json:"tablesOmitted"`
+}
+
+// Report is the output of `vacuum --json` and `full --json`.
+type Report struct {
+	Tables []TableResult `json:"tables"`
+	Totals Totals        `json:"totals"`
+}
+
+// Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per
+// second. Configured 0 means no limit.
+type Rate struct {
+	Configured float64 `json:"configured"`
+	Achieved   float64 `json:"achieved"`
+}
+
+// IndexResult is one index of a vacuumed table.
+type IndexResult struct {
+	Name           string `json:"name"`
+	Pages          int64  `json:"pages"`
+	EntriesRemoved int64  `json:"entriesRemoved"`
+}
+
+// TableResult is what vacuuming one table did, the facts VACUUM VERBOSE prints.
+type TableResult struct {
+	Table              string        `json:"table"`
+	Mode               Mode          `json:"mode"`
+	Skipped            bool          `json:"skipped"`
+	PagesTotal         int64         `json:"pagesTotal"`
+	PagesScanned       int64         `json:"pagesScanned"`
+	PagesRemoved       int64         `json:"pagesRemoved"`
+	PagesRemaining     int64         `json:"pagesRemaining"`
+	TuplesRemoved      int64         `json:"tuplesRemoved"`
+	TuplesRemaining    int64         `json:"tuplesRemaining"`
+	IndexPasses        int64         `json:"indexPasses"`
+	ElapsedSeconds     float64       `json:"elapsedSeconds"`
+	PagesPerSecond     float64       `json:"pagesPerSecond"`
+	BytesRead          int64         `json:"bytesRead"`
+	BytesWritten       int64         `json:"bytesWritten"`
+	WALBytes           int64         `json:"walBytes"`
+	WALFlushes         int64         `json:"walFlushes"`
+	WALRecords         int64         `json:"walRecords"`
+	WALFullPageImages  int64         `json:"walFullPageImages"`
+	RingDirtyEvictions int64         `json:"ringDirtyEvictions"`
+	BufferHits         int64         `json:"bufferHits"`
+	BufferMisses       int64         `json:"bufferMisses"`
+	BuffersDirtied     int64         `json:"buffersDirtied"`
+	SleptSeconds       float64       `json:"sleptSeconds"`
+	Indexes            []IndexResult `json:"indexes"`
+	CostRate           Rate          `json:"costRate"`
+	ReadRate           Rate          `json:"readRate"`
+	WriteRate          Rate          `json:"writeRate"`
+	WALRate            Rate          `json:"walRate"`
+}
+
+// Totals are the sums over every table of a run, with run-wide rates.
+type Totals struct {
+	TablesVacuumed     int64   `json:"tablesVacuumed"`
+	TablesSkipped      int64   `json:"tablesSkipped"`
+	PagesTotal         int64   `json:"pagesTotal"`
+	PagesScanned       int64   `json:"pagesScanned"`
+	PagesRemoved       int64   `json:"pagesRemoved"`
+	PagesRemaining     int64   `json:"pagesRemaining"`
+	TuplesRemoved      int64   `json:"tuplesRemoved"`
+	TuplesRemaining    int64   `json:"tuplesRemaining"`
+	IndexPasses        int64   `json:"indexPasses"`
+	ElapsedSeconds     float64 `json:"elapsedSeconds"`
+	PagesPerSecond     float64 `json:"pagesPerSecond"`
+	BytesRead          int64   `json:"bytesRead"`
+	BytesWritten       int64   `json:"bytesWritten"`
+	WALBytes           int64   `json:"walBytes"`
+	WALFlushes         int64   `json:"walFlushes"`
+	WALRecords         int64   `json:"walRecords"`
+	WALFullPageImages  int64   `json:"walFullPageImages"`
+	RingDirtyEvictions int64   `json:"ringDirtyEvictions"`
+	BufferHits         int64   `json:"bufferHits"`
+	BufferMisses       int64   `json:"bufferMisses"`
+	BuffersDirtied     int64   `json:"buffersDirtied"`
+	SleptSeconds       float64 `json:"sleptSeconds"`
+	CostRate           Rate    `json:"costRate"`
+	ReadRate           Rate    `json:"readRate"`
+	WriteRate          Rate    `json:"writeRate"`
+	WALRate            Rate    `json:"walRate"`
+}
+
+// TruncateSummary encodes s in at most limit bytes (MaxSummaryBytes when limit <= 0): it keeps
+// the totals and the longest prefix of s.Tables that fits, adding the tables it leaves out to
+// TablesOmitted, and shortens the message only if even no tables do not fit. It returns the
+// summary it encoded and its JSON.
+func TruncateSummary(s Summary, limit int) (Summary, []byte, error) {
+	if limit <= 0 {
+		limit = MaxSummaryBytes
+	}
+	if s.Tables == nil {
+		s.Tables = []TableResult{}
+	}
+	all := s.Tables
+	encode := func(n int) (Summary, []byte, error) {
+		t := s
+		t.Tables = all[:n]
+		t.TablesOmitted = s.TablesOmitted + len(all) - n
+		b, err := json.Marshal(t)
+		return t, b, err
+	}
+	if t, b, err := encode(len(all)); err != nil || len(b) <= limit {
+		return t, b, err
+	}
+	// Find the largest n whose encoding fits; sizes grow with n.
+	lo, hi := 0, len(all) // encode(lo) may not fit; encode(hi) does not
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		_, b, err := encode(mid)
+		if err != nil {
+			return Summary{}, nil, err
+		}
+		if len(b) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	t, b, err := encode(lo)
+	if err != nil || len(b) <= limit {
+		return t, b, err
+	}
+	return shortenMessage(t, limit)
+}
+
+// shortenMessage cuts t.Message to the longest prefix (marked with "...") that lets t fit in
+// limit bytes.
+func shortenMessage(t Summary, limit int) (Summary, []byte, error) {
+	msg := []rune(t.Message)
+	withPrefix := func(k int) (Summary, []byte, error) {
+		u := t
+		u.Message = ""
+		if k > 0 {
+			u.Message = string(msg[:k]) + "..."
+		}
+		b, err := json.Marshal(u)
+		return u, b, err
+	}
+	u, b, err := withPrefix(0)
+	if err != nil {
+		return Summary{}, nil, err
+	}
+	if len(b) > limit {
+		return Summary{}, nil, fmt.Errorf("summary without tables or message takes %d bytes, over the limit of %d", len(b), limit)
+	}
+	lo, hi := 0, len(msg)-1 // withPrefix(lo) fits; the whole message does not
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		_, mb, err := withPrefix(mid)
+		if err != nil {
+			return Summary{}, nil, err
+		}
+		if len(mb) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		return u, b, nil
+	}
+	return withPrefix(lo)
+}

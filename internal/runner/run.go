@@ -1,0 +1,232 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// maxSpecBytes bounds a RunSpec (inline or file).
+const maxSpecBytes = 1 << 20
+
+// runFlags are the flags of `run` beyond the vacuum flags.
+type runFlags struct {
+	spec, specFile, listen, terminationLog, tokenFile string
+	lockTimeout                                       time.Duration
+}
+
+// cmdRun is pod mode: parse, serve, vacuum, write the Summary, exit with its code.
+func cmdRun(ctx context.Context, args []string, env Env) error {
+	fs := newFlagSet("run")
+	vf := addVacuumFlags(fs, true)
+	var f runFlags
+	fs.StringVar(&f.spec, "spec", "", "RunSpec as JSON")
+	fs.StringVar(&f.specFile, "spec-file", "", "file holding the RunSpec as JSON")
+	fs.StringVar(&f.listen, "listen", "", "address of the HTTP server (/progress, /metrics, /healthz, /throttle)")
+	fs.StringVar(&f.terminationLog, "termination-log", "", "file to write the Summary to on exit")
+	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle (none = disabled)")
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", 5*time.Minute, "how long to wait for a busy data directory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	start := time.Now()
+	rr, err := runPod(ctx, vf, f, env, start)
+	code := exitCode(err, ctx.Err() != nil)
+	sum := summaryOf(ctx, rr, err, code)
+	if f.terminationLog != "" {
+		if werr := writeSummary(f.terminationLog, sum); werr != nil {
+			_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: write termination log: %v\n", werr)
+			if code == api.ExitOK {
+				code = api.ExitInternal
+			}
+		}
+	}
+	_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: exit %d: %s\n", code, sum.Message)
+	if vf.json {
+		if err := writeJSON(env.Stdout, sum); err != nil && code == api.ExitOK {
+			code = api.ExitInternal
+		}
+	}
+	if code == api.ExitOK {
+		return nil
+	}
+	return &codedError{code: code}
+}
+
+// runPod does the work of `run`; the report is nil when no vacuum started.
+func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start time.Time) (*vacuum.RunReport, error) {
+	switch {
+	case f.listen == "":
+		return nil, usagef("--listen is required")
+	case f.terminationLog == "":
+		return nil, usagef("--termination-log is required")
+	case f.spec != "" && f.specFile != "":
+		return nil, usagef("give --spec or --spec-file, not both")
+	}
+	var spec api.RunSpec
+	fromFlags := true
+	if f.spec != "" || f.specFile != "" {
+		s, err := readSpec(f.spec, f.specFile)
+		if err != nil {
+			return nil, err
+		}
+		spec, fromFlags = s, false
+	}
+	vf.overlay(&spec)
+	if spec.DataDir == "" && !fromFlags {
+		spec.DataDir = api.DefaultDataDir
+	}
+	r, err := resolveSpec(spec, fromFlags)
+	if err != nil {
+		return nil, &UsageError{Msg: err.Error()}
+	}
+	var token []byte
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, usagef("--control-token-file: %v", err)
+		}
+		token = bytes.TrimSpace(b)
+		if len(token) == 0 {
+			return nil, usagef("--control-token-file %s is empty", f.tokenFile)
+		}
+	}
+	if err := checkMemory(r); err != nil {
+		return nil, err
+	}
+	state := &runState{start: start, tables: len(r.Tables), logf: func(format string, args ...any) {
+		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: "+format+"\n", args...)
+	}}
+	defer state.finish()
+	stopServer, err := serve(f.listen, newHandler(state, token), state.logf)
+	if err != nil {
+		return nil, err
+	}
+	defer stopServer()
+
+	db, err := openDB(ctx, r.DataDir, engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)}, f.lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var rr *vacuum.RunReport
+	err = func() (err error) {
+		defer closeDB(db, &err)
+		tables, err := selectTables(db, r.Tables)
+		if err != nil {
+			return err
+		}
+		if p := state.takePending(); p != nil {
+			r.Throttle = *p
+		}
+		run, err := vacuum.NewRun(optionsFrom(r))
+		if err != nil {
+			return &UsageError{Msg: err.Error()}
+		}
+		state.setRun(run)
+		rr, err = db.RunVacuum(ctx, run, tables)
+		if rr == nil {
+			rr = run.Report()
+		}
+		return err
+	}()
+	return rr, err
+}
+
+// readSpec decodes a RunSpec strictly (unknown fields are errors) from inline JSON or a file.
+func readSpec(inline, file string) (api.RunSpec, error) {
+	var s api.RunSpec
+	b := []byte(inline)
+	flag := "--spec"
+	if file != "" {
+		flag = "--spec-file"
+		fh, err := os.Open(file)
+		if err != nil {
+			return s, usagef("%s: %v", flag, err)
+		}
+		defer func() { _ = fh.Close() }() // read only
+		b, err = readLimited(fh, maxSpecBytes)
+		if err != nil {
+			return s, usagef("%s %s: %v", flag, file, err)
+		}
+	}
+	if len(b) > maxSpecBytes {
+		return s, usagef("%s is over %d bytes", flag, maxSpecBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, usagef("%s is not a valid RunSpec: %v", flag, err)
+	}
+	if dec.More() {
+		return s, usagef("%s holds more than one JSON value", flag)
+	}
+	return s, nil
+}
+
+// serve starts an HTTP server on addr; stop shuts it down (waiting briefly for requests).
+func serve(addr string, h http.Handler, logf func(string, ...any)) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usagef("--listen %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logf("HTTP server on %s stopped: %v", addr, err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close() // forced after a graceful shutdown failed; nothing more to do
+		}
+		<-done
+	}, nil
+}
+
+// summaryOf builds the Summary of a run that ended with err and code.
+func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) api.Summary {
+	rep := reportFrom(rr)
+	s := api.Summary{Phase: api.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
+	switch code {
+	case api.ExitOK:
+		s.Message = fmt.Sprintf("vacuumed %d tables (%d skipped), removed %d tuples and %d pages in %.1fs",
+			rep.Totals.TablesVacuumed, rep.Totals.TablesSkipped, rep.Totals.TuplesRemoved, rep.Totals.PagesRemoved,
+			rep.Totals.ElapsedSeconds)
+	case api.ExitCancelled:
+		s.Phase = api.SummaryCancelled
+		s.Message = "canceled"
+		var sig *SignalError
+		if errors.As(context.Cause(ctx), &sig) {
+			s.Message = sig.Error()
+		}
+		s.Message += fmt.Sprintf(" (%d of the run's tables reported); the table in progress stays consistent", len(rep.Tables))
+	default:
+		s.Phase = api.SummaryFailed
+		s.Message = oneLine(err)
+	}
+	return s
+}
+
+// writeSummary writes s, truncated to api.MaxSummaryBytes, to path.
+func writeSummary(path string, s api.Summary) error {
+	_, b, err := api.TruncateSummary(s, api.MaxSummaryBytes)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,197 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// maxThrottleBody bounds a PUT /throttle body.
+const maxThrottleBody = 16 << 10
+
+// runState is what the HTTP handlers see of a run: nothing yet (opening the data directory),
+// a run in progress, or a finished one. Safe for concurrent use.
+type runState struct {
+	start  time.Time
+	tables int
+	logf   func(string, ...any)
+
+	mu       sync.Mutex
+	run      *vacuum.Run
+	finished bool
+	pending  *api.Limits // a PUT /throttle received before the run started
+	updates  int64       // throttle changes applied
+}
+
+// setRun publishes the run once it exists.
+func (s *runState) setRun(r *vacuum.Run) {
+	s.mu.Lock()
+	s.run = r
+	s.mu.Unlock()
+}
+
+// takePending returns (and clears) a throttle PUT before the run started.
+func (s *runState) takePending() *api.Limits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+func (s *runState) finish() {
+	s.mu.Lock()
+	s.finished = true
+	s.mu.Unlock()
+}
+
+// progress is the body of GET /progress now.
+func (s *runState) progress() api.Progress {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if r == nil {
+		return initialProgress(s.tables, s.start)
+	}
+	return progressFrom(r.Progress())
+}
+
+// newHandler serves /progress, /metrics, /healthz and PUT /throttle. token is the control
+// token; empty disables /throttle.
+func newHandler(s *runState, token []byte) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n") // a client gone away is not our error
+	})
+	mux.HandleFunc("/progress", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			httpError(w, http.StatusMethodNotAllowed, "use GET")
+			return
+		}
+		writeHTTPJSON(w, http.StatusOK, s.progress())
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&progressCollector{s: s})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	var sum [32]byte
+	if len(token) > 0 {
+		sum = sha256.Sum256(token)
+	}
+	mux.HandleFunc("/throttle", func(w http.ResponseWriter, r *http.Request) {
+		if len(token) == 0 {
+			httpError(w, http.StatusForbidden, "the control endpoint is disabled (no --control-token-file)")
+			return
+		}
+		if r.Method != http.MethodPut {
+			w.Header().Set("Allow", http.MethodPut)
+			httpError(w, http.StatusMethodNotAllowed, "use PUT")
+			return
+		}
+		if !authorized(r, sum) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vacuum-runner"`)
+			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		s.putThrottle(w, r)
+	})
+	return mux
+}
+
+// authorized compares the request's bearer token with the expected one in constant time
+// (hashing both first, so that not even the length leaks).
+func authorized(r *http.Request, want [32]byte) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// putThrottle applies a Throttle body: absent fields take their defaults.
+func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, maxThrottleBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var t api.Throttle
+	if err := dec.Decode(&t); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxThrottleBody))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "body is not a Throttle: "+err.Error())
+		return
+	}
+	if dec.More() {
+		httpError(w, http.StatusBadRequest, "body holds more than one JSON value")
+		return
+	}
+	l, err := t.Over(api.DefaultLimits(), "throttle")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, oneLine(err))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.finished:
+		httpError(w, http.StatusConflict, "the run has finished")
+		return
+	case s.run == nil:
+		s.pending = &l
+		s.logf("throttle set before the run started: %s", describeLimits(l))
+		writeHTTPJSON(w, http.StatusAccepted, l.Throttle())
+		return
+	}
+	if err := s.run.UpdateThrottle(settingsFrom(l)); err != nil {
+		httpError(w, http.StatusBadRequest, oneLine(err))
+		return
+	}
+	s.updates++
+	s.logf("throttle changed: %s", describeLimits(l))
+	writeHTTPJSON(w, http.StatusOK, l.Throttle())
+}
+
+// describeLimits is a one-line description of limits for the log.
+func describeLimits(l api.Limits) string {
+	return fmt.Sprintf("cost delay %v, cost limit %d, page costs %d/%d/%d, read %s/s, write %s/s, WAL %s/s",
+		l.CostDelay, l.CostLimit, l.PageHitCost, l.PageMissCost, l.PageDirtyCost,
+		quantity(l.MaxReadBytesPerSecond), quantity(l.MaxWriteBytesPerSecond), quantity(l.MaxWALBytesPerSecond))
+}
+
+func writeHTTPJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n')) // a client gone away is not our error
+}
+
+// httpError answers with a JSON {"error": msg}.
+func httpError(w http.ResponseWriter, code int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n')) // a client gone away is not our error
+}

@@ -1,0 +1,265 @@
+package e2ereal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// A cost-bound throttle slow enough that a run of a few thousand pages lasts tens of seconds:
+// long enough to watch it, poll it and kill its pod mid-run.
+func slowThrottle() vacuumv1alpha1.Throttle {
+	limit := int32(10)
+	return vacuumv1alpha1.Throttle{CostDelay: &metav1.Duration{Duration: 50 * time.Millisecond}, CostLimit: &limit}
+}
+
+var _ = Describe("The operator on a real single-node cluster", Ordered, func() {
+	var ns string
+	BeforeAll(func(ctx SpecContext) {
+		ns = newNamespace(ctx, "e2e-real")
+	})
+
+	It("vacuums a bloated volume in a real runner container when the sample policy is applied with kubectl", func(ctx SpecContext) {
+		vol := makeVolume(ctx, ns, "orders-data",
+			bloat{table: "orders", rows: 200000, deadFraction: "0.3"},
+			bloat{table: "events", rows: 100000, deadFraction: "0.4"})
+		env.kubectlRun(ctx, nil, "apply", "-n", ns, "-f",
+			filepath.Join(env.repoRoot, "config", "samples", "vacuum_v1alpha1_vacuumpolicy_lazy.yaml"))
+
+		w := watchRun(ctx, ns, runOfPolicy(ctx, ns, "orders-lazy"), vacuumv1alpha1.RunSucceeded, 5*time.Minute)
+		GinkgoWriter.Printf("run %s: seen running with progress: %v, /progress polled from the host: %d times\n",
+			w.run.Name, w.sawProgressInStatus, w.hostPolls)
+
+		By("taking the figures from the termination message")
+		Expect(w.run.Status.Totals).NotTo(BeNil())
+		Expect(w.run.Status.Totals.TuplesRemoved).To(Equal(vol.totalDead()),
+			"tuplesRemoved should be every dead tuple bloat made (both tables are over minDeadTuplePercent)")
+		Expect(w.summary).NotTo(BeNil(), "the pod's termination message was never seen")
+		Expect(w.summary.Phase).To(Equal("Succeeded"))
+		Expect(w.summary.ExitCode).To(Equal(0))
+		Expect(w.summary.Totals.TuplesRemoved).To(Equal(vol.totalDead()))
+		Expect(w.run.Status.Tables).To(ConsistOf(
+			HaveField("Name", "orders"), HaveField("Name", "events")))
+
+		By("checking the volume on the host")
+		vol.expectClean(ctx)
+	})
+
+	It("polls /progress over the pod network, runs the container non-root, read-only and without capabilities, and retries a runner pod deleted mid-run", func(ctx SpecContext) {
+		vol := makeVolume(ctx, ns, "slow-data", bloat{table: "big", rows: 60000, deadFraction: "0.5"})
+		policy := &vacuumv1alpha1.VacuumPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"},
+			Spec: vacuumv1alpha1.VacuumPolicySpec{VacuumSpec: vacuumv1alpha1.VacuumSpec{
+				Target:       vacuumv1alpha1.Target{PersistentVolumeClaim: "slow-data"},
+				Mode:         vacuumv1alpha1.VacuumModeLazy,
+				Throttle:     slowThrottle(),
+				BackoffLimit: 3,
+			}},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		runName := runOfPolicy(ctx, ns, "slow")
+
+		By("waiting for the runner to work, polling /progress from the host over the pod network")
+		first := runningPod(ctx, ns, runName, "")
+		Eventually(func(g Gomega) {
+			p, err := getProgress(ctx, first.Status.PodIP)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(api.Phases).To(ContainElement(p.Phase))
+			g.Expect(p.TablesTotal).To(Equal(int64(1)))
+			g.Expect(p.HeapBlocksScanned).To(BeNumerically(">", 0))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			run := getRun(ctx, ns, runName)
+			g.Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+			g.Expect(run.Status.VacuumPhase).NotTo(BeEmpty(), "the operator has not folded /progress into status")
+			g.Expect(run.Status.Table).To(Equal("big"))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
+		By("asserting the container's security from the pod's status and from /proc on the host")
+		cs := first.Status.ContainerStatuses[0]
+		Expect(cs.State.Running).NotTo(BeNil())
+		if cs.User != nil && cs.User.Linux != nil { // reported only by runtimes that support it
+			Expect(cs.User.Linux.UID).NotTo(BeZero())
+		}
+		sc := first.Spec.Containers[0].SecurityContext
+		Expect(sc).NotTo(BeNil())
+		Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		Expect(sc.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(sc.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")))
+		p := containerProcess(ctx, first, cs.Name)
+		GinkgoWriter.Printf("runner process on the host: %s\n", p)
+		Expect(p.exe).To(Equal("/vacuum-runner"))
+		Expect(p.status["Uid"]).To(Equal(fmt.Sprintf("%[1]d %[1]d %[1]d %[1]d", runnerUID)), "real, effective, saved and fs UID")
+		Expect(p.status["Gid"]).To(Equal(fmt.Sprintf("%[1]d %[1]d %[1]d %[1]d", runnerUID)))
+		for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			Expect(p.status[set]).To(Equal("0000000000000000"), "%s must be empty", set)
+		}
+		Expect(p.status["NoNewPrivs"]).To(Equal("1"))
+		Expect(p.status["Seccomp"]).To(Equal("2"), "seccomp filter mode (RuntimeDefault)")
+		Expect(p.rootRO).To(BeTrue(), "the container's root filesystem must be mounted read-only")
+
+		By("deleting the runner pod mid-run")
+		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		second := runningPod(ctx, ns, runName, first.Name)
+		Expect(getRun(ctx, ns, runName).Status.Attempts).To(BeNumerically(">=", 2))
+
+		By("lifting the throttle of the running retry so it finishes")
+		patch := []byte(`{"spec":{"throttle":{"costDelay":"0s"}}}`)
+		Expect(k8sClient.Patch(ctx, &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runName}},
+			client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		w := watchRun(ctx, ns, runName, vacuumv1alpha1.RunSucceeded, 5*time.Minute)
+		Expect(w.run.Status.FailedAttempts).To(BeNumerically(">=", 1))
+		Expect(w.run.Status.PodName).To(Equal(second.Name))
+		vol.expectClean(ctx)
+	})
+
+	It("garbage-collects a run's pod when the VacuumRun is deleted", func(ctx SpecContext) {
+		run := &vacuumv1alpha1.VacuumRun{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-me"},
+			Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: vacuumv1alpha1.VacuumSpec{
+				Target:   vacuumv1alpha1.Target{PersistentVolumeClaim: "slow-data"},
+				Mode:     vacuumv1alpha1.VacuumModeLazy,
+				Throttle: slowThrottle(),
+			}},
+		}
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		pod := runningPod(ctx, ns, run.Name, "")
+		Expect(pod.OwnerReferences).To(ContainElement(And(
+			HaveField("UID", run.UID), HaveField("Controller", HaveValue(BeTrue())))))
+
+		Expect(k8sClient.Delete(ctx, run)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+		}).WithContext(ctx).WithTimeout(90*time.Second).Should(BeTrue(), "the run's pod outlived it")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(run), &vacuumv1alpha1.VacuumRun{}))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
+	})
+})
+
+func getRun(ctx context.Context, ns, name string) *vacuumv1alpha1.VacuumRun {
+	GinkgoHelper()
+	run := &vacuumv1alpha1.VacuumRun{}
+	Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, run)).To(Succeed())
+	return run
+}
+
+// runOfPolicy waits for the policy's first run and returns its name.
+func runOfPolicy(ctx context.Context, ns, policy string) string {
+	GinkgoHelper()
+	var name string
+	Eventually(func(g Gomega) {
+		runs := &vacuumv1alpha1.VacuumRunList{}
+		g.Expect(k8sClient.List(ctx, runs, client.InNamespace(ns),
+			client.MatchingLabels{vacuumv1alpha1.LabelPolicy: policy})).To(Succeed())
+		g.Expect(runs.Items).NotTo(BeEmpty())
+		name = runs.Items[0].Name
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "policy %s made no run", policy)
+	return name
+}
+
+// runningPod waits until the run's current pod (other than notName) is Running with an IP.
+func runningPod(ctx context.Context, ns, runName, notName string) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{}
+	Eventually(func(g Gomega) {
+		run := getRun(ctx, ns, runName)
+		g.Expect(run.Status.PodName).NotTo(BeEmpty())
+		g.Expect(run.Status.PodName).NotTo(Equal(notName))
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: run.Status.PodName}, pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(500*time.Millisecond).Should(Succeed(),
+		"run %s has no running pod", runName)
+	return pod
+}
+
+// runWatch is what watchRun saw.
+type runWatch struct {
+	run                 *vacuumv1alpha1.VacuumRun
+	summary             *api.Summary // the runner's termination message
+	sawProgressInStatus bool         // the run was Running with a vacuum phase in status
+	hostPolls           int          // successful GET /progress from the host
+}
+
+// watchRun polls a run until it reaches phase, polling its pod's /progress from the host and
+// keeping the pod's termination message when it appears.
+func watchRun(ctx context.Context, ns, name string, phase vacuumv1alpha1.RunPhase, timeout time.Duration) runWatch {
+	GinkgoHelper()
+	var w runWatch
+	Eventually(func(g Gomega) {
+		w.run = getRun(ctx, ns, name)
+		st := w.run.Status
+		if st.Phase == vacuumv1alpha1.RunRunning && st.VacuumPhase != "" {
+			w.sawProgressInStatus = true
+		}
+		if st.PodName != "" {
+			pod := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: st.PodName}, pod); err == nil {
+				if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
+					if _, err := getProgress(ctx, pod.Status.PodIP); err == nil {
+						w.hostPolls++
+					}
+				}
+				for _, cs := range pod.Status.ContainerStatuses {
+					if t := cs.State.Terminated; t != nil && t.Message != "" {
+						s := &api.Summary{}
+						g.Expect(json.Unmarshal([]byte(t.Message), s)).To(Succeed(), "termination message %q", t.Message)
+						w.summary = s
+					}
+				}
+			}
+		}
+		g.Expect(st.Phase).NotTo(BeElementOf(terminalOtherThan(phase)), "run %s ended %s: %s", name, st.Phase, st.Message)
+		g.Expect(st.Phase).To(Equal(phase))
+	}).WithContext(ctx).WithTimeout(timeout).WithPolling(250 * time.Millisecond).Should(Succeed())
+	return w
+}
+
+func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
+	var out []vacuumv1alpha1.RunPhase
+	for _, t := range []vacuumv1alpha1.RunPhase{vacuumv1alpha1.RunSucceeded, vacuumv1alpha1.RunFailed, vacuumv1alpha1.RunCancelled} {
+		if t != p {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// getProgress is GET /progress on a runner pod, from the host, over the pod network.
+func getProgress(ctx context.Context, podIP string) (*api.Progress, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+podIP+":8080/progress", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /progress on %s: HTTP %d", podIP, resp.StatusCode)
+	}
+	p := &api.Progress{}
+	if err := json.NewDecoder(resp.Body).Decode(p); err != nil {
+		return nil, fmt.Errorf("decode /progress of %s: %w", podIP, err)
+	}
+	return p, nil
+}

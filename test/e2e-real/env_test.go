@@ -1,0 +1,91 @@
+package e2ereal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// clusterEnv is where the lane's pieces are.
+type clusterEnv struct {
+	stateDir   string // REALCLUSTER_DIR
+	kubectl    string
+	kubeconfig string
+	ctrSocket  string
+	image      string
+	runner     string // vacuum-runner on the host
+	repoRoot   string
+}
+
+func loadClusterEnv() clusterEnv {
+	e := clusterEnv{
+		stateDir:   envOr("REALCLUSTER_DIR", "/var/tmp/vacuum-realcluster"),
+		kubeconfig: os.Getenv("KUBECONFIG"),
+		image:      envOr("E2E_REAL_IMAGE", "vacuum-operator:dev"),
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	Expect(err).NotTo(HaveOccurred())
+	e.repoRoot = root
+	e.runner = envOr("E2E_REAL_RUNNER", filepath.Join(root, "bin", "vacuum-runner"))
+	e.ctrSocket = filepath.Join(e.stateDir, "run", "containerd.sock")
+	Expect(e.kubeconfig).NotTo(BeEmpty(), "KUBECONFIG must name the real cluster's kubeconfig")
+
+	// `up` records the Kubernetes binaries' directory in its env file.
+	e.kubectl = "kubectl"
+	if f, err := os.Open(filepath.Join(e.stateDir, "env")); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "RC_BIN="); ok {
+				e.kubectl = filepath.Join(v, "kubectl")
+			}
+		}
+	}
+	_, err = os.Stat(e.runner)
+	Expect(err).NotTo(HaveOccurred(), "no vacuum-runner at %s: run `make image-tar`", e.runner)
+	return e
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// run runs a command and returns its stdout; it fails the spec with stderr on error.
+func run(ctx context.Context, stdin []byte, name string, args ...string) string {
+	out, err := tryRun(ctx, stdin, name, args...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return out
+}
+
+func tryRun(ctx context.Context, stdin []byte, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w\nstderr: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// kubectl runs the cluster's kubectl.
+func (e clusterEnv) kubectlRun(ctx context.Context, stdin []byte, args ...string) string {
+	GinkgoHelper()
+	return run(ctx, stdin, e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
+}

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+)
+
+// costRateOver samples the pod's counters at the start and the end of window and returns
+// the achieved cost rate in units per second of wall-clock time.
+func costRateOver(pod *corev1.Pod, window time.Duration) float64 {
+	GinkgoHelper()
+	p0, err := progress(pod)
+	Expect(err).NotTo(HaveOccurred())
+	t0 := time.Now()
+	time.Sleep(window)
+	p1, err := progress(pod)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(p1.Phase).NotTo(Equal("done"), "the run ended inside the measuring window; make the table bigger")
+	return (cost(p1) - cost(p0)) / time.Since(t0).Seconds()
+}
+
+var _ = Describe("The throttle", func() {
+	It("holds a cost-bound run within 10% of costLimit/costDelay", func() {
+		ns := newNamespace()
+		// ~2,700 heap pages at ~49 cost units each: ~13 s at the limit.
+		makeVolume(ns, "data", bloatTable{name: "t", rows: 40_000, payload: 500, deleted: 0.3})
+		// 100 units per 10 ms = 10,000 units/s: ~200 pages a second, far below what the
+		// machine can do, so the limit decides.
+		Expect(cluster.Client.Create(suiteCtx, policy(ns, "metered", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 100)))).To(Succeed())
+		pod := runningPod(runOf(ns, "metered"))
+		waitProgress(pod, "1 s into the heap scan", func(p api.Progress) bool { return p.ElapsedSeconds >= 1 && p.HeapBlocksScanned > 0 })
+
+		rate := costRateOver(pod, 6*time.Second)
+		GinkgoWriter.Printf("achieved cost rate %.0f units/s, configured 10000\n", rate)
+		Expect(rate).To(BeNumerically("~", 10000, 1000))
+	})
+
+	It("changes a running run's rate when the policy's throttle is edited", func() {
+		ns := newNamespace()
+		// ~4,700 pages, ~230k cost units: 7 s at 5,000 units/s, the rest at 20,000.
+		makeVolume(ns, "data", bloatTable{name: "t", rows: 70_000, payload: 500, deleted: 0.3})
+		Expect(cluster.Client.Create(suiteCtx, policy(ns, "edited", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 50)))).To(Succeed())
+		run := runOf(ns, "edited")
+		pod := runningPod(run)
+		waitProgress(pod, "6 s into the run", func(p api.Progress) bool { return p.ElapsedSeconds >= 6 })
+		before := waitProgress(pod, "a 5-s page rate", func(p api.Progress) bool { return p.PagesPerSecond > 0 }).PagesPerSecond
+
+		kubectlRun("patch", "vacuumpolicy", "edited", "-n", ns, "--type=merge", "-p", `{"spec":{"throttle":{"costLimit":200}}}`)
+		Eventually(func() *int32 { return getRun(run).Spec.Throttle.CostLimit }).WithTimeout(10*time.Second).
+			Should(HaveValue(Equal(int32(200))), "the policy's edit reaches the active run")
+		time.Sleep(6 * time.Second) // a full 5-s window at the new rate
+		after, err := progress(pod)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after.Phase).NotTo(Equal("done"), "the run ended too soon to measure; make the table bigger")
+		GinkgoWriter.Printf("pages/s over the last 5 s: %.0f before, %.0f after quadrupling costLimit\n", before, after.PagesPerSecond)
+		Expect(after.PagesPerSecond).To(BeNumerically(">", 2.5*before))
+		Eventually(func() int64 { return getRun(run).Status.PagesPerSecond }).WithTimeout(5*time.Second).
+			Should(BeNumerically(">", int64(2*before)), "the run's status shows the new rate too")
+	})
+})
+
+var _ = Describe("Two policies on one volume", func() {
+	It("never run at once", func() {
+		ns := newNamespace()
+		makeVolume(ns, "shared",
+			bloatTable{name: "a", rows: 20_000, payload: 200, deleted: 0.3},
+			bloatTable{name: "b", rows: 20_000, payload: 200, deleted: 0.3})
+		// A sampler watches the pods on the volume while both policies run.
+		var mu sync.Mutex
+		maxRunning := 0
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer GinkgoRecover()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				var pods corev1.PodList
+				if err := cluster.Client.List(suiteCtx, &pods, client.InNamespace(ns)); err != nil {
+					continue
+				}
+				n := 0
+				for _, p := range pods.Items {
+					if p.Status.Phase == corev1.PodRunning {
+						n++
+					}
+				}
+				mu.Lock()
+				maxRunning = max(maxRunning, n)
+				mu.Unlock()
+			}
+		}()
+		// 10,000 units/s: a few seconds per run, so overlapping runs could not go unseen.
+		th := costThrottle(10*time.Millisecond, 100)
+		Expect(cluster.Client.Create(suiteCtx, policy(ns, "first", "shared", vacuumv1alpha1.VacuumModeLazy, th, "a"))).To(Succeed())
+		Expect(cluster.Client.Create(suiteCtx, policy(ns, "second", "shared", vacuumv1alpha1.VacuumModeFull, th))).To(Succeed())
+		r1 := waitPhase(runOf(ns, "first"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
+		r2 := waitPhase(runOf(ns, "second"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
+		close(stop)
+		wg.Wait()
+		Expect(maxRunning).To(Equal(1), "runner pods on the shared volume ran at once")
+		Expect(r1.Status.Totals).NotTo(BeNil())
+		Expect(r2.Status.Totals).NotTo(BeNil())
+	})
+})
