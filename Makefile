@@ -13,6 +13,10 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 ## envtest control plane (kube-apiserver, etcd, kubectl), built from the Go module proxy
 SETUP_ENVTEST ?= hack/setup-envtest.sh
 
+## envtest's default 20 s control-plane start timeout is too short on a loaded 2-core machine.
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 120s
+export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT ?= 60s
+
 ## Tests: packages in RACE_PKGS run with -race, all others without. TEST_ARGS adds go test flags,
 ## e.g. make test TEST_ARGS='-run TestFoo -v'
 RACE_PKGS ?= ./internal/...
@@ -76,11 +80,11 @@ test: envtest ## Run all tests (-count=1): RACE_PKGS with -race, the rest withou
 	rc=0; \
 	if [ -n "$$race_pkgs" ]; then \
 		echo "go test -race -count=1 $(TEST_ARGS) $(RACE_PKGS)"; \
-		go test -race -count=1 $(TEST_ARGS) $$race_pkgs || rc=1; \
+		go test -race -count=1 -timeout 30m $(TEST_ARGS) $$race_pkgs || rc=1; \
 	fi; \
 	if [ -n "$$other_pkgs" ]; then \
 		echo "go test -count=1 $(TEST_ARGS) <other packages>"; \
-		go test -count=1 $(TEST_ARGS) $$other_pkgs || rc=1; \
+		go test -count=1 -timeout 30m $(TEST_ARGS) $$other_pkgs || rc=1; \
 	fi; \
 	echo "go test -count=1 -timeout 30m $(E2E_ARGS) ./test/e2e/"; \
 	go test -count=1 -timeout 30m $(E2E_ARGS) ./test/e2e/ || rc=1; \
@@ -200,7 +204,7 @@ SOAK_KILLS ?= 250
 SOAK_ARGS ?=
 
 .PHONY: soak
-soak: $(LOCALBIN) ## Crash soak: $(SOAK_KILLS) SIGKILLs/power losses of a writer+vacuum child, ledger compared after each (~5 min).
+soak: $(LOCALBIN) ## Crash soak: $(SOAK_KILLS) SIGKILLs/power losses of a writer+vacuum child, ledger compared after each (~8-10 min).
 	go build -o $(LOCALBIN)/soak ./cmd/soak
 	$(LOCALBIN)/soak --kills $(SOAK_KILLS) --quiet $(SOAK_ARGS)
 

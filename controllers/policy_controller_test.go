@@ -94,7 +94,7 @@ var _ = Describe("VacuumPolicy controller", func() {
 		res := reconcilePolicy(r, ns, "hourly")
 
 		lastTick := clock.Now().Truncate(time.Hour)
-		Expect(runNames(ns)).To(ConsistOf(scheduledRunName(p, lastTick)))
+		Expect(runNames(ns)).To(ConsistOf(scheduledRunName(p, lastTick)), "events %v, status %+v", rec.all(), getPolicy(ns, "hourly").Status)
 		Expect(rec.reasons()).To(ContainElement(vacuumv1alpha1.ReasonMissedSchedules))
 		Expect(res.RequeueAfter).To(BeNumerically("~", lastTick.Add(time.Hour).Sub(clock.Now()), 2*time.Second))
 		p = getPolicy(ns, "hourly")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -207,11 +208,14 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 		return err
 	}
 	err := r.Create(ctx, run)
-	if apierrors.IsAlreadyExists(err) {
-		return nil
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create run %s/%s: %w", p.Namespace, name, err)
+	}
+	if !slices.Contains(p.Status.Active, name) {
+		p.Status.Active = append(p.Status.Active, name)
 	}
 	if err != nil {
-		return fmt.Errorf("create run %s/%s: %w", p.Namespace, name, err)
+		return nil // made by an earlier reconcile: adopted
 	}
 	r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunCreated, "CreateRun", "created run %s", name)
 	return nil

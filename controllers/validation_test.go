@@ -7,7 +7,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -100,7 +102,9 @@ var _ = Describe("CRD validation", func() {
 			if name == "" {
 				name = "bad"
 			}
-			err := k8sClient.Create(suiteCtx, policyObject(ns, name, edit))
+			// Strict field validation, as kubectl apply does by default.
+			err := k8sClient.Create(suiteCtx, policyObject(ns, name, edit),
+				client.FieldValidation(metav1.FieldValidationStrict))
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(wantMsg))
 		},

@@ -102,8 +102,9 @@ k8s_staging_replaces() {
   log "added $n staging replaces (=> ${staging_version})"
 }
 
-# k8s_ldflags: version stamps as upstream's hack/lib/version.sh sets them. Commit and build date
-# come from the module proxy's record of the tag, so rebuilds are reproducible.
+# k8s_ldflags: version stamps as upstream's hack/lib/version.sh sets them (unstamped binaries say
+# v0.0.0-master, which kubectl cannot parse). buildDate is the tag's time from the module proxy,
+# so rebuilds are reproducible; gitCommit is "unknown" unless the proxy recorded the VCS origin.
 k8s_ldflags() {
   local info commit date minor pkg flags=(-s -w)
   info=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}")
@@ -146,12 +147,18 @@ main() {
     [[ " ${K8S_COMMANDS[*]} etcd " == *" $c "* ]] || die "unknown component '$c'"
   done
 
+  # Fast path without the lock: binaries are only ever renamed into place, never half-written.
+  local missing=()
+  for c in "${components[@]}"; do version_ok "$c" || missing+=("$c"); done
+  if ((${#missing[@]} == 0)); then echo "$DEST"; return 0; fi
+
   mkdir -p "$DEST"
   exec 9>"$CACHE_ROOT/.lock"
-  flock 9 # one builder at a time; a waiting caller then finds the binaries ready
+  # One builder at a time; a waiting caller then finds the binaries ready.
+  flock -n 9 || { log "waiting for another build to finish ($CACHE_ROOT/.lock)"; flock 9; }
 
   local k8s_pkgs=() want_etcd=0
-  for c in "${components[@]}"; do
+  for c in "${missing[@]}"; do
     version_ok "$c" && continue
     if [[ $c == etcd ]]; then want_etcd=1; else k8s_pkgs+=("$c=k8s.io/kubernetes/cmd/$c"); fi
   done

@@ -262,6 +262,9 @@ type Throttle struct {
 }
 
 // ThrottleOverride is a Throttle without defaults: every field left out inherits the run's.
+// Its byte rates are checked by the controller with the runner's rules (a run with a negative
+// or fractional rate fails with reason InvalidSpec): CEL on quantities inside a list of
+// overrides would exceed the CRD's validation cost budget.
 type ThrottleOverride struct {
 	// CostDelay is the sleep owed each time costLimit is spent, 0 to 100ms.
 	// +kubebuilder:validation:Type=string
@@ -290,15 +293,12 @@ type ThrottleOverride struct {
 	// +optional
 	PageDirtyCost *int32 `json:"pageDirtyCost,omitempty"`
 	// MaxReadBytesPerSecond caps bytes read per second; 0 = no limit.
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxReadBytesPerSecond *resource.Quantity `json:"maxReadBytesPerSecond,omitempty"`
 	// MaxWriteBytesPerSecond caps bytes written per second; 0 = no limit.
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWriteBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
 	// MaxWALBytesPerSecond caps WAL bytes per second; 0 = no limit.
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
 }

@@ -22,7 +22,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/term"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
 )
@@ -42,10 +44,11 @@ func main() {
 	keep := flag.Bool("keep", os.Getenv("KEEP") != "" && os.Getenv("KEEP") != "0", "keep the cluster up after the runs until Ctrl-C (also KEEP=1)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up if the runs have not ended by then")
 	flag.Parse()
+	logf.SetLogger(logr.Discard()) // the control plane and the node log nothing the user needs
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *keep, *timeout); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
@@ -58,7 +61,7 @@ func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
 	}
 	out := os.Stdout
 	step := func(format string, a ...any) {
-		fmt.Fprintf(out, "==> [%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+		_, _ = fmt.Fprintf(out, "==> [%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
 	step("building manager and vacuum-runner, starting the local dev cluster")
 	c, err := devcluster.Start(ctx, devcluster.Options{RepoRoot: root, Build: true, Log: io.Discard,
@@ -72,9 +75,9 @@ func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
 			err = stopErr
 		}
 	}()
-	fmt.Fprintf(out, "\n    From another terminal:  export KUBECONFIG=%s\n", c.Kubeconfig)
-	fmt.Fprintf(out, "                            kubectl get vacuumpolicies,vacuumruns,pods\n")
-	fmt.Fprintf(out, "    Logs: %s, %s\n\n", c.ManagerLog, filepath.Join(c.NodeStateDir, "logs"))
+	_, _ = fmt.Fprintf(out, "\n    From another terminal:  export KUBECONFIG=%s\n", c.Kubeconfig)
+	_, _ = fmt.Fprintf(out, "                            kubectl get vacuumpolicies,vacuumruns,pods\n")
+	_, _ = fmt.Fprintf(out, "    Logs: %s, %s\n\n", c.ManagerLog, filepath.Join(c.NodeStateDir, "logs"))
 
 	dataDir := filepath.Join(c.StateDir, "volumes", claimName)
 	runner := filepath.Join(root, "bin", "vacuum-runner")
@@ -97,11 +100,11 @@ func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out)
+	_, _ = fmt.Fprintln(out)
 	printReports(out, runs)
 	step("done")
 	if keep {
-		fmt.Fprintf(out, "\nKEEP: the cluster stays up until Ctrl-C.  export KUBECONFIG=%s\n", c.Kubeconfig)
+		_, _ = fmt.Fprintf(out, "\nKEEP: the cluster stays up until Ctrl-C.  export KUBECONFIG=%s\n", c.Kubeconfig)
 		<-ctx.Done()
 	}
 	if failed := failedRuns(runs); failed != "" {
@@ -127,7 +130,7 @@ func applySamples(ctx context.Context, c *devcluster.Cluster, root string) error
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
 	cmd.Stdin = nil
 	b, err := cmd.CombinedOutput()
-	os.Stdout.Write(b)
+	_, _ = os.Stdout.Write(b)
 	if err != nil {
 		return fmt.Errorf("kubectl apply: %w", err)
 	}

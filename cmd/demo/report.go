@@ -17,32 +17,32 @@ func printReports(out io.Writer, runs []vacuumv1alpha1.VacuumRun) {
 		if s.StartTime != nil && s.CompletionTime != nil {
 			took = " in " + s.CompletionTime.Sub(s.StartTime.Time).Round(100_000_000).String()
 		}
-		fmt.Fprintf(out, "Run %s (policy %s, %s): %s%s, %d attempt(s)\n", r.Name, r.Spec.PolicyName, r.Spec.Mode, s.Phase, took, s.Attempts)
+		_, _ = fmt.Fprintf(out, "Run %s (policy %s, %s): %s%s, %d attempt(s)\n", r.Name, r.Spec.PolicyName, r.Spec.Mode, s.Phase, took, s.Attempts)
 		if s.Message != "" {
-			fmt.Fprintf(out, "  %s\n", s.Message)
+			_, _ = fmt.Fprintf(out, "  %s\n", s.Message)
 		}
 		if t := s.Totals; t != nil {
-			fmt.Fprintf(out, "  totals: %d tuples removed, %d blocks scanned, %d pages removed, %d index passes, read %s, written %s, WAL %s, slept %s\n",
+			_, _ = fmt.Fprintf(out, "  totals: %d tuples removed, %d blocks scanned, %d pages removed, %d index passes, read %s, written %s, WAL %s, slept %s\n",
 				t.TuplesRemoved, t.BlocksScanned, t.PagesRemoved, t.IndexPasses, bytes(t.BytesRead), bytes(t.BytesWritten), bytes(t.WALBytes), t.TimeSlept.Duration)
 		}
 		if len(s.Tables) > 0 {
 			var b strings.Builder
 			w := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
-			fmt.Fprintln(w, "TABLE\tPHASE\tTUPLES REMOVED\tPAGES SCANNED\tPAGES REMOVED\tNOTE")
+			_, _ = fmt.Fprintln(w, "TABLE\tPHASE\tTUPLES REMOVED\tPAGES SCANNED\tPAGES REMOVED\tNOTE")
 			for _, t := range s.Tables {
 				note := ""
 				if t.Skipped {
 					note = "skipped (below minDeadTuplePercent)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Name, dash(t.Phase), t.TuplesRemoved, t.PagesScanned, t.PagesRemoved, note)
+				_, _ = fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Name, dash(t.Phase), t.TuplesRemoved, t.PagesScanned, t.PagesRemoved, note)
 			}
 			_ = w.Flush()
-			fmt.Fprint(out, indent(b.String()))
+			_, _ = fmt.Fprint(out, indent(b.String()))
 		}
 		if s.TablesOmitted > 0 {
-			fmt.Fprintf(out, "  (%d more tables did not fit in the termination message)\n", s.TablesOmitted)
+			_, _ = fmt.Fprintf(out, "  (%d more tables did not fit in the termination message)\n", s.TablesOmitted)
 		}
-		fmt.Fprintln(out)
+		_, _ = fmt.Fprintln(out)
 	}
 }
 

@@ -46,7 +46,7 @@ func makeVolume(ctx context.Context, out io.Writer, runner, dir string) error {
 func runTool(ctx context.Context, out io.Writer, runner string, args ...string) error {
 	cmd := exec.CommandContext(ctx, runner, args...)
 	b, err := cmd.CombinedOutput()
-	fmt.Fprint(out, indent(string(b)))
+	_, _ = fmt.Fprint(out, indent(string(b)))
 	if err != nil {
 		return fmt.Errorf("vacuum-runner %s: %w", args[0], err)
 	}

@@ -22,7 +22,7 @@ func watchRuns(ctx context.Context, c client.Client, ns string, policies []strin
 	drawn := 0
 	last := map[string]string{}
 	if !live {
-		fmt.Fprintln(out, renderTable(nil, time.Now())[0])
+		_, _ = fmt.Fprintln(out, renderTable(nil, time.Now())[0])
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -34,16 +34,17 @@ func watchRuns(ctx context.Context, c client.Client, ns string, policies []strin
 		lines := renderTable(runs, time.Now())
 		if live {
 			if drawn > 0 {
-				fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn)
+				_, _ = fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn)
 			}
-			fmt.Fprintln(out, strings.Join(lines, "\n"))
+			_, _ = fmt.Fprintln(out, strings.Join(lines, "\n"))
 			drawn = len(lines)
 		} else {
+			// One line per row whenever its phase, table or progress moves: rates and age
+			// change every second and would only add noise to a log.
 			for i, r := range runs {
-				row := lines[i+1]
-				if key := stripAge(row); last[r.Name] != key {
+				if key := string(r.Status.Phase) + "|" + r.Status.Table + "|" + r.Status.Progress; last[r.Name] != key {
 					last[r.Name] = key
-					fmt.Fprintln(out, row)
+					_, _ = fmt.Fprintln(out, lines[i+1])
 				}
 			}
 		}
@@ -100,24 +101,15 @@ func allEnded(runs []vacuumv1alpha1.VacuumRun, policies []string) bool {
 func renderTable(runs []vacuumv1alpha1.VacuumRun, now time.Time) []string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "NAME\tPOLICY\tPHASE\tTABLE\tPROGRESS\tPAGES/S\tREAD/S\tWRITE/S\tAGE")
+	_, _ = fmt.Fprintln(w, "NAME\tPOLICY\tPHASE\tTABLE\tPROGRESS\tPAGES/S\tREAD/S\tWRITE/S\tAGE")
 	for _, r := range runs {
 		s := r.Status
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Spec.PolicyName, s.Phase,
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Spec.PolicyName, s.Phase,
 			dash(s.Table), dash(s.Progress), s.PagesPerSecond, dash(s.ReadRate), dash(s.WriteRate),
 			duration.HumanDuration(now.Sub(r.CreationTimestamp.Time)))
 	}
 	_ = w.Flush()
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-}
-
-// stripAge drops the AGE column, so a row that only aged is not printed again.
-func stripAge(row string) string {
-	row = strings.TrimRight(row, " ")
-	if i := strings.LastIndexByte(row, ' '); i >= 0 {
-		return row[:i]
-	}
-	return row
 }
 
 func dash(s string) string {

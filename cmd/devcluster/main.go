@@ -20,6 +20,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
 )
 
@@ -30,14 +33,14 @@ func (v *volumes) Set(s string) error { *v = append(*v, s); return nil }
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "devcluster:", err)
 		os.Exit(1)
 	}
 }
 
 func run(args []string) error {
 	if len(args) == 0 || args[0] != "up" {
-		return errors.New("usage: devcluster up [--state-dir DIR] [--no-build] [--no-manager] [--volume NAME=DIR]...")
+		return errors.New("usage: devcluster up [--state-dir DIR] [--no-build] [--no-manager] [--volume NAME=DIR]")
 	}
 	fs := flag.NewFlagSet("devcluster up", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "directory for the kubeconfig, logs and pod state (default: a temp dir, removed on exit)")
@@ -52,6 +55,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	logf.SetLogger(logr.Discard()) // the control plane and the node log nothing the user needs
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c, err := devcluster.Start(ctx, devcluster.Options{
@@ -62,9 +66,9 @@ func run(args []string) error {
 		return err
 	}
 	defer func() {
-		fmt.Fprintln(os.Stderr, "stopping the dev cluster")
+		_, _ = fmt.Fprintln(os.Stderr, "stopping the dev cluster")
 		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "devcluster: stop:", err)
+			_, _ = fmt.Fprintln(os.Stderr, "devcluster: stop:", err)
 		}
 	}()
 	for _, v := range vols {
@@ -79,10 +83,10 @@ func run(args []string) error {
 		if err := devcluster.CreateVolume(ctx, c.Client, "default", name, abs); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "claim default/%s bound to %s\n", name, abs)
+		_, _ = fmt.Fprintf(os.Stderr, "claim default/%s bound to %s\n", name, abs)
 	}
 	fmt.Printf("export KUBECONFIG=%s\n", c.Kubeconfig)
-	fmt.Fprintf(os.Stderr, "dev cluster up (kubectl: %s); Ctrl-C stops it\n", kubectlHint(c.AssetsDir))
+	_, _ = fmt.Fprintf(os.Stderr, "dev cluster up (kubectl: %s); Ctrl-C stops it\n", kubectlHint(c.AssetsDir))
 	<-ctx.Done()
 	return nil
 }

@@ -46,13 +46,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&cfg.Rows, "rows", 1000, "table size the writer steers towards")
 	fl.DurationVar(&cfg.MaxRun, "max-run", 600*time.Millisecond, "longest a child runs before its SIGKILL")
 	fl.Float64Var(&cfg.PowerLossShare, "powerloss-share", 0.5, "share of crashes that are simulated power losses")
+	fl.IntVar(&cfg.PowerLossMaxOps, "powerloss-max-ops", 4000, "a power loss cuts the child at a file operation drawn from 1..N")
 	fl.Float64Var(&cfg.RecoveryCrashShare, "recovery-crash-share", 0.1, "share of crashes followed by a crash inside crash recovery")
 	quiet := fl.Bool("quiet", false, "do not print a line per crash")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
 	if fl.NArg() > 0 || (cfg.Duration <= 0 && cfg.Kills <= 0) {
-		fmt.Fprintln(stderr, "soak: set --duration or --kills (and no positional arguments)")
+		_, _ = fmt.Fprintln(stderr, "soak: set --duration or --kills (and no positional arguments)")
 		return 2
 	}
 	if cfg.Seed == 0 {
@@ -61,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.Data == "" {
 		tmp, err := os.MkdirTemp("", "soak-")
 		if err != nil {
-			fmt.Fprintln(stderr, "soak:", err)
+			_, _ = fmt.Fprintln(stderr, "soak:", err)
 			return 1
 		}
 		cfg.Data = filepath.Join(tmp, "data")
@@ -71,26 +72,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintln(stderr, "soak:", err)
+		_, _ = fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
 	cfg.Command = func(args []string) *exec.Cmd { return exec.Command(self, append([]string{"child"}, args...)...) }
 	if !*quiet {
-		cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+		cfg.Logf = func(format string, a ...any) { _, _ = fmt.Fprintf(stderr, format+"\n", a...) }
 	}
-	fmt.Fprintf(stdout, "soak: data %s, ledger %s, seed %d\n", cfg.Data, cfg.Ledger, cfg.Seed)
+	_, _ = fmt.Fprintf(stdout, "soak: data %s, ledger %s, seed %d\n", cfg.Data, cfg.Ledger, cfg.Seed)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fig, err := soak.Run(ctx, cfg)
 	if fig != nil {
-		fmt.Fprint(stdout, fig)
+		_, _ = fmt.Fprint(stdout, fig)
 	}
 	switch {
 	case errors.Is(err, soak.ErrDiverged):
-		fmt.Fprintf(stderr, "soak: %v (data directory and ledger kept for inspection)\n", err)
+		_, _ = fmt.Fprintf(stderr, "soak: %v (data directory and ledger kept for inspection)\n", err)
 		return 1
 	case err != nil:
-		fmt.Fprintln(stderr, "soak:", err)
+		_, _ = fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
 	return 0

@@ -124,14 +124,15 @@ rc_stop() {
 }
 
 # rc_wait SECONDS WHAT CMD...: retries CMD every 0.2 s until it succeeds or time runs out.
+# Logs WHAT with the time waited and, when RC_T0 is set, the time since it.
 rc_wait() {
   local secs=$1 what=$2; shift 2
-  local deadline=$((SECONDS + secs))
+  local t0=$SECONDS deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
     ((SECONDS < deadline)) || return 1
     sleep 0.2
   done
-  rc_log "$what"
+  rc_log "$what after $((SECONDS - t0))s${RC_T0:+ ($((SECONDS - RC_T0))s since start)}"
 }
 
 rc_kubectl() { "$RC_BIN/kubectl" --kubeconfig "$RC_KUBECONFIG" "$@"; }

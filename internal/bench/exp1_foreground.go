@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot/plotter"
@@ -64,7 +66,7 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 		},
 	}
 	tb := NewTable("exp1_foreground", 1, "run", "cost_delay_ms", "vacuum_s", "p50_ms", "p99_ms", "max_ms",
-		"lookups", "lookups_per_s", "p99_vs_alone", "cost_per_s", "limit_cost_per_s", "limit_binds", "heap_pages", "index_passes")
+		"lookups", "lookups_per_s", "p99_vs_alone", "cost_per_s", "limit_cost_per_s", "limit_binds", "vacuum_read_mb_per_s", "heap_pages", "index_passes")
 	sec.Tables = append(sec.Tables, tb)
 
 	// Alone.
@@ -73,7 +75,7 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 		return nil, err
 	}
 	if err := tb.Add([]string{"alone"}, 0, 0, ms(base.lat.P50), ms(base.lat.P99), ms(base.lat.Max),
-		float64(base.lat.Count), base.lat.PerSecond(), 1, 0, 0, 0, 0, 0); err != nil {
+		float64(base.lat.Count), base.lat.PerSecond(), 1, 0, 0, 0, 0, 0, 0); err != nil {
 		return nil, err
 	}
 	r.logf("  alone: p50 %.3f ms p99 %.3f ms (%d lookups)", ms(base.lat.P50), ms(base.lat.P99), base.lat.Count)
@@ -84,7 +86,8 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 		p50, p99 float64
 	}
 	var pts []point
-	var ceiling float64 // the unthrottled run's cost rate
+	var ceiling float64         // the unthrottled run's cost rate
+	var unthrottledRead float64 // and its read MB/s
 	for _, d := range sz.Delays {
 		vo := vacuum.DefaultOptions()
 		vo.Throttle = costSettings(sz.CostLimit, d)
@@ -93,6 +96,10 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 			return nil, fmt.Errorf("%s: %w", delayName(d), err)
 		}
 		rep := w.rep
+		readMB := float64(rep.Usage.ReadBytes) / 1e6 / rep.Elapsed.Seconds()
+		if d == 0 {
+			unthrottledRead = readMB
+		}
 		ratio := 0.0
 		if base.lat.P99 > 0 {
 			ratio = float64(w.lat.P99) / float64(base.lat.P99)
@@ -105,7 +112,7 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 			binds = 1
 		}
 		if err := tb.Add([]string{delayName(d)}, ms(d), rep.Elapsed.Seconds(), ms(w.lat.P50), ms(w.lat.P99), ms(w.lat.Max),
-			float64(w.lat.Count), w.lat.PerSecond(), ratio, costRate(rep), limit, binds, float64(rep.PagesTotal), float64(rep.IndexPasses)); err != nil {
+			float64(w.lat.Count), w.lat.PerSecond(), ratio, costRate(rep), limit, binds, readMB, float64(rep.PagesTotal), float64(rep.IndexPasses)); err != nil {
 			return nil, err
 		}
 		pts = append(pts, point{d, rep.Elapsed.Seconds(), ms(w.lat.P50), ms(w.lat.P99)})
@@ -154,6 +161,11 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 				ms(base.lat.P50), ms(base.lat.P99), u.secs, u.p50, u.p99, u.p99/math.Max(ms(base.lat.P99), 1e-9)),
 			fmt.Sprintf("At %s the vacuum takes %.1f s (%.1fx the unthrottled time) and p99 is %.3f ms (%.1fx alone).",
 				delayName(last.d), last.secs, last.secs/math.Max(u.secs, 1e-9), last.p99, last.p99/math.Max(ms(base.lat.P99), 1e-9)))
+	}
+	if len(pts) > 0 && pts[0].d == 0 && pts[0].p99 < 1.5*ms(base.lat.P99) {
+		sec.Findings = append(sec.Findings, fmt.Sprintf(
+			"The 2003 effect does not reproduce here: the unthrottled vacuum reads only %.1f MB/s, far below what this disk serves (~96 MB/s of 8 KiB direct reads, DESIGN.md), so lookups rarely queue behind it; with the 1-minute load average at %s on %d cores, the p99 of lookups alone is mostly CPU scheduling, which the vacuum barely changes.",
+			unthrottledRead, strings.Fields(LoadAvg() + " ?")[0], runtime.NumCPU()))
 	}
 	if best >= 0 {
 		sec.Findings = append(sec.Findings, fmt.Sprintf("Figure of merit: the fastest vacuum whose p99 stays within 1.2x of alone is %s: %.1f s (p99 %.3f ms).",

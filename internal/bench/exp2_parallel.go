@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot/plotter"
@@ -158,7 +160,11 @@ func budgetFinding(b *[3]plotter.XYs, rate float64) string {
 
 // bottleneck names what most likely limited the last unthrottled run.
 func bottleneck(cores, readMB float64) string {
+	load, _ := strconv.ParseFloat(strings.Fields(LoadAvg() + " ?")[0], 64)
 	switch {
+	case load > float64(runtime.NumCPU()) && cores < 0.8*float64(runtime.NumCPU()):
+		return fmt.Sprintf("Other work decides: with a load average of %.1f on %d cores this process got %.2f cores; each extra worker is another runnable thread that wins a larger share of the CPU, which is most of the speed-up seen here.",
+			load, runtime.NumCPU(), cores)
 	case cores >= 0.8*float64(runtime.NumCPU()):
 		return "The CPU decides: the cores were nearly all ours."
 	case readMB >= 60:

@@ -113,7 +113,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, fmt.Errorf("devcluster: %w", err)
 	}
 	if o.Build {
-		fmt.Fprintln(o.Log, "building manager and vacuum-runner into", o.BinDir)
+		_, _ = fmt.Fprintln(o.Log, "building manager and vacuum-runner into", o.BinDir)
 		if err := Build(ctx, o.RepoRoot, o.BinDir, "manager", "vacuum-runner"); err != nil {
 			return c, err
 		}
@@ -124,7 +124,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.startControlPlane(); err != nil {
 		return c, err
 	}
-	fmt.Fprintln(o.Log, "control plane up; kubeconfig:", c.Kubeconfig)
+	_, _ = fmt.Fprintln(o.Log, "control plane up; kubeconfig:", c.Kubeconfig)
 	if err := c.startNode(); err != nil {
 		return c, err
 	}
@@ -137,7 +137,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.manager, err = startManager(c, o); err != nil {
 		return c, err
 	}
-	fmt.Fprintln(o.Log, "manager started; log:", c.ManagerLog)
+	_, _ = fmt.Fprintln(o.Log, "manager started; log:", c.ManagerLog)
 	return c, nil
 }
 

@@ -37,7 +37,7 @@ func startManager(c *Cluster, o Options) (*managerProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devcluster: manager log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // the child holds its own descriptor
 	args := append([]string{
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + probes,
@@ -93,6 +93,6 @@ func freeLocalAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("devcluster: find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
 }

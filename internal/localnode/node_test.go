@@ -3,6 +3,7 @@ package localnode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,16 +43,35 @@ func terminationReport(t *testing.T, pod *corev1.Pod) (report, *corev1.Container
 
 func TestNodeIsRegisteredReady(t *testing.T) {
 	var node corev1.Node
-	if err := testClient.Get(context.Background(), types.NamespacedName{Name: DefaultNodeName}, &node); err != nil {
-		t.Fatalf("get node: %v", err)
-	}
 	ready := false
-	for _, c := range node.Status.Conditions {
-		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+	for deadline := time.Now().Add(10 * time.Second); !ready && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := testClient.Get(context.Background(), types.NamespacedName{Name: DefaultNodeName}, &node); err != nil {
+			continue
+		}
+		for _, c := range node.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
 	}
 	if !ready || node.Labels[LabelLocalNode] != "true" {
 		t.Fatalf("node not Ready or unlabelled: labels %v conditions %+v", node.Labels, node.Status.Conditions)
 	}
+}
+
+// describe says why a pod is where it is, for failure messages.
+func describe(p *corev1.Pod) string {
+	s := p.Status.Reason + " " + p.Status.Message
+	for _, c := range p.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil {
+			s += fmt.Sprintf(" exit %d %s: %s", t.ExitCode, t.Reason, t.Message)
+		}
+		if w := c.State.Waiting; w != nil {
+			s += " waiting " + w.Reason + ": " + w.Message
+		}
+	}
+	if b, err := os.ReadFile(testNode.logPath(p, "main")); err == nil {
+		s += "; log: " + string(b)
+	}
+	return s
 }
 
 func TestNodeRunsPodWithVolumesEnvAndOwnAddress(t *testing.T) {
@@ -112,7 +132,7 @@ func TestNodeRunsPodWithVolumesEnvAndOwnAddress(t *testing.T) {
 
 	got := waitPod(t, key, 20*time.Second, "Succeeded", terminal)
 	if got.Status.Phase != corev1.PodSucceeded || got.Spec.NodeName != DefaultNodeName {
-		t.Fatalf("phase %s on node %q, want Succeeded on %s", got.Status.Phase, got.Spec.NodeName, DefaultNodeName)
+		t.Fatalf("phase %s on node %q (%s), want Succeeded on %s", got.Status.Phase, got.Spec.NodeName, describe(got), DefaultNodeName)
 	}
 	ip := got.Status.PodIP
 	if !strings.HasPrefix(ip, "127.0.0.") || ip == "127.0.0.1" || len(got.Status.PodIPs) != 1 {
@@ -205,7 +225,7 @@ func TestTwoPodsListenOnTheSamePortAtOnce(t *testing.T) {
 	pa := waitPod(t, a, 20*time.Second, "Succeeded", terminal)
 	pb := waitPod(t, b, 20*time.Second, "Succeeded", terminal)
 	if pa.Status.Phase != corev1.PodSucceeded || pb.Status.Phase != corev1.PodSucceeded {
-		t.Fatalf("phases %s and %s, want both Succeeded", pa.Status.Phase, pb.Status.Phase)
+		t.Fatalf("phases %s (%s) and %s (%s), want both Succeeded", pa.Status.Phase, describe(pa), pb.Status.Phase, describe(pb))
 	}
 	if pa.Status.PodIP == pb.Status.PodIP {
 		t.Fatalf("both pods got address %s", pa.Status.PodIP)
@@ -251,7 +271,7 @@ func TestDeletingAPodSendsSIGTERMThenSIGKILLAndRemovesIt(t *testing.T) {
 			}
 			took := time.Since(start)
 			if took < tc.minTime || (tc.minTime == 0 && took > 5*time.Second) {
-				t.Fatalf("pod removed after %s; want >= %s (and fast when SIGTERM is honoured)", took, tc.minTime)
+				t.Fatalf("pod removed after %s; want >= %s (and fast when SIGTERM is obeyed)", took, tc.minTime)
 			}
 			if err := syscall.Kill(pid, 0); err == nil {
 				t.Fatalf("process %d still exists after the pod was removed", pid)

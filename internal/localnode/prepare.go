@@ -34,7 +34,7 @@ type launch struct {
 	termPath string // host file standing for the termination message path
 }
 
-// prepare materialises the pod's volumes under its directory and works out its command and
+// prepare writes out the pod's volumes under its directory and works out its command and
 // environment, with every mount path rewritten to its host directory.
 func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, podIP string) (*launch, error) {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 {

@@ -99,7 +99,7 @@ func readTermination(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
 	return string(b), err
 }

@@ -43,7 +43,7 @@ func runSuite(m *testing.M) int {
 		println(err.Error())
 		return 1
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	imageDir := filepath.Join(work, "image")
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(imageDir, "helper"), "./testdata/podhelper").CombinedOutput(); err != nil {
 		println("build podhelper:", err.Error(), string(out))
@@ -107,6 +107,8 @@ func helperPod(ns, name string, args ...string) *corev1.Pod {
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name: "main", Image: helperImage, Command: []string{"/helper"}, Args: args,
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 			}},
 		},
 	}

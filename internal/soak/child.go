@@ -103,7 +103,7 @@ func ChildMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitPoweredOff
 	}
-	fmt.Fprintf(stderr, "soak child %s: %v\n", a.Name, err)
+	_, _ = fmt.Fprintf(stderr, "soak child %s: %v\n", a.Name, err)
 	return ExitFailed
 }
 

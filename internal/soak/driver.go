@@ -20,7 +20,8 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
-// ErrDiverged: the soak found a problem (listed in Figures.Problems).
+// ErrDiverged is returned (wrapped) when the soak found a problem (listed in
+// Figures.Problems).
 var ErrDiverged = errors.New("soak found a problem")
 
 // Config configures Run.
@@ -45,6 +46,11 @@ type Config struct {
 	// PowerLossShare is the share of crashes that are simulated power
 	// losses (0 = 0.5; negative = none).
 	PowerLossShare float64
+	// PowerLossMaxOps bounds the mutating file operation at which a
+	// power-loss child is cut (drawn uniformly from 1..PowerLossMaxOps;
+	// 0 = 4000, about 1-3 s of work). Lowered automatically when children
+	// do not reach it in time.
+	PowerLossMaxOps int
 	// RecoveryCrashShare is the share of crashes followed by a second crash
 	// inside the crash recovery of a recovery-only child (0 = 0.1;
 	// negative = none).
@@ -64,6 +70,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PowerLossShare == 0 {
 		c.PowerLossShare = 0.5
+	}
+	if c.PowerLossMaxOps <= 0 {
+		c.PowerLossMaxOps = 4000
 	}
 	if c.RecoveryCrashShare == 0 {
 		c.RecoveryCrashShare = 0.1
@@ -98,7 +107,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if rel, err := filepath.Rel(cfg.Data, cfg.Ledger); err == nil && !strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("soak: ledger %s must be outside the data directory %s", cfg.Ledger, cfg.Data)
 	}
-	d := &driver{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xd21)), fig: &Figures{}, plMax: 4000}
+	d := &driver{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xd21)), fig: &Figures{}, plMax: cfg.PowerLossMaxOps}
 	if err := d.prepare(); err != nil {
 		return nil, err
 	}
@@ -117,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	d.fig.Elapsed = time.Since(start)
 	d.fig.Commits, d.fig.Ops = d.ledger.Commits, d.ledger.Ops
 	d.fig.InflightFound = d.ledger.Resolved
+	d.fig.LedgerTorn = d.ledger.TornTails
 	d.fig.FinalRows = len(d.ledger.State)
 	if err == nil && len(d.fig.Problems) > 0 {
 		err = fmt.Errorf("%w: %s", ErrDiverged, d.fig.Problems[0])
@@ -293,6 +303,9 @@ func (d *driver) crash(powerLoss, recoveryOnly bool) error {
 // when it crashed, what it completed.
 func (d *driver) crashEvents(name, kind string, recoveryOnly bool) error {
 	if _, err := d.ledger.Read(); err != nil {
+		return err
+	}
+	if err := d.ledger.DropTornTail(); err != nil {
 		return err
 	}
 	running := map[string]bool{}

@@ -24,6 +24,7 @@ type Figures struct {
 	Commits        int64 // committed transactions in the ledger
 	Ops            int64 // operations of committed transactions
 	InflightFound  [2]int64
+	LedgerTorn     int // crashes that left a torn last ledger line (dropped)
 	LazyDone       int // lazy vacuums, VACUUM FULLs and checkpoints that completed
 	FullDone       int
 	CheckpointDone int
@@ -51,7 +52,7 @@ func (f *Figures) String() string {
 	w("crash landed during", "lazy vacuum %d, VACUUM FULL %d, checkpoint %d, Open %d", f.DuringLazy, f.DuringFull, f.DuringCheckpoint, f.BeforeReady)
 	w("power loss not reached", "%d (SIGKILLed instead)", f.PowerLossNotReached)
 	w("committed transactions", "%d (%d row operations)", f.Commits, f.Ops)
-	w("in-flight at crash", "%d found committed, %d found not committed", f.InflightFound[1], f.InflightFound[0])
+	w("in-flight at crash", "%d found committed, %d found not committed; %d torn ledger lines dropped", f.InflightFound[1], f.InflightFound[0], f.LedgerTorn)
 	w("maintenance completed", "lazy vacuum %d, VACUUM FULL %d, checkpoint %d", f.LazyDone, f.FullDone, f.CheckpointDone)
 	w("verifications", "%d (%d replayed WAL: %d records; %d ended at a torn record)", f.Verifications, f.Replays, f.Replayed, f.TornTails)
 	w("rows checked", "%d by scan, %d by id-index lookup; %d pages by Check", f.RowsChecked, f.IndexLookups, f.PagesChecked)

@@ -95,14 +95,15 @@ type Pending struct {
 // Ledger is the driver's view of the ledger file: the committed state
 // after every complete line read so far.
 type Ledger struct {
-	path     string
-	off      int64 // bytes consumed (complete lines)
-	State    State
-	pending  map[string][]Op // transactions with P lines and no C or R yet
-	Commits  int64           // C lines read
-	Ops      int64           // operations of committed transactions
-	Resolved [2]int64        // R lines: [0] not committed, [1] committed
-	Events   []string        // E lines read by the last Read (without "E ")
+	path      string
+	off       int64 // bytes consumed (complete lines)
+	State     State
+	pending   map[string][]Op // transactions with P lines and no C or R yet
+	Commits   int64           // C lines read
+	Ops       int64           // operations of committed transactions
+	Resolved  [2]int64        // R lines: [0] not committed, [1] committed
+	Events    []string        // E lines read by the last Read (without "E ")
+	TornTails int             // torn last lines dropped (DropTornTail)
 }
 
 // OpenLedger reads the whole ledger at path (creating an empty one).
@@ -116,6 +117,9 @@ func OpenLedger(path string) (*Ledger, error) {
 	}
 	l := &Ledger{path: path, State: State{}, pending: map[string][]Op{}}
 	if _, err := l.Read(); err != nil {
+		return nil, err
+	}
+	if err := l.DropTornTail(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -198,6 +202,26 @@ func (l *Ledger) commit(tx string, ops []Op) {
 	l.Commits++
 	l.Ops += int64(len(ops))
 	delete(l.pending, tx)
+}
+
+// DropTornTail truncates the ledger to its last complete line. A child
+// killed inside a large write(2) leaves part of a line (SIGKILL may cut a
+// write between pages); that record was never confirmed, and whatever is
+// appended next must start on a line of its own. Call it only while no
+// child is running.
+func (l *Ledger) DropTornTail() error {
+	st, err := os.Stat(l.path)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if st.Size() == l.off {
+		return nil
+	}
+	l.TornTails++
+	if err := os.Truncate(l.path, l.off); err != nil {
+		return fmt.Errorf("ledger: drop torn tail: %w", err)
+	}
+	return nil
 }
 
 // Append appends lines (each ending in '\n') and fsyncs the file.

@@ -49,7 +49,7 @@ func TestShortSoakLosesNoCommittedRowAcrossThirtyCrashes(t *testing.T) {
 	base := t.TempDir()
 	cfg := Config{
 		Data: filepath.Join(base, "data"), Ledger: filepath.Join(base, "ledger"),
-		Seed: seed, Kills: *shortKills, Rows: 400, MaxRun: 400 * time.Millisecond,
+		Seed: seed, Kills: *shortKills, Rows: 400, MaxRun: 300 * time.Millisecond, PowerLossMaxOps: 1500,
 		RecoveryCrashShare: 0.15, Command: testChild, Logf: t.Logf,
 	}
 	t.Logf("seed %d", seed)
@@ -76,5 +76,38 @@ func TestSoakRefusesALedgerInsideTheDataDirectory(t *testing.T) {
 	_, err := Run(context.Background(), Config{Data: dir, Ledger: filepath.Join(dir, "ledger"), Kills: 1, Command: testChild})
 	if err == nil || !strings.Contains(err.Error(), "outside the data directory") {
 		t.Fatalf("Run = %v, want a refusal naming the ledger's place", err)
+	}
+}
+
+// TestTornLedgerLineIsDroppedBeforeTheNextAppend: a child killed inside a
+// large write leaves half a line; the driver must cut it before anything
+// else is appended, and the half-written transaction counts as not
+// committed.
+func TestTornLedgerLineIsDroppedBeforeTheNextAppend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger")
+	body := "P a.1 I 1 2 3 x\nC a.1\nP a.2 U 1 4 5 y\nP a.2 I 2 6 7 z\nP a.2 D 9"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLedger(path) // drops the torn tail
+	if err != nil {
+		t.Fatal(err)
+	}
+	pend, err := l.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pend) != 1 || pend[0].Tx != "a.2" || len(pend[0].Ops) != 2 {
+		t.Fatalf("in flight %+v: want a.2 with its two complete ops", pend)
+	}
+	if err := l.Resolve(pend[0], false); err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenLedger(path)
+	if err != nil {
+		t.Fatalf("reparse after the resolution: %v", err)
+	}
+	if want := (State{1: {Grp: 2, N: 3, Val: "x"}}); stateDiff(again.State, want) != "" || again.Resolved[0] != 1 {
+		t.Fatalf("state %v resolved %v: want only a.1 committed", again.State, again.Resolved)
 	}
 }

@@ -108,7 +108,7 @@ func progress(pod *corev1.Pod) (api.Progress, error) {
 	if err != nil {
 		return p, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return p, fmt.Errorf("GET /progress: HTTP %d", resp.StatusCode)
 	}
@@ -143,9 +143,11 @@ func runnerPid(pod *corev1.Pod) int {
 	return pid
 }
 
-// policy is a run-once VacuumPolicy on a claim.
+// policy is a run-once VacuumPolicy on a claim. A Go client sends every int32 field it
+// has, so the history limits are set here (0 would prune each run the moment it ends).
 func policy(ns, name, claim string, mode vacuumv1alpha1.VacuumMode, th vacuumv1alpha1.Throttle, tables ...string) *vacuumv1alpha1.VacuumPolicy {
 	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = 3, 3
 	p.Spec.Target.PersistentVolumeClaim = claim
 	p.Spec.Target.Tables = tables
 	p.Spec.Mode = mode

@@ -112,7 +112,6 @@ func (p *Pool) install(b *Buffer, tag Tag) bool {
 	b.justDirtied = false
 	b.usage = 1
 	b.ioInProgress = true
-	b.ioDone = make(chan struct{})
 	return true
 }
 
@@ -120,11 +119,30 @@ func (p *Pool) install(b *Buffer, tag Tag) bool {
 func (b *Buffer) finishIO() {
 	b.mu.Lock()
 	b.valid = true
+	ch := b.endIOLocked()
+	b.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// ioWaitLocked returns a channel closed when b's running IO ends (header
+// lock held, IO in progress). It is made on demand, so an IO nobody waits
+// for allocates nothing.
+func (b *Buffer) ioWaitLocked() chan struct{} {
+	if b.ioDone == nil {
+		b.ioDone = make(chan struct{})
+	}
+	return b.ioDone
+}
+
+// endIOLocked ends b's IO (header lock held) and returns the channel to
+// close once the lock is released, nil when nobody waits.
+func (b *Buffer) endIOLocked() chan struct{} {
 	b.ioInProgress = false
 	ch := b.ioDone
 	b.ioDone = nil
-	b.mu.Unlock()
-	close(ch)
+	return ch
 }
 
 // abortIO ends b's failed read: the tag leaves the page table, waiters see
@@ -141,13 +159,13 @@ func (p *Pool) abortIO(b *Buffer, tag Tag) {
 	}
 	b.valid = false
 	b.usage = 0
-	b.ioInProgress = false
-	ch := b.ioDone
-	b.ioDone = nil
+	ch := b.endIOLocked()
 	if b.refcount > 0 {
 		b.refcount--
 	}
 	b.mu.Unlock()
 	sh.mu.Unlock()
-	close(ch)
+	if ch != nil {
+		close(ch)
+	}
 }

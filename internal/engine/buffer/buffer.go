@@ -135,7 +135,7 @@ type Buffer struct {
 	dirty        bool
 	justDirtied  bool // dirtied since the current write began
 	ioInProgress bool
-	ioDone       chan struct{} // closed when the current IO ends
+	ioDone       chan struct{} // made by the first waiter, closed when the current IO ends
 	refcount     int32
 	usage        int32
 

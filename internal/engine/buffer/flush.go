@@ -19,7 +19,7 @@ import (
 func (p *Pool) write(b *Buffer, s *Strategy, ring bool) error {
 	b.mu.Lock()
 	for b.ioInProgress {
-		ch := b.ioDone
+		ch := b.ioWaitLocked()
 		b.mu.Unlock()
 		<-ch
 		b.mu.Lock()
@@ -29,7 +29,6 @@ func (p *Pool) write(b *Buffer, s *Strategy, ring bool) error {
 		return nil
 	}
 	b.ioInProgress = true
-	b.ioDone = make(chan struct{})
 	b.justDirtied = false
 	tag := b.tag
 	// The copy is taken under the header lock: MarkDirtyHint may set the
@@ -46,15 +45,22 @@ func (p *Pool) write(b *Buffer, s *Strategy, ring bool) error {
 	if err == nil && !b.justDirtied {
 		b.dirty = false
 	}
-	b.ioInProgress = false
-	ch := b.ioDone
-	b.ioDone = nil
+	ch := b.endIOLocked()
 	b.mu.Unlock()
-	close(ch)
+	if ch != nil {
+		close(ch)
+	}
 	return err
 }
 
-// writePage enforces WAL-before-data and writes one page image.
+// privateWriter is implemented by storage managers that can write a page
+// from a buffer they may modify (*storage.Manager.WritePrivate).
+type privateWriter interface {
+	WritePrivate(rel storage.RelFileNode, fork storage.ForkNum, blk storage.BlockNumber, buf []byte, u *usage.Counters) error
+}
+
+// writePage enforces WAL-before-data and writes one page image (img is a
+// private copy, which the storage manager may checksum in place).
 func (p *Pool) writePage(tag Tag, img page.Page, u *usage.Counters, ring bool) error {
 	lsn := wal.LSN(img.LSN())
 	if lsn > p.log.FlushedLSN() {
@@ -67,7 +73,11 @@ func (p *Pool) writePage(tag Tag, img page.Page, u *usage.Counters, ring bool) e
 				uint64(lsn), tag.Block, tag.Rel, tag.Fork, err)
 		}
 	}
-	if err := p.st.Write(tag.Rel, tag.Fork, tag.Block, img, u); err != nil {
+	write := p.st.Write
+	if pw, ok := p.st.(privateWriter); ok {
+		write = pw.WritePrivate // img is our scratch copy: storage may set its checksum in place
+	}
+	if err := write(tag.Rel, tag.Fork, tag.Block, img, u); err != nil {
 		return fmt.Errorf("write block %d of rel %d fork %d: %w", tag.Block, tag.Rel, tag.Fork, err)
 	}
 	p.stats.written.Add(1)
@@ -191,7 +201,7 @@ func (p *Pool) drop(match func(Tag) bool) {
 		b := &p.bufs[i]
 		b.mu.Lock()
 		for b.ioInProgress {
-			ch := b.ioDone
+			ch := b.ioWaitLocked()
 			b.mu.Unlock()
 			<-ch
 			b.mu.Lock()

@@ -64,7 +64,10 @@ func (p *Pool) lookup(tag Tag, s *Strategy) (b *Buffer, found bool) {
 		b.mu.Unlock()
 		return b, true
 	}
-	ch := b.ioDone
+	var ch chan struct{}
+	if b.ioInProgress {
+		ch = b.ioWaitLocked()
+	}
 	b.mu.Unlock()
 	if ch != nil {
 		<-ch // another goroutine is reading the page: share its read

@@ -150,3 +150,31 @@ func TestRingDirtyEvictionsForceWALFlushesAndABiggerRingNeedsFewer(t *testing.T)
 	}
 	t.Logf("forced WAL flushes for 4096 dirtied pages: ring 16 -> %d, ring 128 -> %d", forced[16], forced[128])
 }
+
+// TestPlainStrategyBypassesTheRingAndChargesTheSameCounters: a page read
+// through the ring strategy's Plain sibling (a visibility map page, say)
+// stays in the pool while the ring laps, and its accesses are charged to
+// the ring strategy's counters.
+func TestPlainStrategyBypassesTheRingAndChargesTheSameCounters(t *testing.T) {
+	p, st, _ := newTestPool(t, 1024)
+	var u usage.Counters
+	s := p.NewStrategy(Vacuum, MinVacuumRingBytes, &u)
+	plain := s.Plain()
+	if plain.RingBuffers() != 0 || plain.Usage != &u || s.Plain() != plain {
+		t.Fatalf("Plain() = %+v: want a cached ringless strategy with the same counters", plain)
+	}
+	if (&Strategy{Kind: Normal}).Plain() == nil || (*Strategy)(nil).Plain() != nil {
+		t.Fatal("Plain of a Normal strategy must be itself, of nil nil")
+	}
+	mapPage := blk(9, 0)
+	for i := range 4 * s.RingBuffers() {
+		readRelease(t, p, mapPage, plain)
+		readRelease(t, p, blk(2, i), s)
+	}
+	if n := st.readCount(mapPage); n != 1 {
+		t.Errorf("the map page was read %d times while the ring lapped, want once", n)
+	}
+	if got, want := u.Hits.Load()+u.Misses.Load(), int64(8*s.RingBuffers()); got != want {
+		t.Errorf("counters saw %d accesses, want %d", got, want)
+	}
+}

@@ -16,6 +16,8 @@
 //	// vacuum-facing
 //	(*Rel).Visible(h *TupleHeader, snap) (bool, hints uint16)  // HeapTupleSatisfiesMVCC
 //	(*Rel).SatisfiesVacuum(h *TupleHeader, horizon) (VacuumStatus, hints uint16) // Live Dead RecentlyDead InsertInProgress DeleteInProgress
+//	(*Rel).ScanForVacuum(blk, horizon, s) (ScanResult, error)      // lazy vacuum pass 1 (read-only on pages with dead slots)
+//	(*Rel).ReclaimBlock(blk, offs, horizon, s) (VacuumResult, error) // lazy vacuum pass 2: dead tuples and LP_DEAD -> LP_UNUSED
 //	(*Rel).PruneBlock(blk, horizon, s) (PruneResult, error)
 //	(*Rel).VacuumBlock(blk, offs, horizon, s) (VacuumResult, error)
 //	(*Rel).SetAllVisible(blk, horizon, s) (bool, error)
@@ -31,11 +33,15 @@
 //	Redo(env *redo.Env, rec *wal.Record) error                 // every RmgrHeap record
 //	EncodeTuple / DecodeTuple, HeaderSize, MaxTupleData, MaxItemSize
 //
-// Lazy vacuum per page: skip when VM().IsSet(blk); res := PruneBlock(blk,
-// h); remember res.DeadOffsets in the dead-TID store; after the index pass,
-// VacuumBlock(blk, thoseOffsets, h) (frees slots, records FSM, sets the VM
-// bit when it can). Pages with no dead slots: VacuumBlock(blk, nil, h) still
-// records free space and sets the VM bit. Then TrailingEmptyBlocks +
+// Lazy vacuum per page: skip when VM().IsSet(blk); res := ScanForVacuum(blk,
+// h), which leaves a page with dead slots unchanged and finishes one without
+// (FSM, VM bit); remember res.DeadOffsets (dead tuples and LP_DEAD pointers)
+// in the dead-TID store; after the index pass, ReclaimBlock(blk,
+// thoseOffsets, h) frees the slots and the tuples' storage in one vacuum
+// record, records FSM and sets the VM bit when it can. So each page is
+// dirtied, written and full-page-imaged once per vacuum, not once for the
+// prune and again for the vacuum (PostgreSQL's lazy vacuum does both; the
+// older PruneBlock + VacuumBlock pair still does). Then TrailingEmptyBlocks +
 // Truncate (table held exclusively).
 //
 // # Tuple layout (one page item; integers little-endian)
@@ -79,10 +85,12 @@
 //
 // # Page-level invariants
 //
-//   - Dead tuples are first pruned to LP_DEAD (storage reclaimed, slot
-//     kept: index entries still point at it), and only VacuumBlock, called
-//     after every index dropped its entries, makes them LP_UNUSED. A slot is
-//     reused only once unused, so an index entry never reaches a new tuple.
+//   - A dead tuple's slot becomes LP_UNUSED only through VacuumBlock or
+//     ReclaimBlock, called after every index dropped its entries: either
+//     the tuple was first pruned to LP_DEAD (storage reclaimed, slot kept:
+//     index entries still point at it), or ReclaimBlock frees tuple and
+//     slot together. A slot is reused only once unused, so an index entry
+//     never reaches a new tuple.
 //   - No heap-only tuples or redirects: every version has index entries.
 //   - FlagAllVisible on the page mirrors the VM bit (the bit implies the
 //     flag). Insert/Delete/Update on an all-visible page clear both and say
@@ -100,7 +108,7 @@
 //	             Blocks[1] old page (absent when flags has sameBlock),
 //	             Data = oldOff u16 | flags u8
 //	InfoPrune    Blocks[0] main page, Data = pruneXID u64 | n u16 | n×off u16 (set LP_DEAD, compact)
-//	InfoVacuum   Blocks[0] main page, Data = n u16 | n×off u16 (LP_DEAD -> LP_UNUSED, compact)
+//	InfoVacuum   Blocks[0] main page, Data = n u16 | n×off u16 (LP_DEAD or dead tuple -> LP_UNUSED, compact)
 //	InfoTruncate no blocks, Main = rel u32 | nblocks u32 (main, VM and FSM forks)
 //	InfoNewPage  Blocks[0] WillInit, Data = lower u16 | upper u16 | page[:lower] | page[upper:]
 //	             (a whole page written by a BulkLoader; redo validates it)

@@ -366,3 +366,72 @@ func TestBulkLoaderPacksPagesAndReplays(t *testing.T) {
 	// Ordinary inserts afterwards find room through the FSM or extend.
 	e.insertCommitted("after")
 }
+
+func TestScanForVacuumLeavesDeadTuplesAndReclaimBlockFreesThemInOneRecord(t *testing.T) {
+	e := newTestEnv(t, 64)
+	tids := e.insertCommitted("keep-1", "dead-1", "keep-2", "dead-2", "dead-3")
+	e.deleteCommitted(tids[1], tids[3], tids[4])
+	h := e.txns.OldestXmin()
+	lsnOf := func() uint64 {
+		b, err := e.rel.read(0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Release()
+		return uint64(b.LSN())
+	}
+	before := lsnOf()
+	sr, err := e.rel.ScanForVacuum(0, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []page.OffsetNumber{tids[1].Off, tids[3].Off, tids[4].Off}
+	if !slices.Equal(sr.DeadOffsets, want) || sr.DeadTuples != 3 || sr.TuplesRemaining != 2 || sr.AllVisible {
+		t.Fatalf("scan result %+v: want dead offsets %v (3 tuples), 2 remaining, not all-visible", sr, want)
+	}
+	if got := lsnOf(); got != before {
+		t.Fatalf("page LSN moved from %X to %X: the scan changed a page with dead tuples", before, got)
+	}
+	c, _ := e.rel.CountTuples(context.Background(), h, nil)
+	if c.Dead != 3 || c.DeadLinePointers != 0 {
+		t.Fatalf("after the scan: %+v, want the 3 dead tuples untouched", c)
+	}
+
+	// A live offset among the given ones is left alone.
+	vr, err := e.rel.ReclaimBlock(0, append(sr.DeadOffsets, tids[0].Off), h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr.Freed != 3 || vr.TuplesRemoved != 3 || !vr.AllVisible {
+		t.Fatalf("reclaim result %+v: want 3 freed, 3 tuples removed, all-visible", vr)
+	}
+	if set, _ := e.rel.VM().IsSet(0, nil); !set {
+		t.Error("VM bit not set after reclaiming every dead slot")
+	}
+	c, _ = e.rel.CountTuples(context.Background(), e.txns.OldestXmin(), nil)
+	if c.Live != 2 || c.Dead != 0 || c.DeadLinePointers != 0 {
+		t.Fatalf("after reclaim: %+v, want 2 live and nothing dead", c)
+	}
+	if got := e.visibleRows(e.rel, e.begin().Snapshot()); len(got) != 2 || got[tids[0]] != "keep-1" || got[tids[2]] != "keep-2" {
+		t.Errorf("visible rows after reclaim: %v", got)
+	}
+	// The page is now finished: a second scan has nothing to report.
+	if sr, err := e.rel.ScanForVacuum(0, e.txns.OldestXmin(), nil); err != nil || len(sr.DeadOffsets) != 0 || !sr.AllVisible {
+		t.Errorf("second scan %+v, %v: want no dead slots, all-visible", sr, err)
+	}
+}
+
+func TestReclaimBlockKeepsTuplesThatAreNotDeadForTheHorizon(t *testing.T) {
+	e := newTestEnv(t, 64)
+	tids := e.insertCommitted("a", "b")
+	holder := e.begin() // still sees b
+	e.deleteCommitted(tids[1])
+	h := e.txns.OldestXmin()
+	vr, err := e.rel.ReclaimBlock(0, []page.OffsetNumber{tids[1].Off}, h, nil)
+	if err != nil || vr.Freed != 0 || vr.TuplesRemoved != 0 || vr.AllVisible {
+		t.Fatalf("reclaim of a recently dead tuple = %+v, %v; want nothing freed", vr, err)
+	}
+	if got := e.visibleRows(e.rel, holder.Snapshot()); got[tids[1]] != "b" {
+		t.Errorf("the holder's snapshot lost row b: %v", got)
+	}
+}

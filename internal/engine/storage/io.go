@@ -106,6 +106,18 @@ func (m *Manager) Read(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byt
 // back. A block more than one past the end is an error wrapping
 // ErrBeyondEnd.
 func (m *Manager) Write(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byte, u *usage.Counters) error {
+	return m.write(rel, fork, blk, buf, u, false)
+}
+
+// WritePrivate is Write for a caller that owns buf and does not need it
+// unchanged: the checksum is set in buf itself, saving a page copy (the
+// buffer pool writes from a private copy of the frame already). buf should
+// be aligned for O_DIRECT (vfs.AlignedBuffer); an unaligned one is copied.
+func (m *Manager) WritePrivate(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byte, u *usage.Counters) error {
+	return m.write(rel, fork, blk, buf, u, true)
+}
+
+func (m *Manager) write(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []byte, u *usage.Counters, private bool) error {
 	if len(buf) != page.Size {
 		return fmt.Errorf("write block %d of %s: buffer is %d bytes, want %d", blk, m.Path(rel, fork), len(buf), page.Size)
 	}
@@ -115,9 +127,12 @@ func (m *Manager) Write(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []by
 	if err := page.Page(buf).Validate(); err != nil {
 		return fmt.Errorf("write block %d of %s: refusing invalid page: %w", blk, m.Path(rel, fork), err)
 	}
-	img := m.getBuf()
-	defer m.putBuf(img)
-	copy(*img, buf)
+	img := &buf
+	if !private || !aligned(buf) {
+		img = m.getBuf()
+		defer m.putBuf(img)
+		copy(*img, buf)
+	}
 	if !page.IsZero(*img) {
 		page.SetChecksum(*img, uint32(blk))
 	}

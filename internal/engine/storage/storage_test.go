@@ -133,6 +133,33 @@ func TestWriteLeavesCallerBufferUntouchedAndChargesUsage(t *testing.T) {
 	}
 }
 
+func TestWritePrivateChecksumsTheBufferInPlaceAndReadsBack(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		m := openTest(t, vfs.NewOS(t.Logf), t.TempDir(), Options{Direct: direct})
+		for i, aligned := range []bool{true, false} {
+			var buf []byte
+			if aligned {
+				buf = vfs.AlignedBuffer(page.Size)
+			} else {
+				buf = make([]byte, page.Size+1)[1:] // never aligned for O_DIRECT
+			}
+			copy(buf, testPage(fmt.Sprint("private-", i)))
+			must(t, m.WritePrivate(1, MainFork, BlockNumber(i), buf, nil))
+			got := make([]byte, page.Size)
+			must(t, m.Read(1, MainFork, BlockNumber(i), got, nil))
+			if tagOf(got) != fmt.Sprint("private-", i) {
+				t.Fatalf("direct=%v aligned=%v: read back %q", direct, aligned, tagOf(got))
+			}
+			if aligned && !bytes.Equal(buf, got) {
+				t.Errorf("direct=%v: an aligned private buffer should carry the checksum written", direct)
+			}
+		}
+		if err := m.WritePrivate(1, MainFork, 5, make([]byte, 10), nil); err == nil {
+			t.Error("WritePrivate of a short buffer succeeded")
+		}
+	}
+}
+
 func TestReadOfCorruptPageNamesSegmentFileAndBlock(t *testing.T) {
 	cases := []struct {
 		name    string

@@ -15,12 +15,15 @@
 //  1. Heap scan (phase "scanning heap"). Blocks are visited in order.
 //     A block whose visibility-map bit is set is skipped without being
 //     read: every tuple on it is visible to everyone, so it has nothing to
-//     remove. Every other block is pruned (heap.PruneBlock): its dead
-//     tuples' storage is reclaimed by compacting the page, but their line
-//     pointers stay, marked LP_DEAD. The offsets of all LP_DEAD pointers
-//     of the block go into the dead-TID store (package tidstore). A block
-//     with no dead pointer is finished at once: free space recorded in the
-//     FSM, VM bit set if every tuple is visible to all.
+//     remove. Every other block is classified (heap.ScanForVacuum): the
+//     offsets of its dead tuples and of LP_DEAD pointers an earlier
+//     interrupted vacuum left go into the dead-TID store (package
+//     tidstore), and the page is left unchanged. A block with no dead slot
+//     is finished at once: free space recorded in the FSM, VM bit set if
+//     every tuple is visible to all. (PostgreSQL prunes here, turning dead
+//     tuples into LP_DEAD pointers, and so dirties, writes and images each
+//     page twice per vacuum; deferring the whole change to step 3 does it
+//     once, halving heap writes and WAL.)
 //
 //  2. Index pass (phase "vacuuming indexes"). Each index is scanned in
 //     physical order (btree.BulkDelete) and every entry whose TID the
@@ -29,23 +32,25 @@
 //     Contains rather than as a sorted array.
 //
 //  3. Heap vacuum (phase "vacuuming heap"). Only now are the collected
-//     LP_DEAD pointers made LP_UNUSED (heap.VacuumBlock), the page's free
-//     space recorded, and its VM bit set when it qualifies.
+//     slots made LP_UNUSED and the dead tuples' storage reclaimed, in one
+//     WAL record per page (heap.ReclaimBlock, which re-checks each tuple
+//     against the horizon), the page's free space recorded, and its VM bit
+//     set when it qualifies. Tuples are counted as removed here.
 //
 // Why dead line pointers must stay until the indexes are cleaned: an
 // index entry holds a TID (block, offset). If the slot at that offset were
 // freed while the entry still existed, a later insert could reuse the
 // slot, and the stale entry would then lead index scans to an unrelated
-// row: a wrong answer, not merely a wasted fetch. LP_DEAD is the slot
-// saying "nothing lives here, but something may still point here"; an
-// insert never reuses it. Hence the heap's second pass comes strictly
-// after every index has dropped its entries, and a crash or cancellation
-// between the steps is harmless: LP_DEAD pointers left behind are found
-// again by the next vacuum's prune (PruneResult.DeadOffsets includes old
-// ones) and finished then.
+// row: a wrong answer, not merely a wasted fetch. A dead tuple (or an
+// LP_DEAD pointer, "nothing lives here, but something may still point
+// here") keeps its slot, which an insert never reuses. Hence the heap's
+// second pass comes strictly after every index has dropped its entries,
+// and a crash or cancellation between the steps is harmless: dead tuples
+// and LP_DEAD pointers left behind are found again by the next vacuum's
+// first pass and finished then.
 //
 // Memory: the store is bounded by Options.MaintenanceWorkMem. Before
-// pruning a block, if the store could grow past the budget
+// scanning a block, if the store could grow past the budget
 // (tidstore.Full), steps 2 and 3 run for what it holds, the store is
 // emptied, and the scan resumes where it was; each such round is one
 // "index pass" in the report. There is no other ceiling (PostgreSQL's old
@@ -55,7 +60,7 @@
 // one block at a time: a test device that forces many passes.
 //
 // A table without indexes takes PostgreSQL's one-pass path: nothing can
-// point at its dead slots, so each block is vacuumed right after pruning.
+// point at its dead slots, so each block is reclaimed right after its scan.
 //
 // After the scan: a final pass for what the store holds; index cleanup
 // (phase "cleaning up indexes": the index figures come from the last
@@ -112,7 +117,8 @@
 //
 //   - A line pointer becomes LP_UNUSED only after every index of the table
 //     dropped its entries for the TIDs of the current store.
-//   - The store holds TIDs of LP_DEAD pointers only, added in block order.
+//   - The store holds TIDs of dead tuples and LP_DEAD pointers only, added
+//     in block order.
 //   - All workers of a Run share one root throttle; parallel tables and
 //     index workers never raise the run's rate above its limits.
 //   - Progress counters only grow; a table's phase ends at "done".

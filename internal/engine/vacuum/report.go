@@ -38,7 +38,7 @@ type Report struct {
 	SkipReason string
 
 	PagesTotal     int64 // heap pages when the vacuum started
-	PagesScanned   int64 // heap pages pruned (lazy) or read (FULL)
+	PagesScanned   int64 // heap pages scanned (lazy: not skipped by the VM) or read (FULL)
 	PagesSkipped   int64 // all-visible pages not scanned
 	PagesRemoved   int64 // heap pages given back (truncation, or FULL's shrink)
 	PagesRemaining int64 // heap pages afterwards

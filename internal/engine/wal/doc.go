@@ -15,6 +15,12 @@
 // zero-filled to its full size (written as <name>.tmp, fsynced, renamed, the
 // directory fsynced), so a crash never leaves a short segment.
 //
+// Once writing passes the middle of a segment, the next one is created in
+// the background (same steps; skipped if it exists), so the writer rarely waits
+// for a zero-fill and its fsyncs (Options.NoPrealloc turns this off). Open
+// keeps such a segment after the end of the log when it is still all zero
+// (it can hide nothing stale), and removes a leftover .tmp.
+//
 // RemoveBefore recycles up to Options.RecycleSegments old segments by
 // renaming them to future segment names (as PostgreSQL does), so the log
 // rarely pays for zero-filling. A recycled segment still holds stale
@@ -80,7 +86,8 @@
 //
 // Open(end) makes the log continue at end and guarantees that nothing stale
 // can be read past it later: it zeroes (and fsyncs) the rest of the segment
-// holding end and removes every segment after it. The first record written
+// holding end and removes every segment after it (except all-zero ones,
+// which hold nothing). The first record written
 // after Open is a restart point (its prev LSN is its own start), because
 // the Log does not know where the record ending at end began; all later
 // records link normally. A self-link cannot be forged by stale data: an old

@@ -59,8 +59,9 @@ type Log struct {
 // after end, the LSN where valid WAL ended (found by recovery with a
 // Reader); end 0 means FirstLSN (a fresh log). Anything after end is
 // destroyed before Open returns: the rest of end's segment is zeroed and
-// fsynced and later segments are removed, so no reader can ever see a
-// stale record past the new end. The redo pointer starts at end.
+// fsynced and later segments are removed (all-zero ones, created ahead of
+// need, are kept), so no reader can ever see a stale record past the new
+// end. The redo pointer starts at end.
 func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 	size, err := opts.segmentSize()
 	if err != nil {
@@ -86,11 +87,16 @@ func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newSegments(fsys, wdir, size)
+	s := newSegments(fsys, wdir, size, opts.NoPrealloc)
 	endSeg := uint64(end) / uint64(size)
 	removed := 0
 	for _, segno := range present {
 		if segno > endSeg {
+			if fresh, err := s.isFresh(segno); err != nil {
+				return nil, err
+			} else if fresh {
+				continue // created ahead of need and never written: nothing stale to hide
+			}
 			if err := s.remove(segno); err != nil {
 				return nil, err
 			}
@@ -98,7 +104,8 @@ func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 		}
 	}
 	if removed > 0 {
-		opts.logf("wal: removed %d segment(s) after the end of the log at %X (recycled or stale)", removed, uint64(end))
+		// Routine after segment recycling (RemoveBefore renames old segments
+		// to future names); not worth a message on every open.
 		if err := fsys.SyncDir(wdir); err != nil {
 			return nil, fmt.Errorf("fsync directory %s: %w", wdir, err)
 		}
@@ -170,7 +177,12 @@ func (l *Log) Insert(rec *Record, u *usage.Counters) (LSN, error) {
 		}
 		l.cond.Wait() // back-pressure: the writer is behind
 	}
-	images := make([][]byte, len(rec.Blocks))
+	var imgBuf [4][]byte // most records name at most a few blocks: no allocation
+	images := imgBuf[:0]
+	if len(rec.Blocks) > len(imgBuf) {
+		images = make([][]byte, 0, len(rec.Blocks))
+	}
+	images = images[:len(rec.Blocks)]
 	nimg := 0
 	for i := range rec.Blocks {
 		blk := &rec.Blocks[i]
@@ -367,6 +379,7 @@ func (l *Log) RemoveBefore(lsn LSN) error {
 // fewer than the recycle limit are waiting there. Caller holds the busy
 // role.
 func (l *Log) removeSegments(limit LSN, curSeg uint64) error {
+	l.segs.waitPrealloc() // its segment must be listed, not renamed over
 	present, err := listSegments(l.fs, l.wdir, l.size)
 	if err != nil {
 		return err

@@ -130,7 +130,12 @@ func allZero(b []byte) bool {
 // page.Size image of block i or nil) to dst and returns it with the number
 // of image bytes stored.
 func appendRecord(dst []byte, rec *Record, prev LSN, images [][]byte) ([]byte, int) {
-	holes := make([]hole, len(rec.Blocks))
+	var holeBuf [4]hole
+	holes := holeBuf[:0]
+	if len(rec.Blocks) > len(holeBuf) {
+		holes = make([]hole, 0, len(rec.Blocks))
+	}
+	holes = holes[:len(rec.Blocks)]
 	for i, img := range images {
 		if img != nil {
 			holes[i] = findHole(img)

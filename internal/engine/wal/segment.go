@@ -17,6 +17,9 @@ import (
 // zeroChunk is the unit in which segments are zero-filled and scanned.
 const zeroChunk = 256 << 10
 
+// zeroLength is the end-of-log length field terminate writes (read only).
+var zeroLength [4]byte
+
 // segName is the file name of segment segno.
 func segName(segno uint64, size int64) string {
 	return fmt.Sprintf("%016X", segno*uint64(size))
@@ -65,10 +68,14 @@ type segments struct {
 	open  map[uint64]vfs.File
 	dirty map[uint64]bool // written since their last fsync
 	zeros []byte
+
+	noPrealloc bool      // Options.NoPrealloc
+	pre        *prealloc // pending background creation (prealloc.go)
 }
 
-func newSegments(fsys vfs.FS, wdir string, size int64) *segments {
-	return &segments{fs: fsys, dir: wdir, size: size, open: map[uint64]vfs.File{}, dirty: map[uint64]bool{}}
+func newSegments(fsys vfs.FS, wdir string, size int64, noPrealloc bool) *segments {
+	return &segments{fs: fsys, dir: wdir, size: size, open: map[uint64]vfs.File{}, dirty: map[uint64]bool{},
+		noPrealloc: noPrealloc}
 }
 
 func (s *segments) path(segno uint64) string { return filepath.Join(s.dir, segName(segno, s.size)) }
@@ -81,8 +88,12 @@ func (s *segments) zeroBuf() []byte {
 }
 
 // get returns the open file of segment segno, opening it, or creating it
-// zero-filled when it does not exist.
+// zero-filled when it does not exist (or adopting the one created ahead).
 func (s *segments) get(segno uint64) (vfs.File, error) {
+	if f, ok := s.open[segno]; ok {
+		return f, nil
+	}
+	s.adoptPrealloc(segno)
 	if f, ok := s.open[segno]; ok {
 		return f, nil
 	}
@@ -151,6 +162,10 @@ func (s *segments) write(start LSN, data []byte) error {
 		data = data[n:]
 		pos += uint64(n)
 	}
+	if pos%uint64(s.size) >= uint64(s.size)/2 {
+		// Past the middle of a segment: have the next one ready in time.
+		s.startPrealloc(pos/uint64(s.size) + 1)
+	}
 	return s.terminate(LSN(pos))
 }
 
@@ -164,6 +179,7 @@ func (s *segments) terminate(end LSN) error {
 	if off+4 > s.size {
 		return nil
 	}
+	s.adoptPrealloc(segno)
 	f, ok := s.open[segno]
 	if !ok {
 		var err error
@@ -177,7 +193,7 @@ func (s *segments) terminate(end LSN) error {
 		s.open[segno] = f
 	}
 	s.dirty[segno] = true
-	if _, err := f.WriteAt(make([]byte, 4), off); err != nil {
+	if _, err := f.WriteAt(zeroLength[:], off); err != nil {
 		return fmt.Errorf("write WAL segment %s at offset %d: %w", f.Name(), off, err)
 	}
 	return nil
@@ -186,6 +202,7 @@ func (s *segments) terminate(end LSN) error {
 // recycle renames segment segno to segment to (a future one), to be
 // reused without zero-filling a new file.
 func (s *segments) recycle(segno, to uint64) error {
+	s.adoptPrealloc(segno)
 	if f, ok := s.open[segno]; ok {
 		_ = f.Close() // before the redo pointer: already durable and unneeded
 		delete(s.open, segno)
@@ -226,6 +243,7 @@ func (s *segments) closeBefore(segno uint64) {
 
 // remove closes and deletes segment segno.
 func (s *segments) remove(segno uint64) error {
+	s.adoptPrealloc(segno)
 	if f, ok := s.open[segno]; ok {
 		_ = f.Close()
 		delete(s.open, segno)
@@ -239,6 +257,7 @@ func (s *segments) remove(segno uint64) error {
 
 // closeAll closes every open segment.
 func (s *segments) closeAll() error {
+	s.waitPrealloc()
 	var errs []error
 	for n, f := range s.open {
 		if err := f.Close(); err != nil {

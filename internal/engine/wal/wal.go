@@ -82,7 +82,11 @@ type Options struct {
 	// (renamed to future segment names, so new segments need no zero-fill)
 	// instead of deleting them: 0 = DefaultRecycleSegments, < 0 = none.
 	RecycleSegments int
-	Logf            func(format string, args ...any)
+	// NoPrealloc disables creating the next segment in the background when
+	// a segment is opened for writing (the writer then creates each new
+	// segment itself, zero-fill and fsyncs included, when it reaches it).
+	NoPrealloc bool
+	Logf       func(format string, args ...any)
 }
 
 // Stats are the log-wide counters.

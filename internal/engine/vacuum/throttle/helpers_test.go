@@ -131,3 +131,16 @@ func mustNew(t testing.TB, s Settings) *Throttle {
 	}
 	return th
 }
+
+// reached is the achieved fraction got plus the allowance the workers
+// forfeited by arriving late (not sleeping in Wait), relative to what they
+// consumed: the share of the limit the throttle let through or did not
+// hold back. It equals got when the workers kept up; it only differs when
+// the machine starved them, which is not the throttle's shortfall. An
+// over-sleeping throttle leaves nothing forfeited, so it still fails.
+func reached(got float64, st LimitStats) float64 {
+	if st.Consumed <= 0 {
+		return got
+	}
+	return got * (1 + st.Forfeited/st.Consumed)
+}

@@ -27,6 +27,7 @@ func main() {
 	sleep := flag.Duration("sleep", 0, "time to sleep before exiting")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	exit := flag.Int("exit", 0, "exit code")
+	flag.String("spec", "", "ignored: present to show how JSON arguments are rewritten")
 	var reads, writes multi
 	flag.Var(&reads, "read", "file to include in the report (repeatable)")
 	flag.Var(&writes, "write", "PATH=CONTENT to write (repeatable)")
