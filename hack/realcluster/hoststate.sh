@@ -100,6 +100,7 @@ rc_restore() {
   _rc_restore_cgroups
   _rc_restore_paths
   _rc_restore_sysctl
+  return 0
 }
 
 _rc_restore_sysctl() {
@@ -111,6 +112,7 @@ _rc_restore_sysctl() {
     rc_log "restoring sysctl $line"
     sysctl -q -w "$key=${line#* = }" >/dev/null 2>&1 || rc_log "could not restore $key"
   done <"$RC_BEFORE/sysctl"
+  return 0
 }
 
 # Unmounts, deepest first, every mount that appeared under a path the cluster owns.
@@ -122,6 +124,7 @@ _rc_restore_mounts() {
     ((ours)) || continue
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || rc_log "could not unmount $m"
   done < <(comm -13 "$RC_BEFORE/mounts" <(_rc_mounts) | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-)
+  return 0
 }
 
 _rc_restore_links() {
@@ -134,6 +137,7 @@ _rc_restore_links() {
     rc_log "deleting bridge $RC_BRIDGE"
     ip link delete "$RC_BRIDGE" || true
   fi
+  return 0
 }
 
 # _rc_restore_iptables CMD SAVE FILE: deletes the rules that appeared in chains that existed,
@@ -175,6 +179,7 @@ _rc_restore_iptables() {
     rc_log "$cmd -t ${tc% *}: deleting chain ${tc#* }"
     $cmd -w -t ${tc% *} -X ${tc#* } 2>/dev/null || rc_log "could not delete chain $tc"
   done
+  return 0
 }
 
 # _rc_chain_in FILE TABLE CHAIN / _rc_rule_in FILE TABLE RULE: whether the record has it.
@@ -193,6 +198,7 @@ _rc_restore_nft() {
       nft delete "${t#table }" 2>/dev/null || nft delete "$t" 2>/dev/null || rc_log "could not delete $t"
     fi
   done < <(_rc_nft)
+  return 0
 }
 
 # Removes, deepest first, every cgroup under the cluster's root, then the root and the parents
@@ -211,6 +217,7 @@ _rc_restore_cgroups() {
       [[ -d $d ]] && { rmdir "$d" 2>/dev/null || rc_log "could not remove cgroup $d"; }
     done < <(awk '{print length, $0}' "$RC_DIR/cgroups-created" | sort -rn | cut -d' ' -f2-)
   fi
+  return 0
 }
 
 _rc_restore_paths() {
@@ -218,7 +225,7 @@ _rc_restore_paths() {
   for p in "${RC_FIXED_PATHS[@]}"; do
     [[ -e $p ]] || continue
     grep -qxF -- "$p" "$RC_BEFORE/paths" && continue
-    if grep -q " $p[/ ]" /proc/self/mountinfo; then
+    if grep -q " ${p}[/ ]" /proc/self/mountinfo; then
       rc_log "not removing $p: something is still mounted under it"
       continue
     fi
@@ -232,4 +239,5 @@ _rc_restore_paths() {
     umount "$p" 2>/dev/null || true
     rm -f -- "$p"
   done
+  return 0
 }

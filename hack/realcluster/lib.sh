@@ -25,9 +25,10 @@ RC_SOCK=$RC_RUN/containerd.sock
 RC_KUBECONFIG=$RC_DIR/admin.kubeconfig
 
 # Host paths the components create whatever they are told (kubelet: container log symlinks and
-# device plugins; containerd 1.6: shim sockets, network namespaces; libcni: its result cache).
+# device plugins; containerd 1.6: shim sockets, network namespaces; libcni: its result cache;
+# util-linux mount and umount: /run/mount/utab).
 # `down` removes each one that did not exist before `up`.
-RC_FIXED_PATHS=(/var/log/containers /var/log/pods /var/lib/kubelet /var/lib/cni /run/containerd
+RC_FIXED_PATHS=(/var/log/containers /var/log/pods /var/lib/kubelet /var/lib/cni /run/containerd /run/mount
   /run/netns /var/lib/containerd /opt/containerd /etc/cni /opt/cni)
 
 # Daemons in the order `up` starts them; `down` stops them in reverse.
@@ -76,9 +77,10 @@ rc_start() {
   procs=$(cat "$RC_DIR/cgroup-procs-file" 2>/dev/null || true)
   rm -f "$pidfile"
   # The wrapper writes its own PID, which exec hands to the daemon, so the PID is right whether
-  # or not setsid had to fork.
+  # or not setsid had to fork. fd 8 (the lock of up/down) is closed: a daemon holding it would
+  # lock out `down`.
   setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1"; if [[ -n $2 ]]; then echo $$ >"$2" || true; fi
-    shift 2; exec "$@"' rc-start "$pidfile" "$procs" "$@" </dev/null >>"$RC_LOGS/$name.log" 2>&1 &
+    shift 2; exec "$@"' rc-start "$pidfile" "$procs" "$@" </dev/null >>"$RC_LOGS/$name.log" 2>&1 8>&- &
   for ((i = 0; i < 100; i++)); do [[ -s $pidfile ]] && break; sleep 0.05; done
   pid=$(cat "$pidfile" 2>/dev/null) || rc_die "$name did not start; see $RC_LOGS/$name.log"
   rm -f "$pidfile"

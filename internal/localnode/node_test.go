@@ -254,6 +254,7 @@ func TestDeletingAPodSendsSIGTERMThenSIGKILLAndRemovesIt(t *testing.T) {
 			key := createPod(t, pod)
 			running := waitPod(t, key, 20*time.Second, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 			pid := readPid(t, running)
+			waitLog(t, running, `"args"`) // the helper has set up its signal handling
 			start := time.Now()
 			if err := testClient.Delete(context.Background(), running); err != nil {
 				t.Fatalf("delete: %v", err)
@@ -277,6 +278,22 @@ func TestDeletingAPodSendsSIGTERMThenSIGKILLAndRemovesIt(t *testing.T) {
 				t.Fatalf("process %d still exists after the pod was removed", pid)
 			}
 		})
+	}
+}
+
+// waitLog waits until the pod's log contains s.
+func waitLog(t *testing.T, pod *corev1.Pod, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(testNode.logPath(pod, "main"))
+		if strings.Contains(string(b), s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod log never contained %q; it holds %q", s, b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -143,7 +143,8 @@ func (p Page) DeleteItems(offs []OffsetNumber) {
 		return
 	}
 	n := p.NumItems()
-	del := make([]bool, n+1)
+	var delBuf [(Size-HeaderSize)/ItemIDSize + 1]bool
+	del := delBuf[:n+1]
 	for _, o := range offs {
 		if o >= 1 && int(o) <= n {
 			del[o] = true
@@ -203,8 +204,11 @@ func (p Page) Compact() {
 	}
 	n := p.NumItems()
 	sp := p.special()
-	spans := make([]span, 0, n)
+	// Bucket the normal items by start unit (starts of a valid page are
+	// distinct and aligned); fall back to sorting when they are not.
+	var byStart [Size / MaxAlign]uint16
 	total := 0
+	bucketed := true
 	for i := 1; i <= n; i++ {
 		id := p.Item(OffsetNumber(i))
 		if id.State != LPNormal {
@@ -214,23 +218,45 @@ func (p Page) Compact() {
 		if id.Len == 0 || start < p.lower() || end > sp {
 			return
 		}
-		spans = append(spans, span{OffsetNumber(i), start, end})
 		total += maxAlign(int(id.Len))
+		if u := start / MaxAlign; start%MaxAlign != 0 || byStart[u] != 0 {
+			bucketed = false
+		} else {
+			byStart[u] = uint16(i)
+		}
 	}
 	if total > sp-p.lower() {
 		return
 	}
+	up := sp
+	move := func(off OffsetNumber, start, end int) {
+		l := end - start
+		up -= maxAlign(l)
+		copy(p[up:], p[start:end])
+		clear(p[up+l : up+maxAlign(l)])
+		p.setItem(off, ItemID{State: LPNormal, Off: uint16(up), Len: uint16(l)})
+	}
 	// Move items in descending order of offset: each destination lies at or
 	// above its source and below every item already moved, so no source is
 	// overwritten before it is copied.
-	slices.SortFunc(spans, func(a, b span) int { return b.start - a.start })
-	up := sp
-	for _, s := range spans {
-		l := s.end - s.start
-		up -= maxAlign(l)
-		copy(p[up:], p[s.start:s.end])
-		clear(p[up+l : up+maxAlign(l)])
-		p.setItem(s.off, ItemID{State: LPNormal, Off: uint16(up), Len: uint16(l)})
+	if bucketed {
+		for u := sp/MaxAlign - 1; u >= 0; u-- {
+			if i := byStart[u]; i != 0 {
+				id := p.Item(OffsetNumber(i))
+				move(OffsetNumber(i), int(id.Off), int(id.Off)+int(id.Len))
+			}
+		}
+	} else {
+		spans := make([]span, 0, n)
+		for i := 1; i <= n; i++ {
+			if id := p.Item(OffsetNumber(i)); id.State == LPNormal {
+				spans = append(spans, span{OffsetNumber(i), int(id.Off), int(id.Off) + int(id.Len)})
+			}
+		}
+		slices.SortFunc(spans, func(a, b span) int { return b.start - a.start })
+		for _, s := range spans {
+			move(s.off, s.start, s.end)
+		}
 	}
 	for n > 0 && p.Item(OffsetNumber(n)).State == LPUnused {
 		n--

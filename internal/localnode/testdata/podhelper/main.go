@@ -32,6 +32,13 @@ func main() {
 	flag.Var(&reads, "read", "file to include in the report (repeatable)")
 	flag.Var(&writes, "write", "PATH=CONTENT to write (repeatable)")
 	flag.Parse()
+	// Signal handling first: the report printed below tells tests it is in place.
+	sigs := make(chan os.Signal, 1)
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
 
 	report := map[string]any{"args": os.Args[1:]}
 	env := map[string]string{}
@@ -74,12 +81,6 @@ func main() {
 	}
 	fmt.Println(string(b))
 
-	sigs := make(chan os.Signal, 1)
-	if *ignoreTerm {
-		signal.Ignore(syscall.SIGTERM)
-	} else {
-		signal.Notify(sigs, syscall.SIGTERM)
-	}
 	select {
 	case <-time.After(*sleep):
 	case <-sigs:
