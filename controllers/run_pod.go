@@ -104,8 +104,11 @@ func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
 	return []corev1.Volume{
 		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 			ClaimName: run.Spec.Target.PersistentVolumeClaim}}},
+		// 0444, not 0440: without an fsGroup the kubelet leaves the file owned by root, and
+		// the runner (non-root, UID 65532 in our image) could not read it. Only this pod's one
+		// container sees the mount.
 		{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: tokenSecretName(run), DefaultMode: ptrTo(int32(0o440))}}},
+			SecretName: tokenSecretName(run), DefaultMode: ptrTo(int32(0o444))}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			SizeLimit: ptrTo(resource.MustParse("64Mi"))}}},
 	}

@@ -62,7 +62,7 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 	})
 
 	It("polls /progress over the pod network, runs the container non-root, read-only and without capabilities, and retries a runner pod deleted mid-run", func(ctx SpecContext) {
-		vol := makeVolume(ctx, ns, "slow-data", bloat{table: "big", rows: 60000, deadFraction: "0.5"})
+		vol := makeVolume(ctx, ns, "slow-data", bloat{table: "big", rows: 30000, deadFraction: "0.5"})
 		fsGroup := int64(runnerUID)
 		policy := &vacuumv1alpha1.VacuumPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"},
