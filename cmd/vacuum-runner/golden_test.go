@@ -217,7 +217,7 @@ func TestGoldenOutputsKeepTheirShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	//nolint:misspell // named after the wire phase "Cancelled", like api/testdata/summary-cancelled.json
+	// Named after the wire phase "Cancelled", like api/testdata/summary-cancelled.json.
 	golden(t, "summary-cancelled", string(sum), volatileStopped, c.dir)
 
 	bad := copyFixture(t)

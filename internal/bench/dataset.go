@@ -116,8 +116,7 @@ func loadTable(db *engine.DB, s TableSpec) error {
 		for _, id := range batch {
 			tid, err := tx.Insert(s.Name, []any{int64(id), kOf(int64(id), s.Rows), payloadOf(int64(id), s.Payload)})
 			if err != nil {
-				tx.Rollback()
-				return err
+				return errors.Join(err, tx.Rollback())
 			}
 			tids[id] = tid
 		}
@@ -149,8 +148,7 @@ func loadTable(db *engine.DB, s TableSpec) error {
 		}
 		for _, id := range batch {
 			if err := tx.Delete(s.Name, tids[id]); err != nil {
-				tx.Rollback()
-				return err
+				return errors.Join(err, tx.Rollback())
 			}
 		}
 		return tx.Commit()
@@ -233,7 +231,7 @@ func copyFile(src, dst string) error {
 // dirBytes is the total size of the regular files under dir.
 func dirBytes(dir string) int64 {
 	var n int64
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error { // best effort: unreadable entries count 0
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
 				n += info.Size()

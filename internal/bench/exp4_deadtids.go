@@ -155,7 +155,7 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 		return nil, err
 	}
 	dead := int64(float64(sz.DeadRows)*sz.DeadPct/100 + 0.5)
-	real := NewTable("exp4_index_passes", 0, "mem_mib", "index_passes", "array_passes_equivalent", "seconds",
+	realTab := NewTable("exp4_index_passes", 0, "mem_mib", "index_passes", "array_passes_equivalent", "seconds",
 		"tuples_removed", "peak_store_bytes", "index_pages_scanned")
 	var passS, arrS, secS plotter.XYs
 	for _, mem := range sz.Mems {
@@ -179,7 +179,7 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 		}
 		arr := math.Ceil(float64(dead*tidSize) / float64(mem))
 		memMiB := float64(mem) / (1 << 20)
-		if err := real.Add(nil, memMiB, float64(rep.IndexPasses), arr, rep.Elapsed.Seconds(), float64(rep.TuplesRemoved), float64(peak), float64(ixPages)); err != nil {
+		if err := realTab.Add(nil, memMiB, float64(rep.IndexPasses), arr, rep.Elapsed.Seconds(), float64(rep.TuplesRemoved), float64(peak), float64(ixPages)); err != nil {
 			return nil, err
 		}
 		passS = append(passS, plotter.XY{X: memMiB, Y: float64(rep.IndexPasses)})
@@ -199,7 +199,7 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 		}
 		sec.Plots = append(sec.Plots, baseName(f))
 	}
-	sec.Tables = append(sec.Tables, syn, real)
+	sec.Tables = append(sec.Tables, syn, realTab)
 	sec.Setup = []string{
 		fmt.Sprintf("synthetic: %d tuples per heap page, dead densities %v %% of each page, sets of %v TIDs; %d random probes per set, drawn uniformly over the set's blocks and offsets (so the hit fraction is about the density, as in index vacuum); one goroutine",
 			sz.SynthTuples, sz.SynthDensities, sz.SynthSizes, sz.SynthProbes),

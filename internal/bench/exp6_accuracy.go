@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
@@ -151,8 +152,10 @@ func runAccuracy(ctx context.Context, r *runner) (*Section, error) {
 		if row[1] != "rate" || row[6] != "1" {
 			continue
 		}
-		var ratio float64
-		fmt.Sscan(row[4], &ratio)
+		ratio, err := strconv.ParseFloat(row[4], 64)
+		if err != nil {
+			return nil, fmt.Errorf("exp6: ratio %q: %w", row[4], err)
+		}
 		bindingRatios = append(bindingRatios, ratio)
 		worstOver = math.Max(worstOver, ratio)
 	}

@@ -61,9 +61,11 @@ func (t *Table) Write(dir string) (string, error) {
 		return "", fmt.Errorf("write %s: %w", p, err)
 	}
 	w := csv.NewWriter(f)
-	w.Write(t.Header)
-	w.WriteAll(t.Rows)
-	if err := w.Error(); err != nil {
+	err = w.Write(t.Header)
+	if err == nil {
+		err = w.WriteAll(t.Rows) // WriteAll flushes
+	}
+	if err != nil {
 		f.Close()
 		return "", fmt.Errorf("write %s: %w", p, err)
 	}

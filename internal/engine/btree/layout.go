@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
@@ -274,6 +273,3 @@ func buildMeta(p page.Page, m meta) {
 	page.Init(p, specialSize)
 	encodeMeta(p.Special(), m)
 }
-
-// maxEntry is larger than every entry: the "high key" of a rightmost page.
-var maxEntry = Entry{Key: math.MaxInt64, TID: page.TID{Block: math.MaxUint32, Off: math.MaxUint16}}

@@ -118,25 +118,8 @@ func Save(fsys vfs.FS, dir string, c *Catalog) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, tmpName)
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := vfs.WriteFileAtomic(fsys, dir, FileName, tmpName, b); err != nil {
 		return fmt.Errorf("save catalog: %w", err)
-	}
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, errors.Join(err, f.Close()))
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, errors.Join(err, f.Close()))
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, FileName)); err != nil {
-		return fmt.Errorf("save catalog: %w", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("save catalog: fsync dir %s: %w", dir, err)
 	}
 	return nil
 }

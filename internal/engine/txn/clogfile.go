@@ -143,28 +143,5 @@ func readClogFile(fs vfs.FS, dir string) (next XID, data []byte, ok bool, err er
 // writeClogFile replaces <dir>/clog atomically: temp file, fsync, rename,
 // fsync directory.
 func writeClogFile(fs vfs.FS, dir string, b []byte) error {
-	tmp := filepath.Join(dir, clogTempName)
-	path := filepath.Join(dir, clogFileName)
-	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := f.WriteAt(b, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
-	}
-	if err := fs.SyncDir(dir); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return vfs.WriteFileAtomic(fs, dir, clogFileName, clogTempName, b)
 }

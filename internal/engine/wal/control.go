@@ -139,28 +139,5 @@ func ReadControl(fsys vfs.FS, dir string) (*Control, error) {
 // WriteControl replaces the control file atomically: it writes
 // <dir>/control.tmp, fsyncs it, renames it to <dir>/control and fsyncs dir.
 func WriteControl(fsys vfs.FS, dir string, c *Control) error {
-	tmp := filepath.Join(dir, controlTempName)
-	name := filepath.Join(dir, ControlFileName)
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := f.WriteAt(EncodeControl(c), 0); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, name, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return vfs.WriteFileAtomic(fsys, dir, ControlFileName, controlTempName, EncodeControl(c))
 }
