@@ -3,7 +3,6 @@ package page
 import (
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // maxItemLen is the largest length a line pointer can encode.
@@ -197,18 +196,20 @@ func (p Page) SetRedirect(off, target OffsetNumber) {
 
 // Compact repacks normal items at the end of the page, keeping their
 // OffsetNumbers, and drops trailing unused line pointers. Freed bytes are
-// zeroed. A page whose items do not fit their bounds is left unchanged.
+// zeroed. A damaged page (items out of bounds, unaligned or sharing a
+// start) is left unchanged.
 func (p Page) Compact() {
 	if !p.headerSane() {
 		return
 	}
 	n := p.NumItems()
 	sp := p.special()
-	// Bucket the normal items by start unit (starts of a valid page are
-	// distinct and aligned); fall back to sorting when they are not.
+	// Bucket the normal items by start unit: on a valid page starts are
+	// distinct and aligned (Validate checks it), so one pass over the units
+	// visits items in order of offset. A page that breaks this is damaged and
+	// is left unchanged, like one whose items leave their bounds.
 	var byStart [Size / MaxAlign]uint16
 	total := 0
-	bucketed := true
 	for i := 1; i <= n; i++ {
 		id := p.Item(OffsetNumber(i))
 		if id.State != LPNormal {
@@ -219,11 +220,11 @@ func (p Page) Compact() {
 			return
 		}
 		total += maxAlign(int(id.Len))
-		if u := start / MaxAlign; start%MaxAlign != 0 || byStart[u] != 0 {
-			bucketed = false
-		} else {
-			byStart[u] = uint16(i)
+		u := start / MaxAlign
+		if start%MaxAlign != 0 || byStart[u] != 0 {
+			return
 		}
+		byStart[u] = uint16(i)
 	}
 	if total > sp-p.lower() {
 		return
@@ -239,23 +240,10 @@ func (p Page) Compact() {
 	// Move items in descending order of offset: each destination lies at or
 	// above its source and below every item already moved, so no source is
 	// overwritten before it is copied.
-	if bucketed {
-		for u := sp/MaxAlign - 1; u >= 0; u-- {
-			if i := byStart[u]; i != 0 {
-				id := p.Item(OffsetNumber(i))
-				move(OffsetNumber(i), int(id.Off), int(id.Off)+int(id.Len))
-			}
-		}
-	} else {
-		spans := make([]span, 0, n)
-		for i := 1; i <= n; i++ {
-			if id := p.Item(OffsetNumber(i)); id.State == LPNormal {
-				spans = append(spans, span{OffsetNumber(i), int(id.Off), int(id.Off) + int(id.Len)})
-			}
-		}
-		slices.SortFunc(spans, func(a, b span) int { return b.start - a.start })
-		for _, s := range spans {
-			move(s.off, s.start, s.end)
+	for u := sp/MaxAlign - 1; u >= 0; u-- {
+		if i := byStart[u]; i != 0 {
+			id := p.Item(OffsetNumber(i))
+			move(OffsetNumber(i), int(id.Off), int(id.Off)+int(id.Len))
 		}
 	}
 	for n > 0 && p.Item(OffsetNumber(n)).State == LPUnused {

@@ -333,3 +333,40 @@ func TestMutatorsIgnoreUninitializedAndShortPages(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactLeavesDamagedPageUnchanged: Compact must not move bytes of a page whose items
+// overlap, are unaligned or leave their bounds (moving them could overwrite live data).
+func TestCompactLeavesDamagedPageUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(p Page)
+	}{
+		{"two items share a start", func(p Page) {
+			id := p.Item(2)
+			p.setItem(3, ItemID{State: LPNormal, Off: id.Off, Len: id.Len})
+		}},
+		{"unaligned start", func(p Page) {
+			id := p.Item(2)
+			p.setItem(2, ItemID{State: LPNormal, Off: id.Off + 1, Len: id.Len - 1})
+		}},
+		{"item beyond the special space", func(p Page) {
+			p.setItem(1, ItemID{State: LPNormal, Off: uint16(Size - 8), Len: 64})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPage(t, 0)
+			for i := 0; i < 4; i++ {
+				if _, err := p.AddItem(item(40+i, byte('a'+i)), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.SetDead(4) // something for Compact to reclaim
+			tc.damage(p)
+			before := bytes.Clone(p)
+			p.Compact()
+			if !bytes.Equal(before, p) {
+				t.Fatal("Compact changed a damaged page")
+			}
+		})
+	}
+}

@@ -57,6 +57,11 @@ func (p Page) validateHeader() error {
 	if sp%MaxAlign != 0 {
 		return headerErr("special %d is not %d-byte aligned", sp, MaxAlign)
 	}
+	if up%MaxAlign != 0 {
+		// Every writer keeps upper aligned (items are placed at aligned offsets below
+		// it); an unaligned upper would make the next AddItem write an unaligned item.
+		return headerErr("upper %d is not %d-byte aligned", up, MaxAlign)
+	}
 	return nil
 }
 
