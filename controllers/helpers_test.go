@@ -51,7 +51,9 @@ func (r *recorder) reasons() []string {
 	var out []string
 	for _, e := range r.events {
 		var typ, reason string
-		fmt.Sscanf(e, "%s %s", &typ, &reason)
+		if _, err := fmt.Sscanf(e, "%s %s", &typ, &reason); err != nil {
+			Fail(fmt.Sprintf("event %q is not \"Type Reason note\": %v", e, err))
+		}
 		out = append(out, reason)
 	}
 	return out

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,23 +17,48 @@ import (
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
 
-// startManager runs both controllers in a real manager (cached client, watches, work queue),
+// managerOptions configure a test manager; the zero value is cmd/manager's setup with
+// leader election off.
+type managerOptions struct {
+	progressInterval time.Duration
+	// leaderElectionID turns leader election on, with short leases, in leaderElectionNS.
+	leaderElectionID string
+	leaderElectionNS string
+}
+
+// testManager is one running manager: its own cache, client, work queues, events and
+// metrics registry.
+type testManager struct {
+	mgr  ctrl.Manager
+	rec  *recorder
+	reg  *prometheus.Registry
+	stop func()
+}
+
+// runManager starts both controllers in a real manager (cached client, watches, work queue),
 // configured as cmd/manager configures them.
-func startManager(progressInterval time.Duration) context.CancelFunc {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+func runManager(o managerOptions) *testManager {
+	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
+	}
+	if o.leaderElectionID != "" {
+		// Short leases so a takeover fits in a test, with margins for a loaded machine: a
+		// leader that cannot renew within RenewDeadline stops and fails the test.
+		opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, o.leaderElectionID, o.leaderElectionNS
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptrTo(6*time.Second), ptrTo(4*time.Second), ptrTo(500*time.Millisecond)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
-	rec := &recorder{}
-	Expect((&PolicyReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: rec}).SetupWithManager(mgr)).To(Succeed())
+	m := &testManager{mgr: mgr, rec: &recorder{}, reg: prometheus.NewRegistry()}
+	Expect((&PolicyReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: m.rec}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&RunReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: rec, Key: testKey,
-		RunnerImage: "vacuum-operator:test", ProgressInterval: progressInterval,
-		Metrics: NewMetrics(prometheus.NewRegistry()),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: m.rec, Key: testKey,
+		RunnerImage: "vacuum-operator:test", ProgressInterval: o.progressInterval,
+		Metrics: NewMetrics(m.reg),
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(suiteCtx)
 	done := make(chan struct{})
@@ -41,7 +67,14 @@ func startManager(progressInterval time.Duration) context.CancelFunc {
 		defer close(done)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	return func() { cancel(); <-done }
+	var once sync.Once
+	m.stop = func() { once.Do(func() { cancel(); <-done }) }
+	return m
+}
+
+// startManager runs a manager with leader election off and returns its stop function.
+func startManager(progressInterval time.Duration) context.CancelFunc {
+	return runManager(managerOptions{progressInterval: progressInterval}).stop
 }
 
 var _ = Describe("The manager", Ordered, func() {

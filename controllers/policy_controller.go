@@ -28,8 +28,8 @@ type PolicyReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=delete
 
-// Reconcile: get the policy, look at its runs, prune history, carry throttle edits, start
-// what is due; status is written once at the end, by patchPolicyStatus.
+// Reconcile moves one policy forward: get it, look at its runs, prune history, carry throttle
+// edits, start what is due; status is written once at the end, by patchPolicyStatus.
 func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var policy vacuumv1alpha1.VacuumPolicy
 	if err := r.Get(ctx, req.NamespacedName, &policy); err != nil {

@@ -17,7 +17,7 @@ import (
 func newPolicy(ns, name string, edit func(*vacuumv1alpha1.VacuumPolicy)) *vacuumv1alpha1.VacuumPolicy {
 	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	p.Spec.Target.PersistentVolumeClaim = "data"
-	p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit, p.Spec.BackoffLimit = 3, 3, 2
+	p.Spec.BackoffLimit = 2
 	if edit != nil {
 		edit(p)
 	}
@@ -159,7 +159,7 @@ var _ = Describe("VacuumPolicy controller", func() {
 
 	It("keeps history within its limits, deleting old runs with their pods and Secrets", func() {
 		p := newPolicy(ns, "history", func(p *vacuumv1alpha1.VacuumPolicy) {
-			p.Spec.Schedule, p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = "* * * * *", 1, 1
+			p.Spec.Schedule, p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = "* * * * *", ptrTo(int32(1)), ptrTo(int32(1))
 		})
 		clock.SetTime(p.CreationTimestamp.Add(time.Minute))
 		var made []string

@@ -2,13 +2,14 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,10 +114,10 @@ func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.V
 		}
 	}
 	var doomed []*vacuumv1alpha1.VacuumRun
-	if extra := len(succeeded) - int(p.Spec.SuccessfulRunsHistoryLimit); extra > 0 {
+	if extra := len(succeeded) - int(p.SuccessfulHistoryLimit()); extra > 0 {
 		doomed = append(doomed, succeeded[:extra]...)
 	}
-	if extra := len(failed) - int(p.Spec.FailedRunsHistoryLimit); extra > 0 {
+	if extra := len(failed) - int(p.FailedHistoryLimit()); extra > 0 {
 		doomed = append(doomed, failed[:extra]...)
 	}
 	for _, run := range doomed {
@@ -148,35 +149,69 @@ func (r *PolicyReconciler) deleteRun(ctx context.Context, run *vacuumv1alpha1.Va
 	return nil
 }
 
-// propagateThrottle copies an edited spec.throttle onto the active runs; the run controller
-// then pushes it to each pod.
+// propagateThrottle carries an edit of the policy's spec.throttle onto its active runs; the
+// run controller then pushes it to each pod. It acts only when the policy's throttle changed
+// since it was last carried onto the run (the run's policy-throttle annotation holds its
+// hash), never because the run's throttle differs: a hand edit of a run's throttle
+// (kubectl patch vacuumrun) must stay, and this controller is woken by every change of its
+// runs. The patch carries the run's resourceVersion: when the run changed meanwhile it
+// conflicts, and that change wakes this controller again to decide afresh.
 func (r *PolicyReconciler) propagateThrottle(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun) error {
+	want, err := throttleHash(&p.Spec.Throttle)
+	if err != nil {
+		return err
+	}
 	for _, run := range active {
-		if equality.Semantic.DeepEqual(run.Spec.Throttle, p.Spec.Throttle) || run.Spec.Cancel {
+		got, recorded := run.Annotations[vacuumv1alpha1.AnnotationPolicyThrottle]
+		if got == want || run.Spec.Cancel || !run.DeletionTimestamp.IsZero() {
 			continue
 		}
-		body, err := json.Marshal(map[string]any{"spec": map[string]any{"throttle": p.Spec.Throttle}})
-		if err != nil {
-			return err
+		patch := map[string]any{"metadata": map[string]any{
+			"resourceVersion": run.ResourceVersion,
+			"annotations":     map[string]any{vacuumv1alpha1.AnnotationPolicyThrottle: want},
+		}}
+		// A run made before the annotation existed has no record: its throttle was kept equal
+		// to the policy's, or was edited by hand since. Either way it is adopted as it is.
+		if recorded {
+			patch["spec"] = map[string]any{"throttle": throttlePatch(&run.Spec.Throttle, &p.Spec.Throttle)}
 		}
-		// A merge patch replaces throttle's fields one by one: a limit removed from the policy
-		// must be removed from the run too, so send it as null.
-		body = withRemovedLimits(body, &run.Spec.Throttle, &p.Spec.Throttle)
-		if err := r.Patch(ctx, run, client.RawPatch(types.MergePatchType, body)); client.IgnoreNotFound(err) != nil {
+		body, err := json.Marshal(patch)
+		if err != nil {
 			return fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
+		}
+		err = r.Patch(ctx, run, client.RawPatch(types.MergePatchType, body))
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
+		}
+		if recorded {
+			r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonThrottleApplied, "SetThrottle",
+				"carried the policy's new throttle onto run %s", run.Name)
 		}
 	}
 	return nil
 }
 
-// withRemovedLimits rewrites a {"spec":{"throttle":...}} patch so that byte limits the run has
-// and the policy no longer has are set to null.
-func withRemovedLimits(body []byte, run, policy *vacuumv1alpha1.Throttle) []byte {
-	var m map[string]map[string]map[string]any
-	if json.Unmarshal(body, &m) != nil {
-		return body
+// throttleHash identifies a policy's throttle in a run's policy-throttle annotation.
+func throttleHash(t *vacuumv1alpha1.Throttle) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", fmt.Errorf("encode throttle: %w", err)
 	}
-	t := m["spec"]["throttle"]
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// throttlePatch is the policy's throttle as a merge patch of the run's: a merge patch
+// replaces throttle's fields one by one, so a byte limit the run has and the policy no
+// longer has is sent as null.
+func throttlePatch(run, policy *vacuumv1alpha1.Throttle) map[string]any {
+	t := map[string]any{}
+	if b, err := json.Marshal(policy); err == nil {
+		_ = json.Unmarshal(b, &t)
+	}
 	if run.MaxReadBytesPerSecond != nil && policy.MaxReadBytesPerSecond == nil {
 		t["maxReadBytesPerSecond"] = nil
 	}
@@ -186,28 +221,31 @@ func withRemovedLimits(body []byte, run, policy *vacuumv1alpha1.Throttle) []byte
 	if run.MaxWALBytesPerSecond != nil && policy.MaxWALBytesPerSecond == nil {
 		t["maxWALBytesPerSecond"] = nil
 	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return body
-	}
-	return out
+	return t
 }
 
 // createRun makes the policy's run of the given name; AlreadyExists means a previous
 // reconcile made it, which is adopted rather than duplicated.
 func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, name string, scheduled metav1.Time) error {
+	throttle, err := throttleHash(&p.Spec.Throttle)
+	if err != nil {
+		return err
+	}
 	run := &vacuumv1alpha1.VacuumRun{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace, Name: name,
-			Labels:      map[string]string{vacuumv1alpha1.LabelPolicy: p.Name},
-			Annotations: map[string]string{vacuumv1alpha1.AnnotationScheduledTime: scheduled.UTC().Format("2006-01-02T15:04:05Z")},
+			Labels: map[string]string{vacuumv1alpha1.LabelPolicy: p.Name},
+			Annotations: map[string]string{
+				vacuumv1alpha1.AnnotationScheduledTime:  scheduled.UTC().Format("2006-01-02T15:04:05Z"),
+				vacuumv1alpha1.AnnotationPolicyThrottle: throttle,
+			},
 		},
 		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: *p.Spec.VacuumSpec.DeepCopy(), PolicyName: p.Name},
 	}
 	if err := ctrlSetOwner(p, run, r.Scheme); err != nil {
 		return err
 	}
-	err := r.Create(ctx, run)
+	err = r.Create(ctx, run)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create run %s/%s: %w", p.Namespace, name, err)
 	}

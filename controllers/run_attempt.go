@@ -26,7 +26,7 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec)
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
-		return ctrl.Result{Requeue: true}, nil // release what it holds
+		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
 	}
 	held, holder, err := r.acquireVolumeLock(ctx, run)
 	if err != nil {
@@ -85,7 +85,7 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 	}
 	if err := checkRunnerPodSecurity(pod); err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil
 	}
 	err := r.Create(ctx, pod)
 	switch {
@@ -157,7 +157,7 @@ func (r *RunReconciler) attemptEnded(ctx context.Context, run *vacuumv1alpha1.Va
 		return r.attemptFailed(ctx, run, reason, msg)
 	}
 	r.finish(ctx, run, v, reason, msg)
-	return ctrl.Result{Requeue: true}, nil // release the lock and the quiesced app
+	return ctrl.Result{}, nil // the status patch wakes the reconcile that releases the lock and the app
 }
 
 // attemptFailed counts a failed attempt; the run fails once more than backoffLimit have.
@@ -167,10 +167,12 @@ func (r *RunReconciler) attemptFailed(ctx context.Context, run *vacuumv1alpha1.V
 	if run.Status.FailedAttempts > run.Spec.BackoffLimit {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonBackoffLimitExceeded,
 			fmt.Sprintf("%d attempts failed (backoffLimit %d); last: %s", run.Status.FailedAttempts, run.Spec.BackoffLimit, msg))
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil
 	}
+	// status.failedAttempts changed: the status patch wakes the reconcile that makes the
+	// next attempt's pod.
 	run.Status.MarkPending(run.Generation, reason, fmt.Sprintf("attempt %d failed, retrying: %s", run.Status.Attempts, msg))
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil
 }
 
 // deadlinePassed says whether activeDeadlineSeconds, counted from the first pod start, is over.

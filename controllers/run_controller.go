@@ -3,11 +3,13 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +25,7 @@ const (
 	volumeBusyRetry         = 3 * time.Second
 	stopPollInterval        = 2 * time.Second
 	httpTimeout             = 3 * time.Second
+	conflictRetry           = 500 * time.Millisecond
 )
 
 // RunReconciler drives a VacuumRun: lock the volume, quiesce its app, run one pod per attempt,
@@ -56,7 +59,7 @@ type EventRecorder interface {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale,verbs=get;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile moves one run forward. Every status change goes through patchRunStatus.
@@ -67,10 +70,21 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	orig := run.DeepCopy()
 	res, err := r.reconcileRun(ctx, &run)
-	if run.DeletionTimestamp.IsZero() {
-		if perr := r.patchRunStatus(ctx, orig, &run); perr != nil {
-			return ctrl.Result{}, errors.Join(err, perr)
-		}
+	if !run.DeletionTimestamp.IsZero() {
+		return res, err
+	}
+	ended := !orig.IsFinished() && run.IsFinished()
+	perr := r.patchRunStatus(ctx, orig, &run, ended)
+	if ended && apierrors.IsConflict(perr) {
+		// The run changed since this reconcile read it (a stale cache, a spec edit): decide
+		// its end again on a fresh copy rather than end it, and count it, twice.
+		return ctrl.Result{RequeueAfter: conflictRetry}, err
+	}
+	if perr != nil {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	if ended {
+		r.Metrics.runEnded(&run)
 	}
 	return res, err
 }
@@ -96,10 +110,16 @@ func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.Va
 	return r.advance(ctx, run)
 }
 
+// addFinalizer adds the run's finalizer by a metadata patch. A merge patch replaces the whole
+// finalizers list, so it carries the resourceVersion read: a finalizer another party added
+// meanwhile makes it conflict instead of being dropped.
 func (r *RunReconciler) addFinalizer(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
 	base := run.DeepCopy()
 	controllerutil.AddFinalizer(run, vacuumv1alpha1.FinalizerRun)
-	return r.Patch(ctx, run, client.MergeFrom(base))
+	if err := r.Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer to run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return nil
 }
 
 // SetupWithManager registers the controller: runs, and the pods they own.

@@ -1,80 +1,165 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
 
-func newStatefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
+// newWorkload creates the app holding a volume: a Deployment or a StatefulSet with replicas.
+func newWorkload(ns, kind, name string, replicas int32) client.Object {
 	labels := map[string]string{"app": name}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db"}}},
-			},
-		},
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db"}}},
 	}
-	Expect(k8sClient.Create(suiteCtx, sts)).To(Succeed())
-	return sts
+	var obj client.Object
+	switch kind {
+	case "StatefulSet":
+		obj = &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.StatefulSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: template},
+		}
+	default:
+		obj = &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: template},
+		}
+	}
+	Expect(k8sClient.Create(suiteCtx, obj)).To(Succeed())
+	return obj
 }
 
-func getStatefulSet(ns, name string) *appsv1.StatefulSet {
-	var sts appsv1.StatefulSet
-	Expect(k8sClient.Get(suiteCtx, key(ns, name), &sts)).To(Succeed())
-	return &sts
+// replicasOf reads the workload's desired replicas through its scale subresource.
+func replicasOf(obj client.Object) int32 {
+	var scale autoscalingv1.Scale
+	Expect(k8sClient.SubResource("scale").Get(suiteCtx, obj, &scale)).To(Succeed())
+	return scale.Spec.Replicas
+}
+
+// playWorkloadController stands in for the controller-manager (envtest runs none): the
+// app's pods exist while its replicas are above 0 and are deleted once they hit 0.
+func playWorkloadController(obj client.Object, pods []*corev1.Pod) {
+	if replicasOf(obj) > 0 {
+		return
+	}
+	for _, p := range pods {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, p, client.GracePeriodSeconds(0)))).To(Succeed())
+	}
 }
 
 var _ = Describe("Quiesce", func() {
-	It("scales the app to 0, waits for its pods to go, and restores it after the run, even from a restarted manager", func() {
+	DescribeTable("scales the app to 0 through its scale subresource, waits for its pods to go, and restores it after the run, even from restarted managers",
+		func(kind string) {
+			ns := newNamespace()
+			clock := clocktesting.NewFakeClock(time.Now())
+			r, rec := newRunReconciler(clock)
+			app := newWorkload(ns, kind, "orders-db", 3)
+			var appPods []*corev1.Pod
+			for i := range 3 {
+				p := testPod(ns, fmt.Sprintf("orders-db-%d", i), map[string]string{"app": "orders-db"})
+				Expect(k8sClient.Create(suiteCtx, p)).To(Succeed())
+				appPods = append(appPods, p)
+			}
+			newRun(ns, "quiet", "data", func(run *vacuumv1alpha1.VacuumRun) {
+				run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: kind, Name: "orders-db"}
+			})
+
+			By("recording the replica count on the run, then scaling the app to 0")
+			reconcileRun(r, ns, "quiet") // finalizer
+			reconcileRun(r, ns, "quiet") // lock, record, scale
+			Expect(getRun(ns, "quiet").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "3"))
+			Expect(replicasOf(app)).To(BeZero())
+			Expect(rec.reasons()).To(ContainElement(vacuumv1alpha1.ReasonQuiescing))
+
+			By("waiting, without a runner pod, while the app's pods still run")
+			reconcileRun(r, ns, "quiet")
+			Expect(podsOf(ns, "quiet")).To(BeEmpty())
+			run := getRun(ns, "quiet")
+			Expect(conditionReason(run.Status.Conditions, vacuumv1alpha1.ConditionProgressing)).To(Equal(vacuumv1alpha1.ReasonQuiescing))
+			Expect(run.Status.Message).To(ContainSubstring("waiting for 3 pods"))
+
+			By("starting the runner from a restarted manager once the app's pods are gone")
+			playWorkloadController(app, appPods)
+			second, _ := newRunReconciler(clock)
+			pod := reconcileUntilPod(second, ns, "quiet", 1)
+			Expect(getRun(ns, "quiet").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "3"),
+				"the count recorded before the restart is kept, not re-read from the scaled-down app")
+
+			By("restoring the replicas after the run, from another manager that restarted in between")
+			setPodTerminated(pod, 4, "Error", "")
+			third, _ := newRunReconciler(clock)
+			reconcileRun(third, ns, "quiet")
+			reconcileRun(third, ns, "quiet")
+			run = getRun(ns, "quiet")
+			Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunFailed))
+			Expect(replicasOf(app)).To(BeEquivalentTo(3))
+			Expect(run.Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationQuiesceReplicas))
+
+			By("leaving the workload object itself untouched but for its replicas")
+			fresh, ok := app.DeepCopyObject().(client.Object)
+			Expect(ok).To(BeTrue())
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(app), fresh)).To(Succeed())
+			Expect(fresh.GetAnnotations()).NotTo(HaveKey(ContainSubstring("vacuum.vacuumops.io")))
+		},
+		Entry("a StatefulSet", "StatefulSet"),
+		Entry("a Deployment", "Deployment"),
+	)
+
+	It("restores the count recorded before a crash that came before the scale-down", func() {
 		ns := newNamespace()
 		clock := clocktesting.NewFakeClock(time.Now())
 		r, _ := newRunReconciler(clock)
-		newStatefulSet(ns, "orders-db", 3)
-		appPod := testPod(ns, "orders-db-0", map[string]string{"app": "orders-db"})
-		Expect(k8sClient.Create(suiteCtx, appPod)).To(Succeed())
-		newRun(ns, "quiet", "data", func(run *vacuumv1alpha1.VacuumRun) {
-			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "StatefulSet", Name: "orders-db"}
+		app := newWorkload(ns, "Deployment", "web", 2)
+		// The previous manager recorded 2 on the run and died before scaling the app.
+		newRun(ns, "crashed", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "web"}
+			run.Annotations = map[string]string{vacuumv1alpha1.AnnotationQuiesceReplicas: "2"}
 		})
+		pod := reconcileUntilPod(r, ns, "crashed", 1)
+		Expect(replicasOf(app)).To(BeZero())
+		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		reconcileRun(r, ns, "crashed")
+		reconcileRun(r, ns, "crashed")
+		Expect(getRun(ns, "crashed").Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
+		Expect(replicasOf(app)).To(BeEquivalentTo(2))
+	})
 
-		By("scaling the StatefulSet to 0 and recording its replicas before anything else")
-		reconcileRun(r, ns, "quiet")
-		reconcileRun(r, ns, "quiet")
-		sts := getStatefulSet(ns, "orders-db")
-		Expect(*sts.Spec.Replicas).To(BeZero())
-		Expect(sts.Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationRestoreReplicas, "3"))
-		Expect(sts.Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiescedBy, "quiet"))
+	It("waits while another run holds the same app quiesced", func() {
+		ns := newNamespace()
+		clock := clocktesting.NewFakeClock(time.Now())
+		r, _ := newRunReconciler(clock)
+		app := newWorkload(ns, "StatefulSet", "shared-db", 2)
+		quiesceIt := func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "StatefulSet", Name: "shared-db"}
+		}
+		newRun(ns, "first", "data-a", quiesceIt)
+		first := reconcileUntilPod(r, ns, "first", 1)
+		newRun(ns, "second", "data-b", quiesceIt)
+		reconcileRun(r, ns, "second")
+		reconcileRun(r, ns, "second")
+		Expect(podsOf(ns, "second")).To(BeEmpty())
+		Expect(getRun(ns, "second").Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationQuiesceReplicas))
+		Expect(getRun(ns, "second").Status.Message).To(ContainSubstring("quiesced by run first"))
 
-		By("waiting while the app's pods still run")
-		reconcileRun(r, ns, "quiet")
-		Expect(podsOf(ns, "quiet")).To(BeEmpty())
-		run := getRun(ns, "quiet")
-		Expect(conditionReason(run.Status.Conditions, vacuumv1alpha1.ConditionProgressing)).To(Equal(vacuumv1alpha1.ReasonQuiescing))
-
-		By("starting the runner once they are gone")
-		Expect(k8sClient.Delete(suiteCtx, appPod)).To(Succeed())
-		pod := reconcileUntilPod(r, ns, "quiet", 1)
-
-		By("restoring the replicas after the run, from a manager that restarted in between")
-		setPodTerminated(pod, 4, "Error", "")
-		restarted, _ := newRunReconciler(clock)
-		reconcileRun(restarted, ns, "quiet")
-		reconcileRun(restarted, ns, "quiet")
-		Expect(getRun(ns, "quiet").Status.Phase).To(Equal(vacuumv1alpha1.RunFailed))
-		sts = getStatefulSet(ns, "orders-db")
-		Expect(*sts.Spec.Replicas).To(BeEquivalentTo(3))
-		Expect(sts.Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationRestoreReplicas))
-		Expect(sts.Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationQuiescedBy))
+		setPodTerminated(first, 0, "Completed", "")
+		reconcileRun(r, ns, "first")
+		reconcileRun(r, ns, "first")
+		Expect(replicasOf(app)).To(BeEquivalentTo(2))
+		reconcileRun(r, ns, "second")
+		Expect(getRun(ns, "second").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "2"))
+		Expect(replicasOf(app)).To(BeZero())
 	})
 })

@@ -12,16 +12,22 @@ import (
 
 // patchRunStatus is the one place a run's status is written: it stamps observedGeneration
 // and merge-patches the status subresource when anything changed. The base takes the run's
-// current metadata, so the patch holds status only (no resourceVersion, no conflict with a
-// finalizer just added).
-func (r *RunReconciler) patchRunStatus(ctx context.Context, orig, run *vacuumv1alpha1.VacuumRun) error {
+// current metadata, so the patch holds status only. A patch that ends the run (final) also
+// carries the resourceVersion this reconcile read: ending a run is decided once, on the
+// latest copy, so a reconcile working from a stale cache conflicts instead of ending (and
+// counting) the run a second time.
+func (r *RunReconciler) patchRunStatus(ctx context.Context, orig, run *vacuumv1alpha1.VacuumRun, final bool) error {
 	run.Status.ObservedGeneration = run.Generation
 	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
 		return nil
 	}
 	base := orig.DeepCopy()
 	base.ObjectMeta = *run.ObjectMeta.DeepCopy()
-	if err := r.Status().Patch(ctx, run, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+	patch := client.MergeFrom(base)
+	if final {
+		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Status().Patch(ctx, run, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patch status of run %s/%s: %w", run.Namespace, run.Name, err)
 	}
 	return nil

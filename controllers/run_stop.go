@@ -18,7 +18,9 @@ import (
 // releases its volume lock and restores its quiesced app only after that, so the next run
 // on the volume never overlaps with a runner still stopping.
 
-// finish records the run's final phase, with an event and metrics.
+// finish records the run's final phase, with an event; Reconcile counts it in the metrics
+// once the status patch that ends it has gone through. The status patch also wakes the next
+// reconcile, which releases what the run holds, so callers return without a requeue.
 func (r *RunReconciler) finish(ctx context.Context, run *vacuumv1alpha1.VacuumRun, v verdict, reason, msg string) {
 	now := metav1.NewTime(r.Clock.Now())
 	eventType := corev1.EventTypeNormal
@@ -32,7 +34,6 @@ func (r *RunReconciler) finish(ctx context.Context, run *vacuumv1alpha1.VacuumRu
 		eventType = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(run, nil, eventType, reason, "EndRun", "run %s: %s", run.Status.Phase, msg)
-	r.Metrics.runEnded(run)
 }
 
 // cancel stops the run's pod (the runner gets SIGTERM and exits 5 with a summary) and ends
@@ -61,7 +62,7 @@ func (r *RunReconciler) cancel(ctx context.Context, run *vacuumv1alpha1.VacuumRu
 		return ctrl.Result{RequeueAfter: stopPollInterval}, err
 	}
 	r.finish(ctx, run, v, reason, msg)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil
 }
 
 // stopAndFail stops the run's pod and then fails the run.
@@ -72,7 +73,7 @@ func (r *RunReconciler) stopAndFail(ctx context.Context, run *vacuumv1alpha1.Vac
 		return ctrl.Result{RequeueAfter: stopPollInterval}, err
 	}
 	r.finish(ctx, run, verdictFailed, reason, msg)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil
 }
 
 // releaseAfterEnd lets go of what an ended run holds: its quiesced app and its volume lock.
@@ -107,7 +108,11 @@ func (r *RunReconciler) finalize(ctx context.Context, run *vacuumv1alpha1.Vacuum
 	}
 	base := run.DeepCopy()
 	controllerutil.RemoveFinalizer(run, vacuumv1alpha1.FinalizerRun)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, run, client.MergeFrom(base)))
+	err = r.Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer of run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return ctrl.Result{}, nil
 }
 
 // stopPods asks every running pod of the run to stop and says whether none runs any more.

@@ -204,7 +204,8 @@ func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 
 func TestRunTokenIsAnHMACOfTheRunUIDUnderTheManagerKey(t *testing.T) {
 	k1, k2 := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
-	if runToken(k1, "a") == runToken(k1, "b") || runToken(k1, "a") == runToken(k2, "a") || runToken(k1, "a") != runToken(k1, "a") {
+	first, again := runToken(k1, "a"), runToken(k1, "a")
+	if first == runToken(k1, "b") || first == runToken(k2, "a") || first != again {
 		t.Error("token must depend on key and UID, deterministically")
 	}
 	if len(runToken(k1, "a")) != 64 {

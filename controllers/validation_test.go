@@ -34,7 +34,16 @@ func policyObject(ns, name string, edit func(spec map[string]any)) *unstructured
 }
 
 func throttleField(key string, v any) func(map[string]any) {
-	return func(spec map[string]any) { spec["throttle"].(map[string]any)[key] = v }
+	return func(spec map[string]any) {
+		throttle, ok := spec["throttle"].(map[string]any)
+		Expect(ok).To(BeTrue(), "the valid policy has a throttle map")
+		throttle[key] = v
+	}
+}
+
+// override sets one throttle field of a single table override.
+func override(key string, v any) func(map[string]any) {
+	return field("tableOverrides", []any{map[string]any{"table": "events", "throttle": map[string]any{key: v}}})
 }
 
 func field(key string, v any) func(map[string]any) {
@@ -83,18 +92,39 @@ var _ = Describe("CRD validation", func() {
 		Expect(s.StartingDeadlineSeconds).To(BeNil())
 		Expect(s.Suspend).To(BeFalse())
 		Expect(s.ConcurrencyPolicy).To(Equal(vacuumv1alpha1.ForbidConcurrent))
-		Expect([]int32{s.SuccessfulRunsHistoryLimit, s.FailedRunsHistoryLimit}).To(Equal([]int32{3, 3}))
+		Expect([]int32{*s.SuccessfulRunsHistoryLimit, *s.FailedRunsHistoryLimit}).To(Equal([]int32{3, 3}))
 	})
 
-	It("gives a table override no defaults of its own", func() {
+	It("gives a Go client that leaves the history limits out 3 and 3, and keeps an explicit 0", func() {
+		unset := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "typed"}}
+		unset.Spec.Target.PersistentVolumeClaim = "orders-data"
+		Expect(k8sClient.Create(suiteCtx, unset)).To(Succeed())
+		got := getPolicy(ns, "typed")
+		Expect(got.Spec.SuccessfulRunsHistoryLimit).To(HaveValue(BeEquivalentTo(3)))
+		Expect(got.Spec.FailedRunsHistoryLimit).To(HaveValue(BeEquivalentTo(3)))
+
+		zero := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keep-none"}}
+		zero.Spec.Target.PersistentVolumeClaim = "orders-data"
+		zero.Spec.SuccessfulRunsHistoryLimit, zero.Spec.FailedRunsHistoryLimit = ptrTo(int32(0)), ptrTo(int32(0))
+		Expect(k8sClient.Create(suiteCtx, zero)).To(Succeed())
+		got = getPolicy(ns, "keep-none")
+		Expect(got.Spec.SuccessfulRunsHistoryLimit).To(HaveValue(BeZero()))
+		Expect(got.Spec.FailedRunsHistoryLimit).To(HaveValue(BeZero()))
+	})
+
+	It("gives a table override no defaults of its own, and accepts its byte rates as quantities", func() {
 		Expect(k8sClient.Create(suiteCtx, policyObject(ns, "override", field("tableOverrides",
-			[]any{map[string]any{"table": "events", "throttle": map[string]any{"costDelay": "10ms"}}})))).To(Succeed())
+			[]any{map[string]any{"table": "events", "throttle": map[string]any{"costDelay": "10ms",
+				"maxReadBytesPerSecond": "10Mi", "maxWriteBytesPerSecond": 0, "maxWALBytesPerSecond": "1e6"}}})))).To(Succeed())
 		var p vacuumv1alpha1.VacuumPolicy
 		Expect(k8sClient.Get(suiteCtx, key(ns, "override"), &p)).To(Succeed())
 		o := p.Spec.TableOverrides[0].Throttle
 		Expect(o.CostDelay.Duration.String()).To(Equal("10ms"))
 		Expect(o.CostLimit).To(BeNil())
 		Expect(o.PageDirtyCost).To(BeNil())
+		Expect(o.MaxReadBytesPerSecond.Value()).To(BeEquivalentTo(10 << 20))
+		Expect(o.MaxWriteBytesPerSecond.IsZero()).To(BeTrue())
+		Expect(o.MaxWALBytesPerSecond.Value()).To(BeEquivalentTo(1000000))
 	})
 
 	DescribeTable("rejects an invalid policy with a message naming the field and its range",
@@ -136,6 +166,18 @@ var _ = Describe("CRD validation", func() {
 			"quiesce": map[string]any{"kind": "DaemonSet", "name": "db"}}), "", `spec.target.quiesce.kind: Unsupported value: "DaemonSet"`),
 		Entry("override costDelay over 100ms", field("tableOverrides", []any{map[string]any{"table": "t",
 			"throttle": map[string]any{"costDelay": "1s"}}}), "", "tableOverrides throttle.costDelay must be a duration between 0 and 100ms"),
+		Entry("negative override read rate", override("maxReadBytesPerSecond", "-1Mi"), "",
+			"tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
+		Entry("fractional override write rate", override("maxWriteBytesPerSecond", "100m"), "",
+			"tableOverrides throttle.maxWriteBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
+		Entry("fractional override WAL rate", override("maxWALBytesPerSecond", "0.5"), "",
+			"tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
+		Entry("override rate not a quantity", override("maxWALBytesPerSecond", "fast"), "",
+			"tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
+		Entry("override rate too long", override("maxReadBytesPerSecond", strings.Repeat("1", 33)), "",
+			"spec.tableOverrides[0].throttle.maxReadBytesPerSecond: Too long: may not be more than 32 bytes"),
+		Entry("negative override rate as a plain integer", override("maxReadBytesPerSecond", -5), "",
+			"tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
 		Entry("root UID", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsUser": 0}}), "",
 			"spec.runner.podSecurityContext.runAsUser in body should be greater than or equal to 1"),
 		Entry("a pod security field the operator owns", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsNonRoot": false}}), "",

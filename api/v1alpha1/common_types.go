@@ -262,9 +262,8 @@ type Throttle struct {
 }
 
 // ThrottleOverride is a Throttle without defaults: every field left out inherits the run's.
-// Its byte rates are checked by the controller with the runner's rules (a run with a negative
-// or fractional rate fails with reason InvalidSpec): CEL on quantities inside a list of
-// overrides would exceed the CRD's validation cost budget.
+// Its byte rates are checked at admission like the policy's; their maxLength keeps that
+// CEL within the CRD's validation cost budget across the 64 overrides allowed.
 type ThrottleOverride struct {
 	// CostDelay is the sleep owed each time costLimit is spent, 0 to 100ms.
 	// +kubebuilder:validation:Type=string
@@ -292,13 +291,25 @@ type ThrottleOverride struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	PageDirtyCost *int32 `json:"pageDirtyCost,omitempty"`
-	// MaxReadBytesPerSecond caps bytes read per second; 0 = no limit.
+	// MaxReadBytesPerSecond caps bytes read per second, a quantity of at most 32 characters;
+	// 0 = no limit.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxReadBytesPerSecond *resource.Quantity `json:"maxReadBytesPerSecond,omitempty"`
-	// MaxWriteBytesPerSecond caps bytes written per second; 0 = no limit.
+	// MaxWriteBytesPerSecond caps bytes written per second, a quantity of at most 32 characters;
+	// 0 = no limit.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWriteBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
-	// MaxWALBytesPerSecond caps WAL bytes per second; 0 = no limit.
+	// MaxWALBytesPerSecond caps WAL bytes per second, a quantity of at most 32 characters;
+	// 0 = no limit.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
 }

@@ -7,6 +7,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// DefaultRunsHistoryLimit is how many succeeded, and how many failed, runs a policy keeps
+// when its history limits are absent.
+const DefaultRunsHistoryLimit int32 = 3
+
+// SuccessfulHistoryLimit is how many succeeded runs the policy keeps (the default when
+// absent; the API server fills it in, so only an object built in Go lacks it).
+func (p *VacuumPolicy) SuccessfulHistoryLimit() int32 {
+	return historyLimit(p.Spec.SuccessfulRunsHistoryLimit)
+}
+
+// FailedHistoryLimit is how many failed or cancelled runs the policy keeps.
+func (p *VacuumPolicy) FailedHistoryLimit() int32 {
+	return historyLimit(p.Spec.FailedRunsHistoryLimit)
+}
+
+func historyLimit(v *int32) int32 {
+	if v == nil {
+		return DefaultRunsHistoryLimit
+	}
+	return max(*v, 0)
+}
+
 // Location returns the policy's time zone (UTC when empty).
 func (p *VacuumPolicy) Location() (*time.Location, error) {
 	if p.Spec.TimeZone == "" {

@@ -48,19 +48,21 @@ type VacuumPolicySpec struct {
 	// +optional
 	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
 
-	// SuccessfulRunsHistoryLimit is how many succeeded runs are kept, 0 to 100.
+	// SuccessfulRunsHistoryLimit is how many succeeded runs are kept, 0 to 100; absent = 3,
+	// and 0 keeps none.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
-	SuccessfulRunsHistoryLimit int32 `json:"successfulRunsHistoryLimit"`
+	SuccessfulRunsHistoryLimit *int32 `json:"successfulRunsHistoryLimit,omitempty"`
 
-	// FailedRunsHistoryLimit is how many failed or cancelled runs are kept, 0 to 100.
+	// FailedRunsHistoryLimit is how many failed or cancelled runs are kept, 0 to 100;
+	// absent = 3, and 0 keeps none.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
-	FailedRunsHistoryLimit int32 `json:"failedRunsHistoryLimit"`
+	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
 }
 
 // RunSummary is the last run of a policy, as seen by the policy.
@@ -143,8 +145,4 @@ type VacuumPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VacuumPolicy `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&VacuumPolicy{}, &VacuumPolicyList{})
 }

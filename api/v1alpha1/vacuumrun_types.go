@@ -189,7 +189,3 @@ type VacuumRunList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VacuumRun `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VacuumRun{}, &VacuumRunList{})
-}

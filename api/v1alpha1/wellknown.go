@@ -11,11 +11,16 @@ const (
 	AnnotationCorruptionAcknowledged = "vacuum.vacuumops.io/corruption-acknowledged"
 	// AnnotationScheduledTime on a VacuumRun is the tick (RFC 3339) it was created for.
 	AnnotationScheduledTime = "vacuum.vacuumops.io/scheduled-time"
-	// AnnotationRestoreReplicas on a quiesced Deployment or StatefulSet is the replica count
-	// to restore; it is written before scaling to 0 so a manager crash loses nothing.
-	AnnotationRestoreReplicas = "vacuum.vacuumops.io/restore-replicas"
-	// AnnotationQuiescedBy on a quiesced workload names the run that scaled it down.
-	AnnotationQuiescedBy = "vacuum.vacuumops.io/quiesced-by"
+	// AnnotationQuiesceReplicas on a VacuumRun is the replica count its quiesced Deployment
+	// or StatefulSet had; it is written before the workload is scaled to 0, so whoever
+	// reconciles the run next, even a new manager after a crash, restores it. It is removed
+	// once the count is restored.
+	AnnotationQuiesceReplicas = "vacuum.vacuumops.io/quiesce-replicas"
+	// AnnotationPolicyThrottle on a VacuumRun made by a policy is a hash of the policy's
+	// spec.throttle last carried onto the run. The policy re-throttles its active runs only
+	// when its own throttle no longer matches that hash, so a hand edit of a run's throttle
+	// (kubectl patch vacuumrun) stays until the policy's throttle itself changes.
+	AnnotationPolicyThrottle = "vacuum.vacuumops.io/policy-throttle"
 
 	// LabelPolicy on a VacuumRun names its policy.
 	LabelPolicy = "vacuum.vacuumops.io/policy"

@@ -143,11 +143,10 @@ func runnerPid(pod *corev1.Pod) int {
 	return pid
 }
 
-// policy is a run-once VacuumPolicy on a claim. A Go client sends every int32 field it
-// has, so the history limits are set here (0 would prune each run the moment it ends).
+// policy is a run-once VacuumPolicy on a claim; the history limits are left unset, so the API
+// server defaults them (3 and 3).
 func policy(ns, name, claim string, mode vacuumv1alpha1.VacuumMode, th vacuumv1alpha1.Throttle, tables ...string) *vacuumv1alpha1.VacuumPolicy {
 	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = 3, 3
 	p.Spec.Target.PersistentVolumeClaim = claim
 	p.Spec.Target.Tables = tables
 	p.Spec.Mode = mode

@@ -96,19 +96,9 @@ var clusterWideAllowed = map[string][]string{
 	"/events":                    {"create", "patch"},
 	"events.k8s.io/events":       {"create", "patch"},
 	"coordination.k8s.io/leases": {"get", "create", "update", "delete"}, // one run per volume
-	"apps/deployments":           {"get"},                               // read replicas to quiesce and restore
-	"apps/statefulsets":          {"get"},
-	"apps/deployments/scale":     {"get", "patch", "update"}, // quiesce writers
+	"apps/deployments/scale":     {"get", "patch", "update"},            // quiesce: replicas only, never the pod template
 	"apps/statefulsets/scale":    {"get", "patch", "update"},
 }
-
-// openFindings are violations this test found that are not fixed yet. Each
-// is listed in docs/reliability.md under "Open findings" and in the issue's
-// closing note; remove the entry with the fix. Quiesce records the replica
-// count to restore in an annotation on the workload itself, which needs
-// patch on the Deployment/StatefulSet; the fix moves that record to the
-// VacuumRun and scales through the /scale subresource.
-var openFindings = []string{"patch apps/deployments", "patch apps/statefulsets"}
 
 // TestManagerRBACIsLeastPrivilege reads the generated config/rbac/role.yaml:
 // no wildcards; Secrets only created and deleted (run tokens), read only
@@ -132,12 +122,6 @@ func TestManagerRBACIsLeastPrivilege(t *testing.T) {
 			if len(g.resourceNames) != 1 || !strings.HasSuffix(g.resourceNames[0], "-key") {
 				t.Errorf("%s: get on Secrets must name the manager's own key (resourceNames %v)", g.role, g.resourceNames)
 			}
-		case g.group == "apps" && !strings.Contains(g.resource, "/") && slices.Contains([]string{"patch", "update", "create"}, g.verb) &&
-			slices.Contains(openFindings, g.verb+" "+key):
-			// Known and open (docs/reliability.md, "Open findings"): reported,
-			// not hidden; any other grant of this kind still fails.
-			t.Logf("OPEN FINDING %s: %s on %s can rewrite the pod template; quiesce must move to the %s/scale subresource",
-				g.role, g.verb, key, g.resource)
 		case g.group == "apps" && !strings.Contains(g.resource, "/") && slices.Contains([]string{"patch", "update", "create"}, g.verb):
 			t.Errorf("%s: %s on %s can rewrite the pod template (any image, any service account of that namespace): "+
 				"scale writers through the %s/scale subresource instead", g.role, g.verb, key, g.resource)
