@@ -63,6 +63,11 @@ type Node struct {
 	mu    sync.Mutex
 	procs map[types.UID]*podProcess
 	wg    sync.WaitGroup // one per process watcher
+
+	// life ends when the node stops: watchers still trying to report a pod's end give up
+	// then (as a kubelet that is shut down stops reporting).
+	life     context.Context
+	stopLife context.CancelFunc
 }
 
 // New prepares a local node against the API server of rc. It does not contact it yet.
@@ -112,6 +117,7 @@ func New(rc *rest.Config, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr,
 		procs: map[types.UID]*podProcess{}}
+	n.life, n.stopLife = context.WithCancel(context.Background())
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}).
 		Named("localnode").
@@ -150,7 +156,19 @@ func (n *Node) stopAll(grace time.Duration) {
 		p.terminate(grace)
 	}
 	n.mu.Unlock()
+	// Give the watchers of the processes just stopped one try at reporting their end, then
+	// stop the retries of any report the API server does not take.
+	waited := make(chan struct{})
+	go func() {
+		select {
+		case <-time.After(grace + reportTimeout):
+			n.stopLife()
+		case <-waited:
+		}
+	}()
 	n.wg.Wait()
+	close(waited)
+	n.stopLife()
 }
 
 // podDir is a pod's private directory on the host.

@@ -32,6 +32,7 @@ type podProcess struct {
 	mu       sync.Mutex
 	termSent bool
 	result   exitResult
+	reported bool // the terminal status has been written
 }
 
 // exitResult is how a process ended.
@@ -102,6 +103,13 @@ func readTermination(path string) (string, error) {
 	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
 	return string(b), err
+}
+
+// isReported reports whether the process's end has been written to the pod's status.
+func (p *podProcess) isReported() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reported
 }
 
 // exited reports whether the process has ended.

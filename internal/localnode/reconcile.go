@@ -40,7 +40,12 @@ func (n *Node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	case isTerminal(pod.Status.Phase):
 		return ctrl.Result{}, nil
 	}
-	if n.process(pod.UID) != nil {
+	if p := n.process(pod.UID); p != nil {
+		if p.exited() && !p.isReported() {
+			// The process ended but its end never reached the API server (it was down):
+			// report it now, as a kubelet keeps doing until the API server takes it.
+			return ctrl.Result{}, n.reportEnd(ctx, p)
+		}
 		return ctrl.Result{}, nil
 	}
 	if pod.Status.Phase == corev1.PodRunning {
@@ -136,11 +141,44 @@ func (n *Node) watch(p *podProcess) {
 	res := p.result
 	p.mu.Unlock()
 	n.cfg.Log.Info("pod process ended", "pod", p.key, "exitCode", res.exitCode, "signal", res.signal)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markTerminated(pod, p.startedAt, res) }); err != nil {
-		n.cfg.Log.Error(err, "write terminal status", "pod", p.key)
+	// Keep trying until the API server takes the pod's end or the node stops: a pod whose
+	// process is gone must never stay Running (Reconcile also re-reports it on any event).
+	backoff := 200 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(n.life, reportTimeout)
+		err := n.reportEnd(ctx, p)
+		cancel()
+		if err == nil {
+			return
+		}
+		n.cfg.Log.Error(err, "write terminal status; will retry", "pod", p.key, "retryIn", backoff)
+		select {
+		case <-n.life.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// reportTimeout bounds one attempt to write a pod's terminal status.
+const reportTimeout = 10 * time.Second
+
+// reportEnd writes the terminal status of an ended process once; later calls do nothing.
+func (n *Node) reportEnd(ctx context.Context, p *podProcess) error {
+	if p.isReported() {
+		return nil
+	}
+	p.mu.Lock()
+	res := p.result
+	p.mu.Unlock()
+	if err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markTerminated(pod, p.startedAt, res) }); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.reported = true
+	p.mu.Unlock()
+	return nil
 }
 
 // deletePod stops a deleted pod's process (SIGTERM, SIGKILL after the grace period) and,
