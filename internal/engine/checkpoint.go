@@ -115,6 +115,7 @@ func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	db.lastRedo.Store(uint64(redo))
+	db.ckpts.Add(1)
 	if err := db.log.RemoveBefore(redo); err != nil {
 		return fmt.Errorf("checkpoint: recycle WAL: %w", err)
 	}

@@ -48,10 +48,12 @@ type DB struct {
 	hmu     sync.Mutex                  // guards handles
 	handles map[storage.RelFileNode]any // *heap.Rel or *btree.Index, by relfilenode
 	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock
+	vlocks  map[string]chan struct{}    // per-table vacuum locks by name, see vacuumLock
 
 	closed   atomic.Bool
 	ckptMu   sync.Mutex // one checkpoint at a time
 	lastRedo atomic.Uint64
+	ckpts    atomic.Int64 // checkpoints completed since Open
 	recovery RecoveryInfo
 
 	ckptReq chan struct{}
@@ -162,7 +164,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{dir: dir, opts: opts, fs: fsys, lock: lk, handles: map[storage.RelFileNode]any{},
-		tlocks:  map[string]*sync.RWMutex{},
+		tlocks: map[string]*sync.RWMutex{}, vlocks: map[string]chan struct{}{},
 		ckptReq: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := db.start(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, errors.Join(err, db.release()))

@@ -73,9 +73,12 @@ type RuntimeStats struct {
 	WAL  wal.Stats
 	// Commits is what foreground commits charged (WAL records, flushes).
 	Commits usage.Snapshot
+	// Checkpoints counts the checkpoints completed since Open (automatic,
+	// requested and shutdown).
+	Checkpoints int64
 }
 
 // EngineStats returns the buffer pool's and the WAL's counters.
 func (db *DB) EngineStats() RuntimeStats {
-	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Snapshot()}
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Snapshot(), Checkpoints: db.ckpts.Load()}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
@@ -36,6 +37,55 @@ func (db *DB) VacuumTarget(name string) (*vacuum.Target, error) {
 	return t, nil
 }
 
+// vacuumLock returns the named table's vacuum lock: a one-slot semaphore
+// that every lazy vacuum and VACUUM FULL of the table holds from before its
+// Target is built until it returns, so two never work on one table at once.
+func (db *DB) vacuumLock(name string) chan struct{} {
+	db.hmu.Lock()
+	defer db.hmu.Unlock()
+	l, ok := db.vlocks[name]
+	if !ok {
+		l = make(chan struct{}, 1)
+		db.vlocks[name] = l
+	}
+	return l
+}
+
+// LockedVacuumTarget takes the named table's vacuum lock, waiting for
+// another vacuum of the table to finish (until ctx is done), or failing at
+// once with vacuum.ErrVacuumInProgress when noWait, and then returns the
+// table's Target, built under the lock (so a FULL that finished meanwhile
+// is seen). Target.Release lets the lock go; Run.Vacuum and Run.VacuumFull
+// call it when they return. VacuumTarget, by contrast, takes no lock.
+func (db *DB) LockedVacuumTarget(ctx context.Context, name string, noWait bool) (*vacuum.Target, error) {
+	if _, err := db.Table(name); err != nil {
+		return nil, err
+	}
+	l := db.vacuumLock(name)
+	if noWait {
+		select {
+		case l <- struct{}{}:
+		default:
+			return nil, fmt.Errorf("table %q: %w", name, vacuum.ErrVacuumInProgress)
+		}
+	} else {
+		select {
+		case l <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("table %q: waiting for another vacuum of it: %w", name, ctx.Err())
+		}
+	}
+	var once sync.Once
+	unlock := func() { once.Do(func() { <-l }) }
+	t, err := db.VacuumTarget(name)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	t.Release = unlock
+	return t, nil
+}
+
 // swapChecked refuses a switch when the table's relations changed since
 // the target was built (another VACUUM FULL or DDL got there first), then
 // switches.
@@ -64,7 +114,7 @@ func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*v
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.VacuumTarget(table)
+	t, err := db.LockedVacuumTarget(ctx, table, opts.NoWait)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +129,7 @@ func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options)
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.VacuumTarget(table)
+	t, err := db.LockedVacuumTarget(ctx, table, opts.NoWait)
 	if err != nil {
 		return nil, err
 	}
@@ -106,5 +156,8 @@ func (db *DB) RunVacuum(ctx context.Context, run *vacuum.Run, tables []string) (
 			return nil, err
 		}
 	}
-	return run.VacuumTables(ctx, tables, db.VacuumTarget)
+	noWait := run.Options().NoWait
+	return run.VacuumTables(ctx, tables, func(ctx context.Context, name string) (*vacuum.Target, error) {
+		return db.LockedVacuumTarget(ctx, name, noWait)
+	})
 }

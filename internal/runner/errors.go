@@ -71,7 +71,7 @@ func exitCode(err error, bySignal bool) int {
 		errors.Is(err, engine.ErrNotDataDir), errors.Is(err, engine.ErrUnsupportedVersion),
 		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised):
 		return api.ExitBadInput
-	case errors.Is(err, engine.ErrInUse):
+	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress):
 		return api.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):
 		return api.ExitCorruption

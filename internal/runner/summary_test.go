@@ -61,6 +61,7 @@ func TestExitCodesFollowTheContract(t *testing.T) {
 		{"unknown table", fmt.Errorf("vacuum: %w", engine.ErrNoSuchTable), false, api.ExitBadInput},
 		{"memory", &MemoryError{Need: 2, Limit: 1, File: "memory.max"}, false, api.ExitBadInput},
 		{"busy", fmt.Errorf("open: %w", engine.ErrInUse), false, api.ExitBusy},
+		{"table busy", fmt.Errorf("vacuum: %w", vacuum.ErrVacuumInProgress), false, api.ExitBusy},
 		{"corrupt page", fmt.Errorf("vacuum: %w", &storage.CorruptPageError{File: "base/1", Block: 3}), false, api.ExitCorruption},
 		{"check problems", &CorruptionError{Problems: []engine.Problem{{File: "f", Block: 1}}}, false, api.ExitCorruption},
 		{"no space before", fmt.Errorf("full: %w", &vacuum.NoSpaceError{}), false, api.ExitNoSpace},

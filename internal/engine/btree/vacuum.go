@@ -129,6 +129,12 @@ type CleanupStats struct {
 // Cleanup scans every page (physical order, share locks) and counts pages
 // and entries.
 func (ix *Index) Cleanup(s *buffer.Strategy) (CleanupStats, error) {
+	return ix.CleanupPaced(s, nil)
+}
+
+// CleanupPaced is Cleanup calling pageHook (when not nil) after every
+// page read: a vacuum's delay point; its error stops the scan.
+func (ix *Index) CleanupPaced(s *buffer.Strategy, pageHook func() error) (CleanupStats, error) {
 	var st CleanupStats
 	n, err := ix.nblocks()
 	if err != nil {
@@ -156,6 +162,11 @@ func (ix *Index) Cleanup(s *buffer.Strategy) (CleanupStats, error) {
 			st.Entries += int64(count)
 			if count == 0 {
 				st.EmptyLeafPages++
+			}
+		}
+		if pageHook != nil {
+			if err := pageHook(); err != nil {
+				return st, err
 			}
 		}
 	}

@@ -33,7 +33,7 @@ func (p *Pool) write(b *Buffer, s *Strategy, ring bool) error {
 	tag := b.tag
 	// The copy is taken under the header lock: MarkDirtyHint may set the
 	// page LSN under a share content lock, and it does so under this lock.
-	imgp := p.scratch.Get().(*[]byte)
+	imgp, _ := p.scratch.Get().(*[]byte) // the pool's New makes nothing else
 	img := page.Page(*imgp)
 	copy(img, b.frame)
 	b.mu.Unlock()

@@ -24,6 +24,8 @@
 //	(*Rel).TrailingEmptyBlocks(s) (newNBlocks uint32, err)    // blocks at the end with no items
 //	(*Rel).Truncate(nblocks, s) error                         // main+VM+FSM, WAL-logged and flushed first
 //	(*Rel).CountTuples(ctx, horizon, s) (TupleCounts, error)
+//	(*Rel).CountTuplesPaced(ctx, horizon, s, hook) (TupleCounts, error) // hook after each page
+//	(*Rel).CountPage(blk, horizon, s) (TupleCounts, error)              // one page
 //	(*Rel).RecordFreeSpace(blk, s) error, (*Rel).RebuildFSM(ctx, s) error
 //	(*Rel).ScanLiveForRewrite(ctx, horizon, s, hook func() error, fn RewriteFunc) error // every tuple not Dead
 //	(*Rel).InsertRaw(h TupleHeader, data, s) (page.TID, error) // VACUUM FULL target: keeps xmin/xmax

@@ -140,6 +140,13 @@ type TupleCounts struct {
 // CountTuples classifies every tuple against horizon (for table stats and
 // tests). The context is checked once per page.
 func (r *Rel) CountTuples(ctx context.Context, horizon txn.XID, s *buffer.Strategy) (TupleCounts, error) {
+	return r.CountTuplesPaced(ctx, horizon, s, nil)
+}
+
+// CountTuplesPaced is CountTuples calling hook (when not nil) after every
+// page: a vacuum's delay point, so that the pass is throttled page by page
+// and stops at hook's error.
+func (r *Rel) CountTuplesPaced(ctx context.Context, horizon txn.XID, s *buffer.Strategy, hook func() error) (TupleCounts, error) {
 	var c TupleCounts
 	n, err := r.NBlocks()
 	if err != nil {
@@ -155,8 +162,24 @@ func (r *Rel) CountTuples(ctx context.Context, horizon txn.XID, s *buffer.Strate
 		if err := r.countPage(blk, horizon, s, &c); err != nil {
 			return c, err
 		}
+		if hook != nil {
+			if err := hook(); err != nil {
+				return c, err
+			}
+		}
 	}
 	return c, nil
+}
+
+// CountPage classifies the tuples of one page against horizon, as
+// CountTuples does for every page (vacuum samples pages it skipped).
+func (r *Rel) CountPage(blk uint32, horizon txn.XID, s *buffer.Strategy) (TupleCounts, error) {
+	var c TupleCounts
+	if s == nil {
+		s = r.d.Pool.NewStrategy(buffer.BulkRead, 0, nil)
+	}
+	err := r.countPage(blk, horizon, s, &c)
+	return c, err
 }
 
 func (r *Rel) countPage(blk uint32, horizon txn.XID, s *buffer.Strategy, c *TupleCounts) error {

@@ -61,9 +61,17 @@ func crashChild(dir, mode string) {
 		fail(err)
 	}
 	os.Stdout.WriteString("ready\n")
-	if mode == "full" {
+	switch mode {
+	case "full":
 		_, err = db.VacuumFull(context.Background(), "t", crashVacuumOpts())
-	} else {
+	case "lazy-parallel":
+		// One index pass, both indexes at once, the heap pass on 3 workers,
+		// the background WAL flusher on;
+		// slower pacing so that it still lasts a few hundred ms.
+		o := slowOpts(8000)
+		o.IndexWorkers, o.HeapWorkers, o.FlushWALAhead = 2, 3, true
+		_, err = db.Vacuum(context.Background(), "t", o)
+	default:
 		_, err = db.Vacuum(context.Background(), "t", crashVacuumOpts())
 	}
 	if err != nil {
@@ -76,6 +84,8 @@ func crashChild(dir, mode string) {
 func TestLazyVacuumSurvivesSIGKILL(t *testing.T) { crashLoop(t, "lazy") }
 
 func TestVacuumFullSurvivesSIGKILL(t *testing.T) { crashLoop(t, "full") }
+
+func TestParallelLazyVacuumSurvivesSIGKILL(t *testing.T) { crashLoop(t, "lazy-parallel") }
 
 func crashLoop(t *testing.T, mode string) {
 	if testing.Short() {
@@ -159,15 +169,15 @@ func killVacuumChild(t *testing.T, dir, mode string, delay time.Duration) bool {
 		close(lines)
 	}()
 	if l := <-lines; l != "ready" {
-		cmd.Process.Kill()
-		cmd.Wait()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("vacuum child did not start (%q)", l)
 	}
 	time.Sleep(delay)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	_ = cmd.Wait() // the kill makes Wait report an error; the status is checked below
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 		t.Fatalf("vacuum child exited by itself (%v) before the kill", cmd.ProcessState)
 	}

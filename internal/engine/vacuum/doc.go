@@ -62,6 +62,12 @@
 // A table without indexes takes PostgreSQL's one-pass path: nothing can
 // point at its dead slots, so each block is reclaimed right after its scan.
 //
+// Tuples remaining: counted on every page scanned; the all-visible pages
+// skipped hold only live tuples, which are counted on a uniform sample of
+// up to SkippedSamplePages of them (reservoir-sampled during the scan, read
+// after it) and scaled to all skipped pages, so Report.TuplesRemaining is
+// the whole table's (exact when no more pages were skipped than sampled).
+//
 // After the scan: a final pass for what the store holds; index cleanup
 // (phase "cleaning up indexes": the index figures come from the last
 // bulk-delete pass, or from one btree.Cleanup scan when there was none);
@@ -96,6 +102,16 @@
 // switch (ENOSPC included) drops the new files and leaves the catalog
 // untouched.
 //
+// # One vacuum of a table at a time
+//
+// The engine keeps a vacuum lock per table (engine.LockedVacuumTarget):
+// every lazy vacuum and VACUUM FULL takes it before its Target is built and
+// holds it until it returns (Target.Release), so a lazy vacuum and a FULL,
+// or two vacuums, never work on one table at once, and a vacuum that
+// waited sees the relations a FULL left. The second one waits for the lock
+// (until its context ends) or, with Options.NoWait, fails at once with
+// ErrVacuumInProgress. Row operations do not take this lock.
+//
 // # Throttling, counters, delay points
 //
 // Every page access goes through a buffer.Strategy (a vacuum ring of
@@ -103,9 +119,11 @@
 // goroutine; each worker's counters are a child of its table's, which are
 // a child of the run's, so per-worker, per-table and run-wide figures are
 // kept in one increment. A worker's throttle.Meter reads its own counters
-// at each delay point: once per heap page (scan and heap pass), once per
-// index page (BulkDelete's pageHook), once per page read or index page
-// built by FULL. The delay point samples progress rates, charges the
+// at each delay point: once per heap page (scan, heap pass, the pages
+// sampled for the tuple estimate, and the counting pass of FULL and of
+// MinDeadTuplePercent), once per index page (BulkDelete's pageHook and the
+// cleanup scan), once per page read or index page built by FULL. So every
+// page's cost is charged where it is incurred, never in one lump later. The delay point samples progress rates, charges the
 // usage since the previous one to the table's throttle (a child of the
 // run's: overrides apply to the table, and the run's limits to the sum of
 // all tables), sleeps if ahead of schedule, and returns ctx's error when

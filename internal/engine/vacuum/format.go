@@ -24,8 +24,12 @@ func (rep *Report) Format(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "pages: %d removed, %d remain, %d scanned (%.2f%% of total), %d skipped all-visible\n",
 		rep.PagesRemoved, rep.PagesRemaining, rep.PagesScanned, pct, rep.PagesSkipped)
-	fmt.Fprintf(&b, "tuples: %d removed, %d remain, %d are dead but not yet removable\n",
-		rep.TuplesRemoved, rep.TuplesRemaining, rep.RecentlyDead)
+	est := ""
+	if rep.TuplesRemainingEstimated {
+		est = " (estimated)"
+	}
+	fmt.Fprintf(&b, "tuples: %d removed, %d remain%s, %d are dead but not yet removable\n",
+		rep.TuplesRemoved, rep.TuplesRemaining, est, rep.RecentlyDead)
 	if rep.Mode == ModeLazy {
 		fmt.Fprintf(&b, "dead item identifiers: %d freed on %d pages\n", rep.DeadItemsFreed, rep.PagesVacuumed)
 	}

@@ -18,7 +18,7 @@ var (
 	// ErrNoSpace is wrapped by *NoSpaceError: VACUUM FULL refused to start
 	// because the volume lacks room for the copy; nothing changed.
 	ErrNoSpace = errors.New("not enough free space for VACUUM FULL")
-	// ErrTableChanged: the table's relations changed during VACUUM FULL
+	// ErrTableChanged means the table's relations changed during VACUUM FULL
 	// (concurrent DDL); the rewrite was discarded.
 	ErrTableChanged = errors.New("table changed during vacuum")
 )
@@ -65,6 +65,7 @@ type full struct {
 // Any error, ENOSPC and cancellation included, leaves the old table as it
 // was and removes the new files.
 func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
+	defer t.release()
 	if err := t.check(true); err != nil {
 		return nil, fmt.Errorf("vacuum full %q: %w", t.Name, err)
 	}
@@ -194,16 +195,13 @@ func (f *full) rewrite() error {
 // heap, the new indexes and the WAL that writing them produces.
 func (f *full) checkSpace() error {
 	t := f.t
-	c, err := t.Heap.CountTuples(f.w.ctx, f.horizon, f.w.s)
+	c, err := t.Heap.CountTuplesPaced(f.w.ctx, f.horizon, f.w.s, f.w.delay)
 	if err != nil {
 		return err
 	}
 	f.rep.PagesTotal = c.Pages
 	f.ts.blocksTotal.Store(c.Pages)
 	f.counted = c.Live + c.Dead + c.RecentlyDead + c.InsertInProgress + c.DeleteInProgress
-	if err := f.w.delay(); err != nil {
-		return err
-	}
 	keptTuples := f.counted - c.Dead
 	keptBytes := c.LiveBytes
 	if c.RecentlyDead > 0 {

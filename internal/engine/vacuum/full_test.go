@@ -3,6 +3,7 @@ package vacuum_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -69,12 +70,16 @@ func refreshTIDs(t testing.TB, db *engine.DB, tb *table) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // read only
 	for id := range tb.live {
 		delete(tb.live, id)
 	}
 	if err := tx.Scan(tb.name, func(tid page.TID, r []any) error {
-		tb.live[r[0].(int64)] = tid
+		id, ok := r[0].(int64)
+		if !ok {
+			return fmt.Errorf("column 0 is %T, want int64", r[0])
+		}
+		tb.live[id] = tid
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -162,10 +162,13 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // read only
 	seen := 0
 	err = tx.Scan(tb.name, func(_ page.TID, r []any) error {
-		id := r[0].(int64)
+		id, ok := r[0].(int64)
+		if !ok {
+			return fmt.Errorf("column 0 is %T, want int64", r[0])
+		}
 		if _, ok := tb.live[id]; !ok {
 			return fmt.Errorf("scan sees row %d, which was deleted", id)
 		}
@@ -188,7 +191,7 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 			}
 			ok := false
 			for _, f := range found {
-				if f.Row[0].(int64) == id {
+				if got, _ := f.Row[0].(int64); got == id {
 					ok = true
 				}
 			}

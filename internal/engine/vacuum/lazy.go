@@ -3,6 +3,9 @@ package vacuum
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
@@ -10,6 +13,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 )
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
@@ -23,12 +27,23 @@ type lazy struct {
 	mem     int64
 	horizon txn.XID
 	idx     []IndexReport
+
+	// A uniform sample of the all-visible blocks skipped (reservoir), to
+	// estimate the tuples on them.
+	skipSample []uint32
+	rng        *rand.Rand
 }
+
+// SkippedSamplePages is how many of the all-visible pages a lazy vacuum
+// skipped it reads afterwards to estimate the tuples on all of them
+// (Report.TuplesRemaining).
+const SkippedSamplePages = 64
 
 // Vacuum runs lazy vacuum on table t as part of the run. On error
 // (including cancellation) the table is consistent and the returned report
 // describes the work done until then.
 func (r *Run) Vacuum(ctx context.Context, t *Target) (*Report, error) {
+	defer t.release()
 	if err := t.check(false); err != nil {
 		return nil, fmt.Errorf("vacuum %q: %w", t.Name, err)
 	}
@@ -65,6 +80,10 @@ func (lv *lazy) vacuum() error {
 	lv.rep.PagesTotal = int64(nblocks)
 	lv.ts.blocksTotal.Store(int64(nblocks))
 	lv.ts.setPhase(PhaseScanningHeap)
+	if lv.run.opts.FlushWALAhead {
+		stop := startFlushAhead(lv.t.Log, &usage.Counters{Parent: lv.ts.usage})
+		defer stop()
+	}
 	for blk := range nblocks {
 		if err := lv.w.delay(); err != nil {
 			return err
@@ -73,6 +92,9 @@ func (lv *lazy) vacuum() error {
 			return err
 		}
 		lv.ts.blocksScanned.Add(1)
+	}
+	if err := lv.estimateSkipped(); err != nil {
+		return err
 	}
 	if lv.store.Len() > 0 {
 		if err := lv.vacuumDead(); err != nil {
@@ -97,11 +119,8 @@ func (lv *lazy) belowThreshold() (bool, error) {
 	if minPct <= 0 {
 		return false, nil
 	}
-	c, err := lv.t.Heap.CountTuples(lv.w.ctx, lv.horizon, lv.w.s)
+	c, err := lv.t.Heap.CountTuplesPaced(lv.w.ctx, lv.horizon, lv.w.s, lv.w.delay)
 	if err != nil {
-		return false, err
-	}
-	if err := lv.w.delay(); err != nil {
 		return false, err
 	}
 	dead := c.Dead + c.DeadLinePointers
@@ -135,6 +154,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 	}
 	if set {
 		lv.rep.PagesSkipped++
+		lv.sampleSkipped(blk)
 		return nil
 	}
 	// The store must have room for this block's TIDs before we scan it.
@@ -168,19 +188,164 @@ func (lv *lazy) scanBlock(blk uint32) error {
 	}
 }
 
+// sampleSkipped keeps blk in the reservoir of skipped blocks (algorithm
+// R: after n skipped blocks each is in the sample with equal probability).
+func (lv *lazy) sampleSkipped(blk uint32) {
+	n := lv.rep.PagesSkipped // including blk
+	if len(lv.skipSample) < SkippedSamplePages {
+		lv.skipSample = append(lv.skipSample, blk)
+		return
+	}
+	if lv.rng == nil {
+		lv.rng = rand.New(rand.NewPCG(uint64(lv.rep.PagesTotal), 0x5eed))
+	}
+	if j := lv.rng.Int64N(n); j < SkippedSamplePages {
+		lv.skipSample[j] = blk
+	}
+}
+
+// estimateSkipped adds to TuplesRemaining the tuples of the skipped
+// all-visible pages: every one of them when all were sampled, else the
+// sample's mean scaled to all skipped pages. Each sampled page is a delay
+// point like any other.
+func (lv *lazy) estimateSkipped() error {
+	if len(lv.skipSample) == 0 {
+		return nil
+	}
+	slices.Sort(lv.skipSample)
+	var tuples int64
+	for _, blk := range lv.skipSample {
+		c, err := lv.t.Heap.CountPage(blk, lv.horizon, lv.w.s)
+		if err != nil {
+			return err
+		}
+		tuples += c.Live + c.RecentlyDead + c.InsertInProgress + c.DeleteInProgress
+		if err := lv.w.delay(); err != nil {
+			return err
+		}
+	}
+	skipped, sampled := lv.rep.PagesSkipped, int64(len(lv.skipSample))
+	if sampled < skipped {
+		lv.rep.TuplesRemainingEstimated = true
+		tuples = int64(math.Round(float64(tuples) * float64(skipped) / float64(sampled)))
+	}
+	lv.rep.TuplesRemaining += tuples
+	return nil
+}
+
 // vacuumBlock frees the dead slots of one block whose index entries are
 // gone (second heap pass): dead tuples and LP_DEAD pointers alike.
 func (lv *lazy) vacuumBlock(blk uint32, offs []page.OffsetNumber) error {
-	res, err := lv.t.Heap.ReclaimBlock(blk, offs, lv.horizon, lv.w.s)
+	var c reclaimCounts
+	if err := lv.reclaim(lv.w, blk, offs, &c); err != nil {
+		return err
+	}
+	c.addTo(lv.rep)
+	return nil
+}
+
+// reclaimCounts are one heap worker's share of the report.
+type reclaimCounts struct{ tuplesRemoved, freed, pages int64 }
+
+func (c *reclaimCounts) addTo(rep *Report) {
+	rep.TuplesRemoved += c.tuplesRemoved
+	rep.DeadItemsFreed += c.freed
+	rep.PagesVacuumed += c.pages
+}
+
+// reclaim frees one block's dead slots on worker w, counting into c.
+func (lv *lazy) reclaim(w *worker, blk uint32, offs []page.OffsetNumber, c *reclaimCounts) error {
+	res, err := lv.t.Heap.ReclaimBlock(blk, offs, lv.horizon, w.s)
 	if err != nil {
 		return err
 	}
-	lv.rep.TuplesRemoved += int64(res.TuplesRemoved)
+	c.tuplesRemoved += int64(res.TuplesRemoved)
+	c.freed += int64(res.Freed)
+	c.pages++
 	lv.ts.tuplesRemoved.Add(int64(res.TuplesRemoved))
-	lv.rep.DeadItemsFreed += int64(res.Freed)
-	lv.rep.PagesVacuumed++
 	lv.ts.blocksVacuumd.Add(1)
 	return nil
+}
+
+// heapChunk is how many consecutive blocks a heap worker takes at a time
+// (its reads stay sequential).
+const heapChunk = 32
+
+// heapJob is a run of blocks of the store with their dead offsets.
+type heapJob struct {
+	blks []uint32
+	offs [][]page.OffsetNumber
+}
+
+// parallelHeapPass is the second heap pass on n workers: the store is cut
+// into runs of heapChunk blocks handed to whichever worker is free. Each
+// worker has its own ring, counters and meter under the table's throttle,
+// a delay point after every block, like the table's own worker. Pages are
+// independent (one WAL record each), so their order does not matter; the
+// pass still starts only after every index pass is complete.
+func (lv *lazy) parallelHeapPass(n int) error {
+	ctx, cancel := context.WithCancel(lv.w.ctx)
+	defer cancel()
+	jobs := make(chan heapJob, n)
+	errs := make([]error, n)
+	counts := make([]reclaimCounts, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		w := lv.run.newWorker(ctx, lv.ts, lv.t.Pool, buffer.Vacuum, lv.run.opts.RingSize)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if errs[k] != nil {
+					continue
+				}
+				for i, blk := range j.blks {
+					if errs[k] = lv.reclaim(w, blk, j.offs[i], &counts[k]); errs[k] == nil {
+						errs[k] = w.delay()
+					}
+					if errs[k] != nil {
+						cancel()
+						break
+					}
+				}
+			}
+		}()
+	}
+	var cur heapJob
+	send := func() error {
+		select {
+		case jobs <- cur:
+			cur = heapJob{}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
+		cur.blks = append(cur.blks, blk)
+		cur.offs = append(cur.offs, slices.Clone(offs))
+		if len(cur.blks) < heapChunk {
+			return nil
+		}
+		return send()
+	})
+	if err == nil && len(cur.blks) > 0 {
+		err = send()
+	}
+	close(jobs)
+	wg.Wait()
+	for k := range counts {
+		counts[k].addTo(lv.rep)
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return lv.w.ctx.Err()
 }
 
 // vacuumDead removes the stored TIDs from every index, then frees their
@@ -195,12 +360,17 @@ func (lv *lazy) vacuumDead() error {
 	lv.rep.IndexPasses++
 	lv.ts.indexPasses.Add(1)
 	lv.ts.setPhase(PhaseVacuumingHeap)
-	err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
-		if err := lv.vacuumBlock(blk, offs); err != nil {
-			return err
-		}
-		return lv.w.delay()
-	})
+	var err error
+	if lv.run.opts.heapWorkers() > 1 && lv.store.Blocks() > 1 {
+		err = lv.parallelHeapPass(lv.run.opts.heapWorkers())
+	} else {
+		err = lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
+			if err := lv.vacuumBlock(blk, offs); err != nil {
+				return err
+			}
+			return lv.w.delay()
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -285,15 +455,12 @@ func (lv *lazy) cleanupIndexes() error {
 		return nil
 	}
 	for i, ix := range lv.t.Indexes {
-		cs, err := ix.Tree.Cleanup(lv.w.s)
+		cs, err := ix.Tree.CleanupPaced(lv.w.s, lv.w.delay)
 		if err != nil {
 			return fmt.Errorf("index %q cleanup: %w", ix.Name, err)
 		}
 		lv.idx[i].Pages = cs.Pages
 		lv.idx[i].EntriesRemaining = cs.Entries
-		if err := lv.w.delay(); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ func TestVacuumRemovesDeadTuplesAndKeepsLiveOnes(t *testing.T) {
 					if tiny {
 						opts.MaintenanceWorkMem = vacuum.MinMaintenanceWorkMem
 						opts.IndexWorkers = nIdx // and the indexes in parallel
+					} else {
+						opts.HeapWorkers = 3 // the second heap pass in parallel
 					}
 					rep, err := db.Vacuum(context.Background(), "t", opts)
 					if err != nil {
@@ -172,4 +174,110 @@ func TestTablesBelowMinDeadTuplePercentAreSkipped(t *testing.T) {
 		t.Errorf("totals: %d vacuumed, %d skipped; want 1 and 1", rr.Totals.TablesVacuumed, rr.Totals.TablesSkipped)
 	}
 	checkClean(t, db)
+}
+
+// TestTuplesRemainingCountsSkippedAllVisiblePages: the second vacuum skips
+// the all-visible pages the first one marked, and still reports the tuples
+// of the whole table: exactly when it could read every skipped page into
+// its sample, within 3 % when it had to scale a sample.
+func TestTuplesRemainingCountsSkippedAllVisiblePages(t *testing.T) {
+	for _, c := range []struct {
+		rows      int
+		estimated bool
+	}{{1500, false}, {15000, true}} {
+		t.Run(fmt.Sprintf("rows%d", c.rows), func(t *testing.T) {
+			db, _ := newDB(t, testOpts())
+			tb := createTable(t, db, "t", 1, c.rows, 100)
+			if _, err := db.Vacuum(context.Background(), "t", unthrottled()); err != nil {
+				t.Fatal(err)
+			}
+			// Delete every third row of the first 5 pages: only they lose
+			// their all-visible bit.
+			tx, err := db.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted := 0
+			for id, tid := range tb.live {
+				if tid.Block < 5 && id%3 == 0 {
+					if err := tx.Delete("t", tid); err != nil {
+						t.Fatal(err)
+					}
+					delete(tb.live, id)
+					deleted++
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := db.Vacuum(context.Background(), "t", unthrottled())
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := int64(len(tb.live))
+			t.Logf("%d pages, %d skipped; %d removed; %d remain (estimated %v), %d live", rep.PagesTotal, rep.PagesSkipped,
+				rep.TuplesRemoved, rep.TuplesRemaining, rep.TuplesRemainingEstimated, live)
+			if rep.PagesSkipped == 0 || rep.PagesScanned == 0 {
+				t.Fatalf("want both skipped and scanned pages, got %d and %d", rep.PagesSkipped, rep.PagesScanned)
+			}
+			if rep.TuplesRemoved != int64(deleted) {
+				t.Errorf("tuples removed = %d, want %d", rep.TuplesRemoved, deleted)
+			}
+			if rep.TuplesRemainingEstimated != c.estimated {
+				t.Errorf("estimated = %v with %d skipped pages (sample %d), want %v", rep.TuplesRemainingEstimated,
+					rep.PagesSkipped, vacuum.SkippedSamplePages, c.estimated)
+			}
+			if c.estimated {
+				if d := float64(rep.TuplesRemaining-live) / float64(live); d > 0.03 || d < -0.03 {
+					t.Errorf("tuples remaining = %d, %.1f%% off the %d live rows", rep.TuplesRemaining, 100*d, live)
+				}
+			} else if rep.TuplesRemaining != live {
+				t.Errorf("tuples remaining = %d, want %d live", rep.TuplesRemaining, live)
+			}
+			var b strings.Builder
+			if err := rep.Format(&b); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("%d removed, %d remain", rep.TuplesRemoved, rep.TuplesRemaining)
+			if c.estimated {
+				want += " (estimated)"
+			}
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("report does not say %q:\n%s", want, b.String())
+			}
+			checkClean(t, db)
+			verifyRows(t, db, tb)
+		})
+	}
+}
+
+// TestParallelHeapPassRemovesExactlyTheDeadTuples: a table with several
+// runs of blocks per heap worker, at 1, 3 and 4 workers (with the
+// background WAL flusher at 3 and 4).
+func TestParallelHeapPassRemovesExactlyTheDeadTuples(t *testing.T) {
+	for _, workers := range []int{1, 3, 4} {
+		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
+			db, _ := newDB(t, testOpts())
+			tb := createTable(t, db, "t", 2, 12000, 100)
+			deleted := deletePercent(t, db, tb, 30, rand.New(rand.NewSource(int64(workers))))
+			opts := unthrottled()
+			opts.HeapWorkers = workers
+			opts.FlushWALAhead = workers > 1
+			rep, err := db.Vacuum(context.Background(), "t", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.TuplesRemoved != int64(deleted) || rep.DeadItemsFreed != int64(deleted) {
+				t.Errorf("removed %d tuples and freed %d slots, want %d", rep.TuplesRemoved, rep.DeadItemsFreed, deleted)
+			}
+			if rep.TuplesRemaining != int64(len(tb.live)) {
+				t.Errorf("tuples remaining = %d, want %d", rep.TuplesRemaining, len(tb.live))
+			}
+			if rep.PagesVacuumed != rep.PagesTotal {
+				t.Errorf("%d of %d pages vacuumed (every page had dead tuples)", rep.PagesVacuumed, rep.PagesTotal)
+			}
+			checkClean(t, db)
+			verifyRows(t, db, tb)
+		})
+	}
 }

@@ -44,14 +44,21 @@ type Report struct {
 	PagesRemaining int64 // heap pages afterwards
 	PagesVacuumed  int64 // heap pages whose dead line pointers were freed
 
-	TuplesRemoved       int64 // dead tuples removed
-	TuplesRemaining     int64 // tuples left on the pages scanned (live, recently dead, in progress)
-	RecentlyDead        int64 // of those, deleted but still visible to some snapshot
-	DeadItemsFreed      int64 // line pointers made unused after the index passes
-	IndexPasses         int64
-	Indexes             []IndexReport
-	TruncateSkippedWhy  string // why truncation did not happen, when it could have
-	RelfilenodesRemoved int    // FULL: old files dropped (heap + indexes)
+	TuplesRemoved int64 // dead tuples removed
+	// TuplesRemaining is the tuples left in the whole table (live,
+	// recently dead, in progress): counted on the pages scanned, plus, for
+	// the all-visible pages skipped, counted on a sample of up to
+	// SkippedSamplePages of them and scaled to all (PostgreSQL likewise
+	// estimates the pages it did not scan). Exact when no more pages were
+	// skipped than sampled; TuplesRemainingEstimated says which.
+	TuplesRemaining          int64
+	TuplesRemainingEstimated bool
+	RecentlyDead             int64 // deleted but still visible to some snapshot (on the pages scanned)
+	DeadItemsFreed           int64 // line pointers made unused after the index passes
+	IndexPasses              int64
+	Indexes                  []IndexReport
+	TruncateSkippedWhy       string // why truncation did not happen, when it could have
+	RelfilenodesRemoved      int    // FULL: old files dropped (heap + indexes)
 
 	Elapsed time.Duration
 	Slept   time.Duration

@@ -228,10 +228,11 @@ func (w *worker) delay() error {
 
 // VacuumTables vacuums the named tables, Parallelism at a time, lazily or
 // FULL per Options.Full, all under the run's one budget. resolve turns a
-// name into a Target when the table's turn comes. It stops starting new
+// name into a Target when the table's turn comes (the engine waits there
+// for the table's vacuum lock, with the run's context). It stops starting new
 // tables at the first error (or cancellation) and returns the reports of
 // the tables finished so far with that error.
-func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(string) (*Target, error)) (*RunReport, error) {
+func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(context.Context, string) (*Target, error)) (*RunReport, error) {
 	r.mu.Lock()
 	r.total = max(r.total, len(r.tables)+len(names))
 	r.mu.Unlock()
@@ -273,8 +274,8 @@ func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(str
 	return r.Report(), firstErr
 }
 
-func (r *Run) vacuumOne(ctx context.Context, name string, resolve func(string) (*Target, error)) error {
-	t, err := resolve(name)
+func (r *Run) vacuumOne(ctx context.Context, name string, resolve func(context.Context, string) (*Target, error)) error {
+	t, err := resolve(ctx, name)
 	if err != nil {
 		return fmt.Errorf("vacuum %q: %w", name, err)
 	}

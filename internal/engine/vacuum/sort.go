@@ -148,7 +148,7 @@ type runHeap []*runReader
 func (h runHeap) Len() int           { return len(h) }
 func (h runHeap) Less(i, j int) bool { return btree.Compare(h[i].cur, h[j].cur) < 0 }
 func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)        { *h = append(*h, x.(*runReader)) }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*runReader)) } //nolint:errcheck,forcetypeassert // heap.Interface: only *runReader is ever pushed
 func (h *runHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]

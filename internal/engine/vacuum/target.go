@@ -40,6 +40,21 @@ type Target struct {
 	// Swap makes the new files durable and switches the catalog to them
 	// atomically, dropping the old files (VACUUM FULL; table lock held).
 	Swap func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
+	// Release, when set, lets go of the table's vacuum lock the engine
+	// took before building the Target (one vacuum of a table at a time);
+	// Run.Vacuum and Run.VacuumFull call it when they return.
+	Release func()
+}
+
+// ErrVacuumInProgress is returned (wrapped, naming the table) when
+// another vacuum of the same table holds its vacuum lock and
+// Options.NoWait is set.
+var ErrVacuumInProgress = errors.New("another vacuum of the table is in progress")
+
+func (t *Target) release() {
+	if t != nil && t.Release != nil {
+		t.Release()
+	}
 }
 
 // Index is one index of a Target.

@@ -22,7 +22,7 @@ func scale(d usage.Snapshot, n int64) usage.Snapshot {
 
 // spin burns d of CPU, standing for the work a vacuum does on one page.
 func spin(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
+	for start := time.Now(); time.Since(start) < d; { //nolint:revive // busy loop on purpose
 	}
 }
 

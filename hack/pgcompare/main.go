@@ -1,0 +1,434 @@
+// Command pgcompare times a cold, unthrottled lazy VACUUM of the same
+// logical table in the bundled engine and in PostgreSQL 15: rows rows of
+// a 100-byte payload, B-trees on two bigint columns, 20 % of the rows
+// deleted (package internal/engine/bulkdata defines the rows and the SQL
+// that builds them). "Cold" means: the server (or the engine) is
+// restarted after the load and the OS page cache is dropped before the
+// VACUUM, so it reads the table from the device. Both sides use buffered
+// I/O, a 128 MiB buffer pool, 64 MiB for dead TIDs and no cost delay.
+//
+// It must run as root (to drop the page cache); PostgreSQL runs as the
+// unprivileged --pg-user. Usage (see hack/pgcompare/run.sh):
+//
+//	go run ./hack/pgcompare --rows 2000000 --runs 3
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/bulkdata"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+)
+
+// pgSettings are appended to postgresql.conf; the report prints them.
+var pgSettings = []string{
+	"shared_buffers = 128MB",
+	"maintenance_work_mem = 64MB",
+	"vacuum_cost_delay = 0",
+	"full_page_writes = on",
+	"wal_level = replica",
+	"max_wal_size = 1GB",
+	"checkpoint_timeout = 5min",
+	"fsync = on",
+	"synchronous_commit = on",
+	"autovacuum = off",
+	"wal_compression = off",
+}
+
+type config struct {
+	rows      int64
+	runs      int
+	cache     string
+	pgBin     string
+	pgUser    string
+	port      int
+	skipPG    bool
+	skipOurs  bool
+	direct    bool
+	checksums bool
+	keep      bool
+	ourCkpt   int64
+	ourRing   int64
+	cpuprof   string
+	ahead     bool
+	idxWork   int
+	heapWork  int
+}
+
+func main() {
+	var c config
+	flag.Int64Var(&c.rows, "rows", 2_000_000, "rows in the table")
+	flag.IntVar(&c.runs, "runs", 3, "cold vacuums per side (fresh copy each)")
+	flag.StringVar(&c.cache, "cache", filepath.Join(os.TempDir(), "vacuum-bench-cache"), "where built tables are kept between runs")
+	flag.StringVar(&c.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL binaries")
+	flag.StringVar(&c.pgUser, "pg-user", "nobody", "unprivileged user PostgreSQL runs as")
+	flag.IntVar(&c.port, "port", 54329, "PostgreSQL port (unix socket only)")
+	flag.BoolVar(&c.skipPG, "skip-pg", false, "only our side")
+	flag.BoolVar(&c.skipOurs, "skip-ours", false, "only PostgreSQL")
+	flag.BoolVar(&c.direct, "direct", false, "also time our side with O_DIRECT")
+	flag.BoolVar(&c.checksums, "pg-checksums", true, "initdb --data-checksums (our engine always checksums pages)")
+	flag.BoolVar(&c.keep, "keep", false, "keep PostgreSQL's data directory")
+	flag.Int64Var(&c.ourCkpt, "checkpoint-wal", 0, "our engine's CheckpointWALBytes (0 = its default)")
+	flag.Int64Var(&c.ourRing, "ring", vacuum.DefaultRingSize, "our vacuum ring in bytes")
+	flag.IntVar(&c.idxWork, "index-workers", 2, "our vacuum.Options.IndexWorkers (PostgreSQL 15 vacuums the two indexes in parallel by default: leader + 1 worker)")
+	flag.IntVar(&c.heapWork, "heap-workers", 1, "our vacuum.Options.HeapWorkers (the second heap pass on this many goroutines; PostgreSQL has no counterpart)")
+	flag.BoolVar(&c.ahead, "flush-ahead", false, "run our vacuum's background WAL flusher (vacuum.Options.FlushWALAhead)")
+	flag.StringVar(&c.cpuprof, "cpuprofile", "", "write a CPU profile of our (last) vacuum to this file")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "pgcompare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	if os.Geteuid() != 0 {
+		return errors.New("run as root: dropping the OS page cache needs it (PostgreSQL itself runs as --pg-user)")
+	}
+	fmt.Printf("pgcompare: %d rows, %d-byte payload, 2 B-trees, %d runs per side, interleaved; %s\n", c.rows, bulkdata.PayloadBytes, c.runs, loadavg())
+	var src, base, tmpl string
+	if !c.skipOurs {
+		var err error
+		if src, err = setupOurs(ctx, c); err != nil {
+			return err
+		}
+	}
+	if !c.skipPG {
+		var err error
+		if base, tmpl, err = setupPG(ctx, c); err != nil {
+			return err
+		}
+		if !c.keep {
+			defer os.RemoveAll(base)
+		}
+	}
+	// The sides take turns, run by run, so that both see the same
+	// machine: on a shared machine the disk and the CPUs change from one
+	// minute to the next.
+	var ours, oursDirect, pg []float64
+	for i := range c.runs {
+		if !c.skipOurs {
+			s, err := runOursOnce(ctx, c, src, false, i)
+			if err != nil {
+				return err
+			}
+			ours = append(ours, s)
+			if c.direct {
+				if s, err = runOursOnce(ctx, c, src, true, i); err != nil {
+					return err
+				}
+				oursDirect = append(oursDirect, s)
+			}
+		}
+		if !c.skipPG {
+			s, err := runPGOnce(ctx, c, base, tmpl, i)
+			if err != nil {
+				return err
+			}
+			pg = append(pg, s)
+		}
+	}
+	fmt.Println()
+	fmt.Println("== summary (median of runs, seconds of the VACUUM statement alone) ==")
+	if len(ours) > 0 {
+		fmt.Printf("ours (buffered):   %.3f s  runs %s\n", median(ours), fmtRuns(ours))
+	}
+	if len(oursDirect) > 0 {
+		fmt.Printf("ours (O_DIRECT):   %.3f s  runs %s\n", median(oursDirect), fmtRuns(oursDirect))
+	}
+	if len(pg) > 0 {
+		fmt.Printf("PostgreSQL 15:     %.3f s  runs %s\n", median(pg), fmtRuns(pg))
+	}
+	if len(ours) > 0 && len(pg) > 0 {
+		ratios := make([]float64, len(ours))
+		for i := range ours {
+			ratios[i] = ours[i] / pg[i]
+		}
+		fmt.Printf("ours / PostgreSQL: %.3f (medians; target <= 0.5); run by run %s\n", median(ours)/median(pg), fmtRuns(ratios))
+	}
+	fmt.Println(loadavg())
+	return nil
+}
+
+// setupOurs builds (or reuses) our table.
+func setupOurs(ctx context.Context, c config) (string, error) {
+	buildOpts := engine.Options{BufferPoolBytes: 128 << 20, CheckpointWALBytes: 1 << 30}
+	start := time.Now()
+	src, err := bulkdata.Cached(ctx, c.cache, c.rows, buildOpts)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("ours: table at %s (ready in %.1fs)\n", src, time.Since(start).Seconds())
+	return src, nil
+}
+
+// runOursOnce times one cold vacuum of a fresh copy of src.
+func runOursOnce(ctx context.Context, c config, src string, direct bool, i int) (float64, error) {
+	work, err := os.MkdirTemp(c.cache, "ours-run-")
+	if err != nil {
+		return 0, err
+	}
+	s, err := oursOnce(ctx, src, filepath.Join(work, "data"), direct, c)
+	if rerr := os.RemoveAll(work); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("ours run %d (direct=%v): %.3f s; %s\n", i+1, direct, s, loadavg())
+	return s, nil
+}
+
+func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (float64, error) {
+	if err := bulkdata.CopyDir(src, dir); err != nil {
+		return 0, err
+	}
+	if err := bulkdata.DropCaches(); err != nil {
+		return 0, err
+	}
+	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 128 << 20, Direct: direct, CheckpointWALBytes: c.ourCkpt})
+	if err != nil {
+		return 0, err
+	}
+	opts := vacuum.DefaultOptions()
+	opts.Throttle = &throttle.Settings{} // no limit: VACUUM's vacuum_cost_delay = 0
+	opts.RingSize = c.ourRing
+	opts.FlushWALAhead = c.ahead
+	opts.IndexWorkers = c.idxWork
+	opts.HeapWorkers = c.heapWork
+	ckpt0 := db.EngineStats().Checkpoints
+	if c.cpuprof != "" {
+		f, err := os.Create(c.cpuprof)
+		if err != nil {
+			return 0, errors.Join(err, db.Close())
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, errors.Join(err, db.Close())
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	rep, err := db.Vacuum(ctx, bulkdata.Table, opts)
+	secs := time.Since(start).Seconds()
+	var ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	ckpts := db.EngineStats().Checkpoints - ckpt0
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()).Seconds()
+	u := rep.Usage
+	fmt.Printf("  pages %d scanned %d, tuples removed %d remaining %d, index passes %d; read %d MiB written %d MiB, WAL %d MiB (%d FPIs, %d flushes); %d checkpoints; cpu %.2fs\n",
+		rep.PagesTotal, rep.PagesScanned, rep.TuplesRemoved, rep.TuplesRemaining, rep.IndexPasses,
+		u.ReadBytes>>20, u.WriteBytes>>20, u.WALBytes>>20, u.WALFPIs, u.WALFlushes, ckpts, cpu)
+	return secs, nil
+}
+
+// setupPG creates a template cluster in a new directory base (owned by
+// the PostgreSQL user) and loads the table into it.
+func setupPG(ctx context.Context, c config) (base, tmpl string, err error) {
+	u, err := user.Lookup(c.pgUser)
+	if err != nil {
+		return "", "", fmt.Errorf("pg user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	base, err = os.MkdirTemp("", "pgcompare-")
+	if err != nil {
+		return "", "", err
+	}
+	defer func() {
+		if err != nil && !c.keep {
+			_ = os.RemoveAll(base)
+		}
+	}()
+	if err := os.Chown(base, uid, gid); err != nil {
+		return "", "", err
+	}
+	if err := os.Chmod(base, 0o700); err != nil {
+		return "", "", err
+	}
+	tmpl = filepath.Join(base, "template")
+	initArgs := []string{"-D", tmpl, "-U", "postgres", "--no-instructions", "-E", "UTF8", "--locale", "C"}
+	if c.checksums {
+		initArgs = append(initArgs, "--data-checksums")
+	}
+	if _, err := c.pgRun(ctx, "initdb", initArgs...); err != nil {
+		return "", "", err
+	}
+	conf := strings.Join(append(append([]string(nil), pgSettings...),
+		fmt.Sprintf("port = %d", c.port), "listen_addresses = ''",
+		fmt.Sprintf("unix_socket_directories = '%s'", base)), "\n") + "\n"
+	f, err := os.OpenFile(filepath.Join(tmpl, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := f.WriteString(conf); err != nil {
+		f.Close()
+		return "", "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", "", err
+	}
+	fmt.Printf("pg: settings:\n  %s\n", strings.ReplaceAll(strings.TrimSpace(conf), "\n", "\n  "))
+	if err := c.pgStart(ctx, tmpl, base); err != nil {
+		return "", "", err
+	}
+	start := time.Now()
+	out, err := c.psql(ctx, base, bulkdata.SQL(c.rows)+"SELECT pg_relation_size('t')/8192 AS heap_pages, current_setting('block_size') AS bs;\n")
+	if serr := c.pgStop(ctx, tmpl); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return "", "", err
+	}
+	fmt.Printf("pg: loaded in %.1fs:\n%s", time.Since(start).Seconds(), indent(out))
+	return base, tmpl, nil
+}
+
+// runPGOnce copies the template, starts the server on the copy, stops it,
+// drops the page cache, starts it again and times VACUUM (VERBOSE).
+func runPGOnce(ctx context.Context, c config, base, tmpl string, i int) (float64, error) {
+	data := filepath.Join(base, fmt.Sprintf("run%d", i))
+	if _, err := runCmd(ctx, "cp", "-a", tmpl, data); err != nil {
+		return 0, err
+	}
+	s, verbose, err := c.pgOnce(ctx, data, base)
+	if rerr := os.RemoveAll(data); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if i == 0 {
+		fmt.Printf("pg: VACUUM (VERBOSE) output of run 1:\n%s", indent(verbose))
+	}
+	fmt.Printf("pg run %d: %.3f s; %s\n", i+1, s, loadavg())
+	return s, nil
+}
+
+var timingRE = regexp.MustCompile(`(?m)^Time: ([0-9.]+) ms`)
+
+func (c config) pgOnce(ctx context.Context, data, base string) (float64, string, error) {
+	if err := bulkdata.DropCaches(); err != nil {
+		return 0, "", err
+	}
+	if err := c.pgStart(ctx, data, base); err != nil {
+		return 0, "", err
+	}
+	out, err := c.psql(ctx, base, "\\timing on\nVACUUM (VERBOSE) t;\n")
+	if serr := c.pgStop(ctx, data); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, out, err
+	}
+	m := timingRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0, out, fmt.Errorf("no timing in psql output:\n%s", out)
+	}
+	ms, err := strconv.ParseFloat(m[1], 64)
+	return ms / 1000, out, err
+}
+
+func (c config) pgStart(ctx context.Context, data, base string) error {
+	_, err := c.pgRun(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(base, "server.log"), "-w", "-t", "120", "start")
+	return err
+}
+
+func (c config) pgStop(ctx context.Context, data string) error {
+	_, err := c.pgRun(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "-t", "300", "stop")
+	return err
+}
+
+func (c config) psql(ctx context.Context, base, script string) (string, error) {
+	cmd := exec.CommandContext(ctx, "runuser", "-u", c.pgUser, "--", filepath.Join(c.pgBin, "psql"),
+		"-X", "-v", "ON_ERROR_STOP=1", "-h", base, "-p", strconv.Itoa(c.port), "-U", "postgres", "-d", "postgres")
+	cmd.Stdin = strings.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = base
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("psql: %w\n%s", err, out.String())
+	}
+	return out.String(), nil
+}
+
+func (c config) pgRun(ctx context.Context, prog string, args ...string) (string, error) {
+	return runCmd(ctx, "runuser", append([]string{"-u", c.pgUser, "--", filepath.Join(c.pgBin, prog)}, args...)...)
+}
+
+func runCmd(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load average unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "load average unknown"
+	}
+	return "load average " + strings.Join(f[:3], " ")
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtRuns(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'f', 3, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		b.WriteString("    " + sc.Text() + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,241 @@
+// Package bulkdata builds the synthetic table of the VACUUM speed
+// benchmarks and of the PostgreSQL comparison (hack/pgcompare): the same
+// logical rows on both sides, defined once here, as Go functions and as
+// the SQL that generates them.
+//
+// Row id (1..Rows): columns id int64, k1 int64, payload bytes (PayloadBytes
+// long); B-trees on id (physically correlated) and k1 (random order). A
+// row is deleted when Deleted(id): 20 % of the rows, spread evenly over
+// the table. The load is a bulk load (engine.Tx.BulkInsert, one WAL
+// record per page), the indexes are built afterwards, the deletes run in
+// physical order in one transaction, and the directory is closed
+// (shutdown checkpoint), leaving every heap page with dead tuples whose
+// deleter is committed but not yet hinted, as after a DELETE in
+// PostgreSQL.
+package bulkdata
+
+import (
+	"context"
+	"crypto/md5" //nolint:gosec // not security: the same bytes PostgreSQL's md5() gives, for the SQL twin
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+)
+
+// Table is the name of the table Build creates.
+const Table = "t"
+
+// PayloadBytes is the length of each row's payload.
+const PayloadBytes = 100
+
+// version is bumped whenever the data Build produces changes, so cached
+// directories of an older layout are not reused.
+const version = 1
+
+// Columns is the table's schema.
+var Columns = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "k1", Type: engine.Int64}, {Name: "payload", Type: engine.Bytes}}
+
+// Indexes are the table's two B-trees, named like PostgreSQL would (the
+// SQL twin creates the same).
+var Indexes = []struct{ Name, Column string }{{"t_id_idx", "id"}, {"t_k1_idx", "k1"}}
+
+// K1 is the second indexed key of row id: a linear congruential scramble,
+// computed the same way in SQL without overflowing bigint.
+func K1(id int64) int64 { return (id*1103515245 + 12345) % (1 << 31) }
+
+// Deleted reports whether row id is one of the deleted 20 %.
+func Deleted(id int64) bool { return (id*2654435761)%1000003%5 == 0 }
+
+// Payload returns the payload of row id: md5(id as text) in hex, repeated,
+// decoded to bytes and cut to PayloadBytes (the SQL twin's expression).
+func Payload(id int64) []byte {
+	sum := md5.Sum([]byte(strconv.FormatInt(id, 10))) //nolint:gosec // see import
+	out := make([]byte, 0, PayloadBytes+16)
+	for len(out) < PayloadBytes {
+		out = append(out, sum[:]...)
+	}
+	return out[:PayloadBytes]
+}
+
+// SQL returns the statements that build the same table in PostgreSQL
+// (rows rows; run in one psql session).
+func SQL(rows int64) string {
+	return fmt.Sprintf(`CREATE TABLE t (id bigint NOT NULL, k1 bigint NOT NULL, payload bytea NOT NULL) WITH (autovacuum_enabled = off);
+INSERT INTO t SELECT id, (id * 1103515245 + 12345) %% 2147483648, substring(decode(repeat(md5(id::text), 7), 'hex') from 1 for %d) FROM generate_series(1::bigint, %d) AS id;
+CREATE INDEX t_id_idx ON t (id);
+CREATE INDEX t_k1_idx ON t (k1);
+DELETE FROM t WHERE (id * 2654435761) %% 1000003 %% 5 = 0;
+CHECKPOINT;
+`, PayloadBytes, rows)
+}
+
+// Stats describes a built table.
+type Stats struct {
+	Rows, Deleted int64
+	HeapPages     int64
+	LoadSeconds   float64
+}
+
+// Build creates Table in db with rows rows, its two indexes, and deletes
+// the 20 % Deleted names.
+func Build(ctx context.Context, db *engine.DB, rows int64) (Stats, error) {
+	start := time.Now()
+	st := Stats{Rows: rows}
+	if err := db.CreateTable(Table, Columns); err != nil {
+		return st, fmt.Errorf("bulkdata: %w", err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return st, fmt.Errorf("bulkdata: %w", err)
+	}
+	id := int64(0)
+	vals := make([]any, 3)
+	_, err = tx.BulkInsert(ctx, Table, func() ([]any, bool, error) {
+		if id >= rows {
+			return nil, false, nil
+		}
+		id++
+		vals[0], vals[1], vals[2] = id, K1(id), Payload(id)
+		return vals, true, nil
+	})
+	if err != nil {
+		return st, errors.Join(fmt.Errorf("bulkdata: load: %w", err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return st, fmt.Errorf("bulkdata: load: %w", err)
+	}
+	for _, ix := range Indexes {
+		if err := db.CreateIndex(ix.Name, Table, ix.Column); err != nil {
+			return st, fmt.Errorf("bulkdata: %w", err)
+		}
+	}
+	tx, err = db.Begin()
+	if err != nil {
+		return st, fmt.Errorf("bulkdata: %w", err)
+	}
+	err = tx.ScanContext(ctx, Table, func(tid page.TID, r []any) error {
+		id, _ := r[0].(int64)
+		if !Deleted(id) {
+			return nil
+		}
+		st.Deleted++
+		return tx.Delete(Table, tid)
+	})
+	if err != nil {
+		return st, errors.Join(fmt.Errorf("bulkdata: delete: %w", err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return st, fmt.Errorf("bulkdata: delete: %w", err)
+	}
+	if st.HeapPages, err = HeapPages(db); err != nil {
+		return st, err
+	}
+	st.LoadSeconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+// Cached returns a data directory holding the built table of rows rows,
+// building it (with opts) under cacheDir the first time; later calls with
+// the same rows and layout version reuse it. Callers must not open the
+// returned directory for writing: copy it (CopyDir) first.
+func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Options) (string, error) {
+	dir := filepath.Join(cacheDir, fmt.Sprintf("bulkdata-v%d-rows%d", version, rows))
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
+		return filepath.Join(dir, "data"), nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	if err := engine.Init(data, opts); err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	db, err := engine.Open(data, opts)
+	if err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	if _, err := Build(ctx, db, rows); err != nil {
+		return "", errors.Join(err, db.Close())
+	}
+	if err := db.Close(); err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600); err != nil {
+		return "", fmt.Errorf("bulkdata: %w", err)
+	}
+	return data, nil
+}
+
+// HeapPages is the number of heap blocks of Table in db.
+func HeapPages(db *engine.DB) (int64, error) {
+	h, err := db.TableHandle(Table)
+	if err != nil {
+		return 0, fmt.Errorf("bulkdata: %w", err)
+	}
+	n, err := h.Heap.NBlocks()
+	if err != nil {
+		return 0, fmt.Errorf("bulkdata: %w", err)
+	}
+	return int64(n), nil
+}
+
+// CopyDir copies the regular files and directories under src to dst
+// (a data directory to vacuum without touching the cached one).
+func CopyDir(src, dst string) error {
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			return errors.Join(err, out.Close())
+		}
+		return out.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// ErrCannotDropCaches is returned by DropCaches when the process may not
+// drop the OS page cache (not root, or no /proc/sys/vm/drop_caches).
+var ErrCannotDropCaches = errors.New("cannot drop the OS page cache")
+
+// DropCaches writes dirty pages back (sync) and drops the OS page cache,
+// so the next reads come from the device ("cold"). It needs root.
+func DropCaches() error {
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotDropCaches, err)
+	}
+	return nil
+}
