@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Host state: `up` records it before changing anything (rc_record), `down` puts back what the
 # cluster changed (rc_restore) and then compares (rc_compare), listing anything left.
 # Sourced after lib.sh.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared by hack/realcluster/up and down: settings, logging, process and cgroup helpers.
 # Sourced, never run. Everything the cluster owns lives under $RC_DIR; the few host paths the
 # components cannot be told to avoid are listed in RC_FIXED_PATHS and handled by hoststate.sh.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # PKI of the cluster, written with openssl into $RC_PKI (sourced after lib.sh).
 # One CA signs everything: the apiserver's and the kubelet's serving certificates and the client
 # certificates of admin, the scheduler, the controller-manager, the node and the apiserver's

@@ -3,6 +3,7 @@ package e2ereal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -101,11 +102,11 @@ func deployOperator(ctx context.Context) {
 	var crds []string
 	for {
 		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err == io.EOF {
+		err := dec.Decode(&obj.Object)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			Expect(err).NotTo(HaveOccurred())
 		}
+		Expect(err).NotTo(HaveOccurred())
 		if len(obj.Object) == 0 {
 			continue
 		}
@@ -139,7 +140,8 @@ func useImportedImage(obj *unstructured.Unstructured) {
 			continue
 		}
 		for i := range containers {
-			c := containers[i].(map[string]any)
+			c, ok := containers[i].(map[string]any)
+			Expect(ok).To(BeTrue(), "container %d of the Deployment is not an object", i)
 			c["image"] = env.image
 			c["imagePullPolicy"] = string(corev1.PullNever)
 			if envs, ok := c["env"].([]any); ok {
