@@ -208,8 +208,7 @@ func runFullLag(ctx context.Context, r *runner) (*Section, error) {
 		}
 		msg := "When the peak came: " + strings.Join(when, "; ") + "."
 		if wl := runs[2]; wl.peakAt() < wl.fullEnd*3/10 {
-			msg += " The WAL-limited run peaked early: WAL was written faster than its limit before the throttle took hold " +
-				"(FULL's first pass over the old heap counts tuples without a delay point, and setting hint bits there writes full-page images)."
+			msg += " The WAL-limited run peaked in the first 30 % of its FULL, and its lag shrank afterwards."
 		}
 		sec.Findings = append(sec.Findings, msg)
 	}
