@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
@@ -62,14 +65,37 @@ func (db *DB) createHeap(rel storage.RelFileNode) error {
 	return nil
 }
 
-// ensureForks creates the main fork of every catalog relation that lost
-// its file (created but not yet durable when the system crashed, and no
-// WAL record touched it since).
+// ensureForks checks, after recovery, that every relation the catalog names has its main fork.
+// A missing one is damage, never a crash window: a table's heap file is fsynced with its
+// directory entry before the catalog names it (createHeap), an index's pages are WAL-logged
+// before the catalog names it and redo re-creates a fork file that WAL touches, and every
+// checkpoint fsyncs the files and the directory. Re-creating the file empty would turn lost
+// rows into a silently empty table, so Open fails with ErrCorrupt naming the file instead.
 func (db *DB) ensureForks() error {
-	for rel := range db.cat.Rels() {
-		if err := db.st.Create(rel, storage.MainFork); err != nil {
-			return fmt.Errorf("relation %d: %w", rel, err)
+	var missing []string
+	check := func(what string, rel storage.RelFileNode) error {
+		path := db.st.SegmentPath(rel, storage.MainFork, 0)
+		_, err := db.fs.Stat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			missing = append(missing, fmt.Sprintf("%s of %s", path, what))
+		case err != nil:
+			return fmt.Errorf("stat %s of %s: %w", path, what, err)
 		}
+		return nil
+	}
+	for _, t := range db.cat.Tables {
+		if err := check("table "+t.Name, t.Rel); err != nil {
+			return err
+		}
+		for _, ix := range t.Indexes {
+			if err := check("index "+ix.Name, ix.Rel); err != nil {
+				return err
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing relation file %s", ErrCorrupt, strings.Join(missing, ", "))
 	}
 	return nil
 }

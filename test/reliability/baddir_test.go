@@ -128,12 +128,12 @@ func heapFile(t *testing.T, dir string) string {
 // directory, unsupported version) or 4 (corruption) with a message on
 // stderr, never panic and never exit 0.
 func TestMalformedDataDirectoriesExitTwoOrFourWithAMessage(t *testing.T) {
-	// Damage to one relation's files: only check reads every relation
-	// file; vacuum and stats open the directory and see a shorter (or, for
-	// a missing main fork, a re-created empty) table. A known gap
+	// A missing relation file fails Open (ErrCorrupt) for every command. Damage
+	// inside a relation's files that exist: only check reads every relation
+	// file; vacuum and stats see a shorter table. A known gap
 	// (docs/reliability.md): only check is held to these.
-	relOnly := map[string]bool{"missing heap file": true, "zero-length heap segment": true,
-		"heap file cut mid-page": true, "zero-length index": true, "missing base directory": true}
+	relOnly := map[string]bool{"zero-length heap segment": true,
+		"heap file cut mid-page": true, "zero-length index": true}
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string)
@@ -184,6 +184,18 @@ func TestMalformedDataDirectoriesExitTwoOrFourWithAMessage(t *testing.T) {
 			}
 		}},
 		{"missing base directory", func(t *testing.T, dir string) { must(t, os.RemoveAll(filepath.Join(dir, "base"))) }},
+		{"missing index file", func(t *testing.T, dir string) {
+			removed := 0
+			for _, p := range glob(t, dir, "base/*") {
+				if p != heapFile(t, dir) && !strings.ContainsAny(filepath.Base(p), "_.") {
+					must(t, os.Remove(p))
+					removed++
+				}
+			}
+			if removed == 0 {
+				t.Fatal("the fixture has no index file to remove")
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
