@@ -3,8 +3,6 @@ package vacuum_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/bulkdata"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 )
 
@@ -103,7 +102,7 @@ func openCopy(b *testing.B, src string) (*engine.DB, []string) {
 	b.StopTimer()
 	defer b.StartTimer()
 	dir := filepath.Join(b.TempDir(), "data")
-	if err := copyTree(src, dir); err != nil {
+	if err := bulkdata.CopyDir(src, dir); err != nil {
 		b.Fatal(err)
 	}
 	db, err := engine.Open(dir, benchEngineOpts())
@@ -119,37 +118,6 @@ func openCopy(b *testing.B, src string) (*engine.DB, []string) {
 		names = append(names, t.Name)
 	}
 	return db, names
-}
-
-// copyTree copies the regular files and directories under src to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
 }
 
 // processCPU is the user plus system CPU time the process used so far.
