@@ -17,7 +17,6 @@ import (
 // profile, plus a read-only root filesystem and no service-account token.
 const (
 	runnerContainer     = "runner"
-	runnerPort          = 8080
 	runnerBinary        = "/vacuum-runner"
 	terminationLogPath  = "/dev/termination-log"
 	tokenMountDir       = "/var/run/vacuum/token"
@@ -37,7 +36,7 @@ func runnerArgs(specJSON []byte) []string {
 	return []string{
 		"run",
 		"--spec", string(specJSON),
-		fmt.Sprintf("--listen=$(POD_IP):%d", runnerPort),
+		fmt.Sprintf("--listen=$(POD_IP):%d", api.Port),
 		"--termination-log", terminationLogPath,
 		"--control-token-file", tokenFilePath,
 		"--lock-timeout", runnerLockTimeout,
@@ -79,7 +78,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 				Args:            runnerArgs(specJSON),
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
-				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: runnerPort, Protocol: corev1.ProtocolTCP}},
+				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: api.Port, Protocol: corev1.ProtocolTCP}},
 				Resources:                runnerResources(spec.Runner.Resources, res),
 				TerminationMessagePath:   terminationLogPath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,

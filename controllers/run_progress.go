@@ -1,14 +1,7 @@
 package controllers
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"math"
-	"net"
-	"net/http"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,35 +14,6 @@ import (
 // and folds the snapshot into the run's status; when the pod ends, the Summary in its
 // termination message completes it (totals replaced, per-table results merged by name, so
 // tables the summary had no room for keep what /progress said last).
-
-// maxProgressBytes bounds what the controller reads from a runner.
-const maxProgressBytes = 1 << 20
-
-// runnerURL is the address of a runner endpoint on a pod IP.
-func runnerURL(podIP, path string) string {
-	return "http://" + net.JoinHostPort(podIP, strconv.Itoa(runnerPort)) + path
-}
-
-// fetchProgress reads one /progress snapshot.
-func fetchProgress(ctx context.Context, hc *http.Client, podIP string) (*api.Progress, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, runnerURL(podIP, "/progress"), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("get progress from %s: %w", podIP, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get progress from %s: HTTP %d", podIP, resp.StatusCode)
-	}
-	var p api.Progress
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProgressBytes)).Decode(&p); err != nil {
-		return nil, fmt.Errorf("decode progress from %s: %w", podIP, err)
-	}
-	return &p, nil
-}
 
 // toInt rounds a runner figure to an integer, mapping NaN and infinities to 0.
 func toInt(f float64) int64 {

@@ -325,21 +325,5 @@ func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
 func getProgress(ctx context.Context, podIP string) (*api.Progress, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+podIP+":8080/progress", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /progress on %s: HTTP %d", podIP, resp.StatusCode)
-	}
-	p := &api.Progress{}
-	if err := json.NewDecoder(resp.Body).Decode(p); err != nil {
-		return nil, fmt.Errorf("decode /progress of %s: %w", podIP, err)
-	}
-	return p, nil
+	return api.FetchProgress(ctx, http.DefaultClient, podIP)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,17 +101,11 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (api.Progress, error) {
-	var p api.Progress
-	hc := http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get("http://" + pod.Status.PodIP + ":8080/progress")
+	p, err := api.FetchProgress(suiteCtx, &http.Client{Timeout: 2 * time.Second}, pod.Status.PodIP)
 	if err != nil {
-		return p, err
+		return api.Progress{}, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return p, fmt.Errorf("GET /progress: HTTP %d", resp.StatusCode)
-	}
-	return p, json.NewDecoder(resp.Body).Decode(&p)
+	return *p, nil
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
