@@ -110,6 +110,7 @@ func (p *Pool) install(b *Buffer, tag Tag) bool {
 	b.valid = false
 	b.dirty = false
 	b.justDirtied = false
+	b.readAhead = false
 	b.usage = 1
 	b.ioInProgress = true
 	return true

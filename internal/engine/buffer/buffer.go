@@ -75,6 +75,7 @@ type Pool struct {
 	st    Storage
 	log   WAL
 	bufs  []Buffer
+	slab  []byte // every frame, in id order (frames of consecutive ids are adjacent)
 	table pageTable
 	hand  atomic.Uint64 // clock hand; the frame is hand % len(bufs)
 	stats poolStats
@@ -91,7 +92,7 @@ func New(st Storage, log WAL, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("buffer pool of %d frames: need at least %d", opts.Frames, MinFrames)
 	}
 	slab := vfs.AlignedBuffer(opts.Frames * page.Size)
-	p := &Pool{st: st, log: log, bufs: make([]Buffer, opts.Frames)}
+	p := &Pool{st: st, log: log, bufs: make([]Buffer, opts.Frames), slab: slab}
 	for i := range p.bufs {
 		b := &p.bufs[i]
 		b.pool = p
@@ -134,6 +135,7 @@ type Buffer struct {
 	valid        bool // frame holds the page's bytes
 	dirty        bool
 	justDirtied  bool // dirtied since the current write began
+	readAhead    bool // read by a run for a later access, not accessed yet
 	ioInProgress bool
 	ioDone       chan struct{} // made by the first waiter, closed when the current IO ends
 	refcount     int32

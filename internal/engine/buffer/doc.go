@@ -50,6 +50,35 @@
 // (RingDirtyEvictions) before reuse. Otherwise the clock sweep picks a
 // victim, which takes the ring slot. Hits never enter the ring.
 //
+// # Runs: one system call for consecutive blocks
+//
+// A miss through a BulkRead or Vacuum ring whose previous access was the
+// block just before (a sequential scan: the vacuum's heap passes, a B-tree
+// scan in block order, Tx.Scan) reads a run of up to MaxRunBlocks blocks,
+// at most half the ring, with one storage ReadRun into the strategy's
+// aligned staging buffer (so O_DIRECT works). Each following block not
+// already mapped gets a victim installed, with IO in progress, before the
+// read, exactly as a single miss would; a block already in the pool is
+// read over but its bytes are dropped, since the pool's copy may be newer.
+// Each page is verified by the storage manager and copied into its frame;
+// a block the read did not reach (end of the fork) or that failed
+// verification has its IO aborted, so a later Read reads it alone and
+// reports the error naming that block. The read-ahead buffers are left
+// unpinned with a read-ahead flag: their first access counts as the miss
+// it stands for, so Hits and Misses (and the vacuum's cost accounting) are
+// what single-block reads would have charged; ReadBytes counts what was
+// read.
+//
+// Before such a run takes its victims, the ring slots it is about to reuse
+// are cleaned in one storage WriteRun when they hold dirty pages of
+// consecutive blocks (as the ring holds after a vacuum lap): each buffer is
+// pinned, share-locked without waiting and put under IO as a single write
+// is, the WAL is flushed once up to the highest page LSN, and each buffer
+// is marked clean unless dirtied meanwhile. A slot that does not fit ends
+// the run and is written alone at eviction, as is every slot if the run
+// write fails. Written and RingDirtyEvictions count pages, RingWALFlushes
+// flushes, as for single writes.
+//
 // # Hint bits and torn pages
 //
 // Pages carry checksums, so a torn write of a page whose only change is a

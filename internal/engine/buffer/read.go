@@ -21,13 +21,29 @@ func (p *Pool) ReadOrZero(tag Tag, s *Strategy) (*Buffer, error) { return p.read
 func (p *Pool) read(tag Tag, s *Strategy, orZero bool) (*Buffer, error) {
 	s.prepare(p)
 	for {
-		if b, found := p.lookup(tag, s); found {
+		if b, found, ahead := p.lookup(tag, s); found {
 			if b == nil {
 				continue // the read we waited for failed: try it ourselves
+			}
+			s.noteAccess(tag)
+			if ahead {
+				// First access to a page a run read ahead: the miss it
+				// stands for.
+				p.stats.misses.Add(1)
+				s.counters().Add(usage.Misses, 1)
+				return b, nil
 			}
 			p.stats.hits.Add(1)
 			s.counters().Add(usage.Hits, 1)
 			return b, nil
+		}
+		n := 1
+		rr, canRun := p.st.(runReader)
+		if canRun && !orZero {
+			n = s.runLength(tag)
+		}
+		if n > 1 {
+			p.writeRingAhead(s, n)
 		}
 		v, err := p.victim(s)
 		if err != nil {
@@ -37,9 +53,14 @@ func (p *Pool) read(tag Tag, s *Strategy, orZero bool) (*Buffer, error) {
 			v.Release()
 			continue
 		}
-		if err := p.fill(v, tag, s, orZero); err != nil {
+		if n > 1 {
+			if err := p.fillRun(v, tag, s, rr, n); err != nil {
+				return nil, err
+			}
+		} else if err := p.fill(v, tag, s, orZero); err != nil {
 			return nil, err
 		}
+		s.noteAccess(tag)
 		p.stats.misses.Add(1)
 		s.counters().Add(usage.Misses, 1)
 		return v, nil
@@ -47,22 +68,26 @@ func (p *Pool) read(tag Tag, s *Strategy, orZero bool) (*Buffer, error) {
 }
 
 // lookup pins tag's buffer if the page table has it. found && b == nil
-// means the buffer's read failed while we waited: look again.
-func (p *Pool) lookup(tag Tag, s *Strategy) (b *Buffer, found bool) {
+// means the buffer's read failed while we waited: look again. ahead
+// reports the first access to a page a run read ahead (the flag is
+// cleared).
+func (p *Pool) lookup(tag Tag, s *Strategy) (b *Buffer, found, ahead bool) {
 	sh := p.table.shardFor(tag)
 	sh.mu.RLock()
 	id, ok := sh.m[tag]
 	if !ok {
 		sh.mu.RUnlock()
-		return nil, false
+		return nil, false, false
 	}
 	b = &p.bufs[id]
 	b.mu.Lock()
 	sh.mu.RUnlock()
 	b.pinLocked(s)
 	if b.valid {
+		ahead = b.readAhead
+		b.readAhead = false
 		b.mu.Unlock()
-		return b, true
+		return b, true, ahead
 	}
 	var ch chan struct{}
 	if b.ioInProgress {
@@ -74,12 +99,16 @@ func (p *Pool) lookup(tag Tag, s *Strategy) (b *Buffer, found bool) {
 	}
 	b.mu.Lock()
 	ok = b.valid && b.tagValid && b.tag == tag
+	if ok {
+		ahead = b.readAhead
+		b.readAhead = false
+	}
 	b.mu.Unlock()
 	if ok {
-		return b, true
+		return b, true, ahead
 	}
 	b.Release()
-	return nil, true
+	return nil, true, false
 }
 
 // fill reads tag into the freshly installed buffer b and ends its IO. On
@@ -119,7 +148,7 @@ func (p *Pool) Extend(rel storage.RelFileNode, fork storage.ForkNum, s *Strategy
 	}
 	tag := Tag{Rel: rel, Fork: fork, Block: blk}
 	for {
-		if b, found := p.lookup(tag, s); found {
+		if b, found, _ := p.lookup(tag, s); found {
 			if b == nil {
 				continue
 			}

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 )
 
@@ -37,6 +38,16 @@ type Strategy struct {
 	ring      []int32 // frame ids; -1 = slot not filled yet
 	cur       int     // slot used by the last ring access
 	plain     *Strategy
+
+	// Sequential-read detection and the staging buffer of multi-block
+	// reads (readrun.go).
+	seqValid bool
+	seqRel   storage.RelFileNode
+	seqFork  storage.ForkNum
+	seqNext  storage.BlockNumber
+	stage    []byte
+	wstage   []byte
+	runBufs  []*Buffer
 }
 
 // Plain returns a strategy without a ring that charges the same counters

@@ -1,6 +1,7 @@
 package page
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 )
@@ -71,12 +72,22 @@ type span struct {
 	end   int
 }
 
+// validateItems checks every line pointer in one pass: each is decoded
+// once, checked for its state, and a normal item's 8-byte units are marked
+// in a bitmap to detect overlaps (starts are aligned, checked first, so two
+// items share a unit exactly when they share a byte). An overlap is only
+// noted during the pass: a line-pointer error anywhere is reported first,
+// and the overlap is then reported in start order by overlapErr (the slow
+// path, taken only for a corrupt page). No allocation, linear in the item
+// count.
 func (p Page) validateItems() error {
 	n := p.NumItems()
 	up, sp := p.upper(), p.special()
+	var used [Size / MaxAlign / 64]uint64
+	overlap := false
 	for i := 1; i <= n; i++ {
 		off := OffsetNumber(i)
-		id := p.Item(off)
+		id := decodeItemID(binary.LittleEndian.Uint32(p[lpOffset(off):]))
 		switch id.State {
 		case LPNormal:
 			start, end := int(id.Off), int(id.Off)+int(id.Len)
@@ -88,6 +99,21 @@ func (p Page) validateItems() error {
 			}
 			if start%MaxAlign != 0 {
 				return itemErr(off, "item offset %d is not %d-byte aligned", start, MaxAlign)
+			}
+			if overlap {
+				continue
+			}
+			u, e := start/MaxAlign, (end+MaxAlign-1)/MaxAlign
+			for u < e {
+				w, b := u/64, uint(u%64)
+				k := min(64-int(b), e-u)
+				mask := ^uint64(0) >> (64 - uint(k)) << b
+				if used[w]&mask != 0 {
+					overlap = true
+					break
+				}
+				used[w] |= mask
+				u += k
 			}
 		case LPRedirect:
 			if id.Len != 0 {
@@ -105,36 +131,10 @@ func (p Page) validateItems() error {
 			}
 		}
 	}
-	if !p.itemsDisjoint(n) {
+	if overlap {
 		return p.overlapErr(n)
 	}
 	return nil
-}
-
-// itemsDisjoint reports whether the normal items' storage ranges are
-// pairwise disjoint, by marking the 8-byte units each covers in a bitmap:
-// starts are aligned (checked before), so two items share a unit exactly
-// when they share a byte. No allocation, linear in the item count.
-func (p Page) itemsDisjoint(n int) bool {
-	var used [Size / MaxAlign / 64]uint64
-	for i := 1; i <= n; i++ {
-		id := p.Item(OffsetNumber(i))
-		if id.State != LPNormal {
-			continue
-		}
-		u, end := int(id.Off)/MaxAlign, (int(id.Off)+int(id.Len)+MaxAlign-1)/MaxAlign
-		for u < end {
-			w, b := u/64, uint(u%64)
-			k := min(64-int(b), end-u)
-			mask := ^uint64(0) >> (64 - uint(k)) << b
-			if used[w]&mask != 0 {
-				return false
-			}
-			used[w] |= mask
-			u += k
-		}
-	}
-	return true
 }
 
 // overlapErr finds and reports the first overlap in start order (the slow

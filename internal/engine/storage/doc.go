@@ -42,7 +42,14 @@
 //
 // # Accounting
 //
-// Read charges usage.ReadBytes, Write and Extend usage.WriteBytes, on the
+// ReadRun and WriteRun move a run of consecutive blocks with one system
+// call per segment (the buffer pool's sequential reads and ring evictions);
+// they verify, validate and checksum each page as Read and WritePrivate do,
+// a run never extends a fork, and ReadRun stops at the end of the fork, at
+// the end of the segment, or at a page that fails verification (named in
+// the error), returning the good pages before it.
+//
+// Read and ReadRun charge usage.ReadBytes, Write, WriteRun and Extend usage.WriteBytes, on the
 // caller's counters (nil allowed). Pages written (usage.Written) are
 // charged by the buffer pool, which decides what a page write is, so they
 // are not counted twice.
@@ -54,5 +61,6 @@
 // concurrently (pread/pwrite), extensions of one fork are serialized.
 // With Options.Direct the files are opened with vfs.ODirect; all I/O uses
 // page-sized, aligned private buffers and page-aligned offsets, so callers
-// need not align their own buffers.
+// need not align their own buffers (except for ReadRun and WriteRun, which
+// refuse an unaligned buffer under O_DIRECT rather than copy a whole run).
 package storage

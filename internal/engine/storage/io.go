@@ -220,3 +220,126 @@ func (m *Manager) Extend(rel RelFileNode, fork ForkNum, u *usage.Counters) (Bloc
 	u.Add(usage.WriteBytes, page.Size)
 	return n, nil
 }
+
+// ReadRun reads consecutive blocks start, start+1, ... into buf (a whole
+// number of pages) with one system call, and verifies each page as Read
+// does. The run stops at the end of start's segment and at the end of the
+// fork. It returns how many leading pages of buf were read and verified; a
+// page that fails verification ends the run there with *CorruptPageError
+// naming that block (the pages before it are good). A run of zero pages
+// because start lies past the end of the fork is an error wrapping
+// ErrBeyondEnd. With O_DIRECT buf should be aligned (vfs.AlignedBuffer);
+// an unaligned buf is refused rather than copied.
+func (m *Manager) ReadRun(rel RelFileNode, fork ForkNum, start BlockNumber, buf []byte, u *usage.Counters) (int, error) {
+	if len(buf) == 0 || len(buf)%page.Size != 0 {
+		return 0, fmt.Errorf("read run from block %d of %s: buffer is %d bytes, want a positive multiple of %d", start, m.Path(rel, fork), len(buf), page.Size)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(false); err != nil {
+		return 0, err
+	}
+	seg, off := m.locate(start)
+	name := func() string { return m.SegmentPath(rel, fork, seg) }
+	// Do not cross into the next segment file.
+	if left := int64(m.bps-uint32(start)%m.bps) * page.Size; int64(len(buf)) > left {
+		buf = buf[:left]
+	}
+	fs := m.forkState(rel, fork)
+	fs.mu.Lock()
+	f, _, err := m.openSeg(fs, rel, fork, seg, false)
+	fs.mu.Unlock()
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("read run from block %d of %s: %w (file %s does not exist)", start, m.Path(rel, fork), ErrBeyondEnd, name())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read run from block %d of %s: %w", start, m.Path(rel, fork), err)
+	}
+	if f.Direct() && !aligned(buf) {
+		return 0, fmt.Errorf("read run from block %d of %s: buffer not aligned for O_DIRECT", start, m.Path(rel, fork))
+	}
+	n, err := f.ReadAt(buf, off)
+	pages := n / page.Size
+	if pages == 0 {
+		if err == nil || errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read run from block %d of %s: %w (file %s has only %d of %d bytes at offset %d)",
+				start, m.Path(rel, fork), ErrBeyondEnd, name(), n, page.Size, off)
+		}
+		return 0, fmt.Errorf("read run from block %d of %s (file %s offset %d): %w", start, m.Path(rel, fork), name(), off, err)
+	}
+	// A short read (end of file, or an error part way) still yields the
+	// whole pages before it; the caller reads the rest again if it needs it.
+	u.Add(usage.ReadBytes, int64(pages)*page.Size)
+	for i := range pages {
+		p := buf[i*page.Size : (i+1)*page.Size]
+		blk := start + BlockNumber(i)
+		if err := page.VerifyChecksum(p, uint32(blk)); err != nil {
+			return i, &CorruptPageError{File: name(), Block: blk, Reason: err.Error()}
+		}
+		if err := page.Page(p).Validate(); err != nil {
+			return i, &CorruptPageError{File: name(), Block: blk, Reason: err.Error()}
+		}
+	}
+	return pages, nil
+}
+
+// WriteRun writes the pages in buf (a whole number of them) as consecutive
+// blocks start, start+1, ..., one system call per segment file touched. It
+// is WritePrivate for a run: each page must pass page.Validate and gets its
+// checksum set in buf itself. Every block must already exist (a run never
+// extends the fork); otherwise nothing is written and the error wraps
+// ErrBeyondEnd. Writes are not fsynced; SyncAll makes them durable.
+func (m *Manager) WriteRun(rel RelFileNode, fork ForkNum, start BlockNumber, buf []byte, u *usage.Counters) error {
+	if len(buf) == 0 || len(buf)%page.Size != 0 {
+		return fmt.Errorf("write run from block %d of %s: buffer is %d bytes, want a positive multiple of %d", start, m.Path(rel, fork), len(buf), page.Size)
+	}
+	pages := len(buf) / page.Size
+	if uint64(start)+uint64(pages) > uint64(InvalidBlock) {
+		return fmt.Errorf("write run from block %d of %s: %d pages run past the last block number", start, m.Path(rel, fork), pages)
+	}
+	for i := range pages {
+		img := page.Page(buf[i*page.Size : (i+1)*page.Size])
+		blk := start + BlockNumber(i)
+		if err := img.Validate(); err != nil {
+			return fmt.Errorf("write block %d of %s: refusing invalid page: %w", blk, m.Path(rel, fork), err)
+		}
+		if !page.IsZero(img) {
+			page.SetChecksum(img, uint32(blk))
+		}
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(true); err != nil {
+		return fmt.Errorf("write run from block %d of %s: %w", start, m.Path(rel, fork), err)
+	}
+	fs := m.forkState(rel, fork)
+	for done := 0; done < pages; {
+		blk := start + BlockNumber(done)
+		seg, off := m.locate(blk)
+		k := min(pages-done, int(m.bps-uint32(blk)%m.bps))
+		chunk := buf[done*page.Size : (done+k)*page.Size]
+		fs.mu.Lock()
+		n, err := m.nblocksLocked(fs, rel, fork)
+		if err == nil && uint64(blk)+uint64(k) > uint64(n) {
+			err = fmt.Errorf("%w (fork has %d blocks, run ends at %d)", ErrBeyondEnd, n, uint64(blk)+uint64(k))
+		}
+		var f vfs.File
+		if err == nil {
+			f, _, err = m.openSeg(fs, rel, fork, seg, false)
+		}
+		fs.mu.Unlock()
+		if err == nil && f.Direct() && !aligned(chunk) {
+			err = errors.New("buffer not aligned for O_DIRECT")
+		}
+		if err == nil {
+			err = writeFull(f, chunk, off)
+		}
+		if err != nil {
+			return fmt.Errorf("write run of blocks %d-%d of %s: %w", blk, blk+BlockNumber(k)-1, m.SegmentPath(rel, fork, seg), err)
+		}
+		m.markDirty(segKey{forkKey{rel, fork}, seg}, f)
+		u.Add(usage.WriteBytes, int64(k)*page.Size)
+		done += k
+	}
+	return nil
+}
