@@ -146,6 +146,21 @@ func (b *Buffer) endIOLocked() chan struct{} {
 	return ch
 }
 
+// endWrite ends a write of b begun by setting ioInProgress (and clearing justDirtied):
+// the buffer is clean only when the write succeeded and nobody dirtied it meanwhile; then
+// waiters are woken.
+func (b *Buffer) endWrite(err error) {
+	b.mu.Lock()
+	if err == nil && !b.justDirtied {
+		b.dirty = false
+	}
+	ch := b.endIOLocked()
+	b.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
 // abortIO ends b's failed read: the tag leaves the page table, waiters see
 // an invalid buffer and retry, and the caller's pin is dropped.
 func (p *Pool) abortIO(b *Buffer, tag Tag) {

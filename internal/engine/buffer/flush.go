@@ -41,15 +41,7 @@ func (p *Pool) write(b *Buffer, s *Strategy, ring bool) error {
 	err := p.writePage(tag, img, s.counters(), ring)
 	p.scratch.Put(imgp)
 
-	b.mu.Lock()
-	if err == nil && !b.justDirtied {
-		b.dirty = false
-	}
-	ch := b.endIOLocked()
-	b.mu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
+	b.endWrite(err)
 	return err
 }
 

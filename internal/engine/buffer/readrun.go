@@ -243,15 +243,7 @@ func (p *Pool) writeRingAhead(s *Strategy, n int) {
 	}
 	for i, b := range run {
 		if i < k {
-			b.mu.Lock()
-			if err == nil && !b.justDirtied {
-				b.dirty = false
-			}
-			ch := b.endIOLocked()
-			b.mu.Unlock()
-			if ch != nil {
-				close(ch)
-			}
+			b.endWrite(err)
 		}
 		b.content.RUnlock()
 		b.Release()
