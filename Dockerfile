@@ -2,7 +2,7 @@
 # (the operator) and vacuum-runner (what runner pods execute). Docker does not
 # run on the project's build machines; `make image-tar` builds the same layout
 # without Docker (see README).
-FROM golang:1.26 AS build
+FROM golang:1.27.3 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -1,6 +1,6 @@
 module github.com/vacuumops/vacuum-operator
 
-go 1.26.8
+go 1.27.3
 
 require (
 	github.com/RoaringBitmap/roaring/v2 v2.30.0

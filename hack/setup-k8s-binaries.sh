@@ -16,6 +16,8 @@
 # builds of kubelet & co. reuse the same module graph and Go build cache. etcd gets its own
 # wrapper module. See /work/shared/envtest-recipe.md.
 set -euo pipefail
+# shellcheck source=hack/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}

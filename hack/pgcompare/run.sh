@@ -11,6 +11,8 @@
 # $TMPDIR/vacuum-bench-cache (--cache); PostgreSQL's cluster lives in a temporary directory
 # that is removed at the end (--keep keeps it).
 set -euo pipefail
+# shellcheck source=hack/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../toolchain.sh"
 cd "$(dirname "$0")/../.."
 mkdir -p bin
 go build -o bin/pgcompare ./hack/pgcompare
