@@ -19,5 +19,5 @@
 //     throttle stays.
 //   - The manager never lists, watches or caches Secrets; run tokens are recomputed
 //     (HMAC-SHA256 of the run UID under the manager's key) and never logged.
-//   - The runner's JSON is read and written only through internal/runner/api.
+//   - The runner's JSON is read and written only through internal/runner/runnerwire.
 package controllers

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func key(ns, name string) types.NamespacedName {
@@ -178,12 +178,12 @@ func goldenBytes(name string) []byte {
 type fakeRunner struct {
 	srv       *httptest.Server
 	token     string
-	throttles chan api.Throttle
+	throttles chan runnerwire.Throttle
 	refused   atomic.Int32
 }
 
 func startFakeRunner(ip, token string) *fakeRunner {
-	f := &fakeRunner{token: token, throttles: make(chan api.Throttle, 8)}
+	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8)}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "8080"))
 	Expect(err).NotTo(HaveOccurred(), "listen on %s:8080", ip)
 	mux := http.NewServeMux()
@@ -198,7 +198,7 @@ func startFakeRunner(ip, token string) *fakeRunner {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		var t api.Throttle
+		var t runnerwire.Throttle
 		b, _ := io.ReadAll(req.Body)
 		if err := json.Unmarshal(b, &t); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

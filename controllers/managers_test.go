@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Several managers against one API server, as in a cluster with more than one replica of
@@ -185,7 +185,7 @@ var _ = Describe("Manager metrics", Ordered, func() {
 		const run = "metered-once"
 		runner := runningUnderManager(ns, run)
 		defer runner.Close()
-		summary := readGolden[api.Summary](GinkgoT(), "summary-succeeded.json")
+		summary := readGolden[runnerwire.Summary](GinkgoT(), "summary-succeeded.json")
 		pod := podsOf(ns, run)[0]
 		setPodTerminated(&pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
 		Eventually(runPhase(ns, run)).WithTimeout(15 * time.Second).Should(Equal(vacuumv1alpha1.RunSucceeded))

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Live re-throttle through a real manager: `kubectl patch vacuumrun NAME --type merge -p
@@ -55,7 +55,7 @@ func nothingPushed(runner *fakeRunner) func() bool {
 	}
 }
 
-func describeWire(t api.Throttle) string {
+func describeWire(t runnerwire.Throttle) string {
 	return fmt.Sprintf("the runner was sent another throttle, costLimit %d", ptrValue(t.CostLimit))
 }
 
@@ -71,7 +71,7 @@ var _ = Describe("Live re-throttle", Ordered, func() {
 		defer runner.Close()
 
 		patchRunThrottle(ns, "byhand", `{"costLimit":50,"maxWriteBytesPerSecond":"5Mi"}`)
-		var got api.Throttle
+		var got runnerwire.Throttle
 		Eventually(runner.throttles).WithTimeout(10 * time.Second).Should(Receive(&got))
 		Expect(got.CostLimit).To(HaveValue(BeEquivalentTo(50)))
 		Expect(got.MaxWriteBytesPerSecond.String()).To(Equal("5Mi"))
@@ -92,7 +92,7 @@ var _ = Describe("Live re-throttle", Ordered, func() {
 
 		By("patching the run by hand: the policy's controller leaves it alone")
 		patchRunThrottle(ns, run, `{"costLimit":50}`)
-		var got api.Throttle
+		var got runnerwire.Throttle
 		Eventually(runner.throttles).WithTimeout(10 * time.Second).Should(Receive(&got))
 		Expect(got.CostLimit).To(HaveValue(BeEquivalentTo(50)))
 		Consistently(costLimitOf(ns, run)).WithTimeout(3 * time.Second).Should(BeEquivalentTo(50))

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Attempts. status.attempts counts the pods made; attempt N's pod is <run>-N. The pod is
@@ -131,7 +131,7 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		run.Status.StartTime = &metav1.Time{Time: now}
 	}
 	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
-	if p, err := api.FetchProgress(ctx, r.HTTPClient, pod.Status.PodIP); err != nil {
+	if p, err := runnerwire.FetchProgress(ctx, r.HTTPClient, pod.Status.PodIP); err != nil {
 		log.FromContext(ctx).V(1).Info("progress not available yet", "pod", pod.Name, "error", err.Error())
 	} else {
 		foldProgress(&run.Status, p)

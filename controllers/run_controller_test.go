@@ -17,7 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Pod IPs of the fake runners: a range of loopback addresses of our own, one per test.
@@ -67,7 +67,7 @@ var _ = Describe("VacuumRun controller", func() {
 		res := reconcileRun(r, ns, "happy")
 		Expect(res.RequeueAfter).To(Equal(DefaultProgressInterval))
 		run := getRun(ns, "happy")
-		progress := readGolden[api.Progress](GinkgoT(), "progress.json")
+		progress := readGolden[runnerwire.Progress](GinkgoT(), "progress.json")
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
 		Expect(run.Status.Table).To(Equal(progress.Table))
 		Expect(run.Status.VacuumPhase).To(Equal(progress.Phase))
@@ -84,7 +84,7 @@ var _ = Describe("VacuumRun controller", func() {
 		setPodTerminated(pod, 0, "Completed", string(summary))
 		reconcileRun(r, ns, "happy")
 		run = getRun(ns, "happy")
-		var want api.Summary
+		var want runnerwire.Summary
 		Expect(json.Unmarshal(summary, &want)).To(Succeed())
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
 		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, vacuumv1alpha1.ConditionComplete)).To(BeTrue())
@@ -200,7 +200,7 @@ var _ = Describe("VacuumRun controller", func() {
 		Expect(k8sClient.Update(suiteCtx, run)).To(Succeed())
 		reconcileRun(r, ns, "rethrottle")
 
-		var got api.Throttle
+		var got runnerwire.Throttle
 		Eventually(runner.throttles).WithTimeout(10 * time.Second).Should(Receive(&got))
 		Expect(got.CostDelay.Duration).To(Equal(20 * time.Millisecond))
 		Expect(got.MaxReadBytesPerSecond.String()).To(Equal("10Mi"))

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // verdict is what an ended attempt means for its run.
@@ -30,8 +30,8 @@ type attemptEnd struct {
 	ExitCode int32
 	Reason   string // the kubelet's: Completed, Error, OOMKilled...
 	Signal   int32
-	Summary  *api.Summary // nil when the termination message held none
-	Message  string       // the summary's message, or the raw termination message
+	Summary  *runnerwire.Summary // nil when the termination message held none
+	Message  string              // the summary's message, or the raw termination message
 }
 
 // containerEnd returns how the pod's runner container ended, if it has.
@@ -42,7 +42,7 @@ func containerEnd(pod *corev1.Pod) (attemptEnd, bool) {
 		}
 		t := cs.State.Terminated
 		end := attemptEnd{ExitCode: t.ExitCode, Reason: t.Reason, Signal: t.Signal}
-		var sum api.Summary
+		var sum runnerwire.Summary
 		if err := json.Unmarshal([]byte(t.Message), &sum); err == nil && sum.Phase != "" {
 			end.Summary, end.Message = &sum, sum.Message
 		} else {
@@ -71,20 +71,20 @@ func judge(end attemptEnd, cancelling bool) (verdict, string, string) {
 			withDefault(msg, fmt.Sprintf("runner killed by a signal (exit code %d)", end.ExitCode))
 	}
 	switch end.ExitCode {
-	case api.ExitOK:
+	case runnerwire.ExitOK:
 		return verdictSucceeded, vacuumv1alpha1.ReasonSucceeded, withDefault(msg, "vacuum complete")
-	case api.ExitBadInput:
+	case runnerwire.ExitBadInput:
 		return verdictFailed, vacuumv1alpha1.ReasonBadInput, withDefault(msg, "runner refused its input (exit code 2)")
-	case api.ExitNoSpace:
+	case runnerwire.ExitNoSpace:
 		return verdictFailed, vacuumv1alpha1.ReasonNoSpace, withDefault(msg, "not enough free space for VACUUM FULL (exit code 6)")
-	case api.ExitCorruption:
+	case runnerwire.ExitCorruption:
 		return verdictFailed, vacuumv1alpha1.ReasonCorruptionFound, withDefault(msg, "corruption found (exit code 4)")
-	case api.ExitCancelled:
+	case runnerwire.ExitCancelled:
 		if cancelling {
 			return verdictCancelled, vacuumv1alpha1.ReasonCancelled, withDefault(msg, "cancelled")
 		}
 		return verdictRetry, vacuumv1alpha1.ReasonAttemptFailed, withDefault(msg, "runner stopped by SIGTERM (exit code 5)")
-	case api.ExitBusy:
+	case runnerwire.ExitBusy:
 		return verdictRetry, vacuumv1alpha1.ReasonAttemptFailed, withDefault(msg, "data directory busy (exit code 3)")
 	}
 	return verdictRetry, vacuumv1alpha1.ReasonAttemptFailed, withDefault(msg, fmt.Sprintf("runner failed (exit code %d)", end.ExitCode))

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // The runner pod. Its args are the runner's public flags; its security is the operator's
@@ -36,7 +36,7 @@ func runnerArgs(specJSON []byte) []string {
 	return []string{
 		"run",
 		"--spec", string(specJSON),
-		fmt.Sprintf("--listen=$(POD_IP):%d", api.Port),
+		fmt.Sprintf("--listen=$(POD_IP):%d", runnerwire.Port),
 		"--termination-log", terminationLogPath,
 		"--control-token-file", tokenFilePath,
 		"--lock-timeout", runnerLockTimeout,
@@ -44,7 +44,7 @@ func runnerArgs(specJSON []byte) []string {
 }
 
 // runnerPod builds the pod of one attempt.
-func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, specJSON []byte, res api.Resolved) *corev1.Pod {
+func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, specJSON []byte, res runnerwire.Resolved) *corev1.Pod {
 	spec := &run.Spec.VacuumSpec
 	image := spec.Runner.Image
 	if image == "" {
@@ -78,7 +78,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 				Args:            runnerArgs(specJSON),
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
-				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: api.Port, Protocol: corev1.ProtocolTCP}},
+				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: runnerwire.Port, Protocol: corev1.ProtocolTCP}},
 				Resources:                runnerResources(spec.Runner.Resources, res),
 				TerminationMessagePath:   terminationLogPath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -90,7 +90,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "data", MountPath: api.DefaultDataDir, SubPath: spec.Target.SubPath},
+					{Name: "data", MountPath: runnerwire.DefaultDataDir, SubPath: spec.Target.SubPath},
 					{Name: "token", MountPath: tokenMountDir, ReadOnly: true},
 					{Name: "tmp", MountPath: "/tmp"},
 				},
@@ -128,9 +128,9 @@ func podSecurityContext(u *vacuumv1alpha1.RunnerPodSecurityContext) *corev1.PodS
 
 // runnerResources are the user's resources, with memory request and limit defaulting to what
 // the runner itself checks for: buffer pool + parallelism x maintenance memory + 64Mi.
-func runnerResources(user corev1.ResourceRequirements, res api.Resolved) corev1.ResourceRequirements {
+func runnerResources(user corev1.ResourceRequirements, res runnerwire.Resolved) corev1.ResourceRequirements {
 	out := *user.DeepCopy()
-	mem := *resource.NewQuantity(api.MemoryRequirement(res), resource.BinarySI)
+	mem := *resource.NewQuantity(runnerwire.MemoryRequirement(res), resource.BinarySI)
 	if out.Requests == nil {
 		out.Requests = corev1.ResourceList{}
 	}

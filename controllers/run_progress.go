@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Progress: while the pod runs, the controller polls GET /progress every --progress-interval
@@ -31,7 +31,7 @@ func seconds(f float64) metav1.Duration {
 }
 
 // foldProgress writes a /progress snapshot into the run's status.
-func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *api.Progress) {
+func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.Table, s.VacuumPhase = p.Table, p.Phase
 	s.SetPercent(int32(min(toInt(p.Percent), 100)))
 	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
@@ -59,7 +59,7 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *api.Progress) {
 const maxStatusTables = 1024
 
 // foldSummary writes the runner's final Summary into the run's status.
-func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *api.Summary) {
+func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	t := sum.Totals
 	s.Totals = &vacuumv1alpha1.RunTotals{
 		BlocksScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
@@ -73,7 +73,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *api.Summary) {
 	}
 	for _, tr := range sum.Tables {
 		ts := vacuumv1alpha1.TableStatus{
-			Name: tr.Table, Phase: api.PhaseDone, Percent: 100, Skipped: tr.Skipped,
+			Name: tr.Table, Phase: runnerwire.PhaseDone, Percent: 100, Skipped: tr.Skipped,
 			TuplesRemoved: tr.TuplesRemoved, PagesScanned: tr.PagesScanned, PagesRemoved: tr.PagesRemoved,
 		}
 		if i, ok := index[tr.Table]; ok {
@@ -84,8 +84,8 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *api.Summary) {
 		}
 	}
 	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
-	if sum.Phase == api.SummarySucceeded {
+	if sum.Phase == runnerwire.SummarySucceeded {
 		s.SetPercent(100)
-		s.VacuumPhase = api.PhaseDone
+		s.VacuumPhase = runnerwire.PhaseDone
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // pushThrottle sends a changed spec.throttle to the running pod (PUT /throttle with the run's
@@ -27,7 +27,7 @@ func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.Va
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, api.URL(podIP, "/throttle"), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, runnerwire.URL(podIP, "/throttle"), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -5,17 +5,17 @@ import (
 	"fmt"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // runSpecFor turns a run's spec into the runner's wire RunSpec, for a volume mounted (with its
-// sub-path) at api.DefaultDataDir. Every field is carried over as the API server stored it,
+// sub-path) at runnerwire.DefaultDataDir. Every field is carried over as the API server stored it,
 // defaults included, so the pod's args say exactly what the run says.
-func runSpecFor(s *vacuumv1alpha1.VacuumSpec) api.RunSpec {
+func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 	i32 := func(v int32) *int32 { return &v }
-	out := api.RunSpec{
-		DataDir:             api.DefaultDataDir,
-		Mode:                api.Mode(s.Mode),
+	out := runnerwire.RunSpec{
+		DataDir:             runnerwire.DefaultDataDir,
+		Mode:                runnerwire.Mode(s.Mode),
 		Tables:              append([]string(nil), s.Target.Tables...),
 		Throttle:            wireThrottle(&s.Throttle),
 		RingSize:            s.RingSize,
@@ -31,7 +31,7 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) api.RunSpec {
 	}
 	for _, o := range s.TableOverrides {
 		t := o.Throttle
-		out.TableOverrides = append(out.TableOverrides, api.TableOverride{Table: o.Table, Throttle: api.Throttle{
+		out.TableOverrides = append(out.TableOverrides, runnerwire.TableOverride{Table: o.Table, Throttle: runnerwire.Throttle{
 			CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
 			PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
 			MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
@@ -42,8 +42,8 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) api.RunSpec {
 }
 
 // wireThrottle is the body of PUT /throttle for a run's throttle.
-func wireThrottle(t *vacuumv1alpha1.Throttle) *api.Throttle {
-	return &api.Throttle{
+func wireThrottle(t *vacuumv1alpha1.Throttle) *runnerwire.Throttle {
+	return &runnerwire.Throttle{
 		CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
 		PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
 		MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
@@ -53,7 +53,7 @@ func wireThrottle(t *vacuumv1alpha1.Throttle) *api.Throttle {
 
 // resolvedSpec checks a run's spec with the runner's own rules and returns it resolved, so
 // a spec the runner would refuse (exit 2) fails the run before any pod is made.
-func resolvedSpec(s *vacuumv1alpha1.VacuumSpec) (api.RunSpec, api.Resolved, []byte, error) {
+func resolvedSpec(s *vacuumv1alpha1.VacuumSpec) (runnerwire.RunSpec, runnerwire.Resolved, []byte, error) {
 	rs := runSpecFor(s)
 	res, err := rs.Resolve()
 	if err != nil {

@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // goldenDir holds the runner's golden JSON: the operator's tests use it, never a shape of
 // their own.
-var goldenDir = filepath.Join("..", "internal", "runner", "api", "testdata")
+var goldenDir = filepath.Join("..", "internal", "runner", "runnerwire", "testdata")
 
 // fataler is what readGolden needs of a *testing.T or GinkgoT().
 type fataler interface {
@@ -116,11 +116,11 @@ func TestRunnerPodArgsAreTheRunnerFlagContract(t *testing.T) {
 	if strings.Join(args[3:10], " ") != strings.Join(want[:7], " ") {
 		t.Errorf("args after the spec = %q, want %q", args[3:], want)
 	}
-	var spec api.RunSpec
+	var spec runnerwire.RunSpec
 	if err := json.Unmarshal([]byte(args[2]), &spec); err != nil {
 		t.Fatalf("--spec is not a RunSpec: %v", err)
 	}
-	if _, err := spec.Resolve(); err != nil || spec.DataDir != api.DefaultDataDir || *spec.Parallelism != 2 {
+	if _, err := spec.Resolve(); err != nil || spec.DataDir != runnerwire.DefaultDataDir || *spec.Parallelism != 2 {
 		t.Errorf("spec %s: %v", args[2], err)
 	}
 	if c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
@@ -182,7 +182,7 @@ func TestExitCodesDecideTheRunOutcome(t *testing.T) {
 
 func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 	var st vacuumv1alpha1.VacuumRunStatus
-	p := readGolden[api.Progress](t, "progress.json")
+	p := readGolden[runnerwire.Progress](t, "progress.json")
 	foldProgress(&st, &p)
 	if st.Table != p.Table || st.VacuumPhase != p.Phase || st.Totals.TuplesRemoved != p.TuplesRemoved || len(st.Tables) != len(p.Tables) {
 		t.Fatalf("status after progress: %+v", st)
@@ -190,13 +190,13 @@ func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 	if st.ReadRate != vacuumv1alpha1.FormatBytesPerSecond(int64(p.ReadBytesPerSecond)) || st.Progress == "" {
 		t.Errorf("human rates missing: %q %q", st.ReadRate, st.Progress)
 	}
-	sum := readGolden[api.Summary](t, "summary-succeeded.json")
+	sum := readGolden[runnerwire.Summary](t, "summary-succeeded.json")
 	foldSummary(&st, &sum)
 	if st.Totals.TuplesRemoved != sum.Totals.TuplesRemoved || st.Totals.PagesRemoved != sum.Totals.PagesRemoved || st.Percent != 100 {
 		t.Errorf("totals after summary: %+v", st.Totals)
 	}
 	for _, ts := range st.Tables {
-		if ts.Phase != api.PhaseDone || ts.PagesScanned == 0 {
+		if ts.Phase != runnerwire.PhaseDone || ts.PagesScanned == 0 {
 			t.Errorf("table %s not completed by the summary: %+v", ts.Name, ts)
 		}
 	}

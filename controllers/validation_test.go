@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // policyObject is a valid VacuumPolicy as the API server receives it; edit breaks it.
@@ -74,14 +74,14 @@ var _ = Describe("CRD validation", func() {
 		Expect(k8sClient.Get(suiteCtx, key(ns, "defaults"), &p)).To(Succeed())
 		s := p.Spec
 		Expect(s.Mode).To(Equal(vacuumv1alpha1.VacuumModeLazy))
-		Expect(s.Throttle.CostDelay.Duration).To(Equal(api.DefaultCostDelay))
-		Expect(int64(*s.Throttle.CostLimit)).To(BeEquivalentTo(api.DefaultCostLimit))
+		Expect(s.Throttle.CostDelay.Duration).To(Equal(runnerwire.DefaultCostDelay))
+		Expect(int64(*s.Throttle.CostLimit)).To(BeEquivalentTo(runnerwire.DefaultCostLimit))
 		Expect([]int32{*s.Throttle.PageHitCost, *s.Throttle.PageMissCost, *s.Throttle.PageDirtyCost}).To(Equal([]int32{1, 2, 20}))
 		Expect(s.Throttle.MaxReadBytesPerSecond).To(BeNil())
-		Expect(s.RingSize.Value()).To(BeEquivalentTo(api.DefaultRingSize))
-		Expect(s.BufferPoolSize.Value()).To(BeEquivalentTo(api.DefaultBufferPoolSize))
-		Expect(s.MaintenanceWorkMem.Value()).To(BeEquivalentTo(api.DefaultMaintenanceWorkMem))
-		Expect(s.Parallelism).To(BeEquivalentTo(api.DefaultParallelism))
+		Expect(s.RingSize.Value()).To(BeEquivalentTo(runnerwire.DefaultRingSize))
+		Expect(s.BufferPoolSize.Value()).To(BeEquivalentTo(runnerwire.DefaultBufferPoolSize))
+		Expect(s.MaintenanceWorkMem.Value()).To(BeEquivalentTo(runnerwire.DefaultMaintenanceWorkMem))
+		Expect(s.Parallelism).To(BeEquivalentTo(runnerwire.DefaultParallelism))
 		Expect(s.IndexWorkers).To(BeZero())
 		Expect(*s.Truncate).To(BeTrue())
 		Expect(s.MinDeadTuplePercent).To(BeZero())

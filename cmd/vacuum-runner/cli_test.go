@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func stats(t *testing.T, dir string) runner.TableStatsOutput {
@@ -49,12 +49,12 @@ func TestBloatThenVacuumRemovesEveryDeadTupleAndFullShrinksTheTable(t *testing.T
 		t.Fatalf("indexes %+v, want id, k1, k2", before.Indexes)
 	}
 
-	var rep api.Report
+	var rep runnerwire.Report
 	decode(t, mustVR(t, "vacuum", "--data", dir, "--json", "--cost-delay", "0").stdout, &rep)
 	if len(rep.Tables) != 1 || rep.Tables[0].TuplesRemoved != before.DeadTuples {
 		t.Fatalf("vacuum --json: %+v, want one table with %d tuples removed", rep.Tables, before.DeadTuples)
 	}
-	if tr := rep.Tables[0]; tr.Mode != api.ModeLazy || tr.TuplesRemaining != 15000 || tr.IndexPasses < 1 || len(tr.Indexes) != 3 {
+	if tr := rep.Tables[0]; tr.Mode != runnerwire.ModeLazy || tr.TuplesRemaining != 15000 || tr.IndexPasses < 1 || len(tr.Indexes) != 3 {
 		t.Errorf("vacuum table result %+v: want Lazy, 15000 remaining, at least 1 index pass, 3 indexes", tr)
 	}
 	if rep.Totals.TuplesRemoved != before.DeadTuples || rep.Totals.TablesVacuumed != 1 {
@@ -66,9 +66,9 @@ func TestBloatThenVacuumRemovesEveryDeadTupleAndFullShrinksTheTable(t *testing.T
 		t.Fatalf("after vacuum: live %d dead %d, want 15000 and 0", after.LiveTuples, after.DeadTuples)
 	}
 
-	var full api.Report
+	var full runnerwire.Report
 	decode(t, mustVR(t, "full", "--data", dir, "--json", "--cost-delay", "0", "--index-workers", "2").stdout, &full)
-	if len(full.Tables) != 1 || full.Tables[0].Mode != api.ModeFull {
+	if len(full.Tables) != 1 || full.Tables[0].Mode != runnerwire.ModeFull {
 		t.Fatalf("full --json: %+v", full.Tables)
 	}
 	shrunk := stats(t, dir)
@@ -95,7 +95,7 @@ func TestVacuumWithoutJSONPrintsAVerboseReport(t *testing.T) {
 
 func TestMinDeadPercentSkipsTablesBelowIt(t *testing.T) {
 	dir := copyFixture(t)
-	var rep api.Report
+	var rep runnerwire.Report
 	decode(t, mustVR(t, "vacuum", "--data", dir, "--json", "--cost-delay", "0", "--min-dead-percent", "90").stdout, &rep)
 	if len(rep.Tables) != 1 || !rep.Tables[0].Skipped || rep.Totals.TablesSkipped != 1 {
 		t.Fatalf("with --min-dead-percent 90 on a table ~25%% dead: %+v, want it skipped", rep)
@@ -132,8 +132,8 @@ func TestBadInputExitsTwoWithAOneLineMessage(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := vr(t, nil, c.args...)
-			if r.code != api.ExitBadInput {
-				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, api.ExitBadInput, r.stderr)
+			if r.code != runnerwire.ExitBadInput {
+				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, runnerwire.ExitBadInput, r.stderr)
 			}
 			msg := strings.TrimRight(r.stderr, "\n")
 			if lines := strings.Split(msg, "\n"); len(lines) != 1 && !strings.HasPrefix(c.args[0], "run") {
@@ -160,7 +160,7 @@ func TestRunRefusesASpecThatDoesNotFitTheCgroupMemoryLimit(t *testing.T) {
 			}
 			env := []string{"VACUUM_RUNNER_CGROUP_ROOT=" + root}
 			r := vr(t, env, "vacuum", "--data", dir, "--buffer-pool", "256Mi", "--parallelism", "2")
-			if r.code != api.ExitBadInput {
+			if r.code != runnerwire.ExitBadInput {
 				t.Fatalf("exit %d, want 2; stderr %s", r.code, r.stderr)
 			}
 			// 256Mi + 2 x 64Mi + 64Mi = 448Mi needed, 256Mi allowed.
@@ -182,7 +182,7 @@ func TestCorruptedHeapPageExitsFourNamingFileAndBlock(t *testing.T) {
 	corruptBlock(t, heap, 3)
 
 	r := vr(t, nil, "vacuum", "--data", dir, "--cost-delay", "0")
-	if r.code != api.ExitCorruption {
+	if r.code != runnerwire.ExitCorruption {
 		t.Fatalf("vacuum of a corrupted table: exit %d, want 4\nstderr: %s", r.code, r.stderr)
 	}
 	if !strings.Contains(r.stderr, filepath.Base(heap)) || !strings.Contains(r.stderr, "block 3") {
@@ -190,7 +190,7 @@ func TestCorruptedHeapPageExitsFourNamingFileAndBlock(t *testing.T) {
 	}
 
 	c := vr(t, nil, "check", "--data", dir, "--json")
-	if c.code != api.ExitCorruption {
+	if c.code != runnerwire.ExitCorruption {
 		t.Fatalf("check: exit %d, want 4\nstderr: %s", c.code, c.stderr)
 	}
 	var out runner.CheckOutput

@@ -13,17 +13,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // The golden files hold the real binary's JSON outputs, with volatile numbers normalised.
-// They live beside the wire types (internal/runner/api/testdata) because the operator's
+// They live beside the wire types (internal/runner/runnerwire/testdata) because the operator's
 // tests read them too. Regenerate with:
 //
 //	go test ./cmd/vacuum-runner -run TestGolden -update
-var update = flag.Bool("update", false, "rewrite internal/runner/api/testdata/*.golden.json from the binary's outputs")
+var update = flag.Bool("update", false, "rewrite internal/runner/runnerwire/testdata/*.golden.json from the binary's outputs")
 
-var goldenDir = filepath.Join("..", "..", "internal", "runner", "api", "testdata")
+var goldenDir = filepath.Join("..", "..", "internal", "runner", "runnerwire", "testdata")
 
 // Keys whose numbers change from run to run, and the value the golden files show instead.
 var volatile = map[string]float64{
@@ -190,7 +190,7 @@ func TestGoldenOutputsKeepTheirShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startSlowRun(t, "--control-token-file", tokenFile, "--max-read-rate", "50Mi")
-	s.waitProgress(t, func(p api.Progress) bool { return p.Phase == api.PhaseScanningHeap })
+	s.waitProgress(t, func(p runnerwire.Progress) bool { return p.Phase == runnerwire.PhaseScanningHeap })
 	var buf bytes.Buffer
 	getJSONRaw(t, "http://"+s.addr+"/progress", &buf)
 	golden(t, "progress", buf.String(), volatileProgress, s.dir)
@@ -210,7 +210,7 @@ func TestGoldenOutputsKeepTheirShape(t *testing.T) {
 	if err := c.p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if rc := c.p.wait(t, 10*time.Second); rc != api.ExitCancelled {
+	if rc := c.p.wait(t, 10*time.Second); rc != runnerwire.ExitCancelled {
 		t.Fatalf("run after SIGINT: exit %d, want 5", rc)
 	}
 	sum, err = os.ReadFile(c.log)
@@ -223,7 +223,7 @@ func TestGoldenOutputsKeepTheirShape(t *testing.T) {
 	bad := copyFixture(t)
 	corruptBlock(t, heapFile(t, bad), 1)
 	r := vr(t, nil, "check", "--data", bad, "--json")
-	if r.code != api.ExitCorruption {
+	if r.code != runnerwire.ExitCorruption {
 		t.Fatalf("check of a corrupted copy: exit %d", r.code)
 	}
 	golden(t, "check-corrupt", r.stdout, nil, bad)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // slowRun starts `run` on a copy of the fixture, throttled to ~2000 cost units/s so that it
@@ -26,19 +26,19 @@ func startSlowRun(t *testing.T, extra ...string) *slowRun {
 	args := append([]string{"run", "--mode", "LAZY", "--data", s.dir, "--listen", s.addr, "--termination-log", s.log,
 		"--cost-delay", "10ms", "--cost-limit", "20"}, extra...)
 	s.p = start(t, args...)
-	s.waitProgress(t, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+	s.waitProgress(t, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
 	return s
 }
 
 // waitProgress polls /progress until ok holds (10 s at most) and returns that Progress.
-func (s *slowRun) waitProgress(t *testing.T, ok func(api.Progress) bool) api.Progress {
+func (s *slowRun) waitProgress(t *testing.T, ok func(runnerwire.Progress) bool) runnerwire.Progress {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var p api.Progress
+		var p runnerwire.Progress
 		getJSON(t, "http://"+s.addr+"/progress", &p)
-		if !slices.Contains(api.Phases, p.Phase) {
-			t.Fatalf("progress phase %q is not one of %v", p.Phase, api.Phases)
+		if !slices.Contains(runnerwire.Phases, p.Phase) {
+			t.Fatalf("progress phase %q is not one of %v", p.Phase, runnerwire.Phases)
 		}
 		if ok(p) {
 			return p
@@ -50,16 +50,16 @@ func (s *slowRun) waitProgress(t *testing.T, ok func(api.Progress) bool) api.Pro
 	}
 }
 
-func (s *slowRun) summary(t *testing.T) api.Summary {
+func (s *slowRun) summary(t *testing.T) runnerwire.Summary {
 	t.Helper()
 	b, err := os.ReadFile(s.log)
 	if err != nil {
 		t.Fatalf("termination log: %v", err)
 	}
-	if len(b) > api.MaxSummaryBytes {
-		t.Errorf("termination log holds %d bytes, over %d", len(b), api.MaxSummaryBytes)
+	if len(b) > runnerwire.MaxSummaryBytes {
+		t.Errorf("termination log holds %d bytes, over %d", len(b), runnerwire.MaxSummaryBytes)
 	}
-	var sum api.Summary
+	var sum runnerwire.Summary
 	decode(t, string(b), &sum)
 	return sum
 }
@@ -72,8 +72,8 @@ func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithThe
 	}
 	s := startSlowRun(t, "--control-token-file", tokenFile)
 
-	first := s.waitProgress(t, func(api.Progress) bool { return true })
-	later := s.waitProgress(t, func(p api.Progress) bool { return p.HeapBlocksScanned > first.HeapBlocksScanned })
+	first := s.waitProgress(t, func(runnerwire.Progress) bool { return true })
+	later := s.waitProgress(t, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > first.HeapBlocksScanned })
 	if later.Table != "items" || later.TablesTotal != 1 || len(later.Tables) != 1 || later.Tables[0].Name != "items" {
 		t.Errorf("progress %+v: want table items of 1", later)
 	}
@@ -108,16 +108,16 @@ func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithThe
 			t.Errorf("%s: PUT /throttle = %d %s, want %d", c.name, code, body, c.want)
 		}
 	}
-	if p := s.waitProgress(t, func(api.Progress) bool { return true }); p.Phase == api.PhaseDone {
+	if p := s.waitProgress(t, func(runnerwire.Progress) bool { return true }); p.Phase == runnerwire.PhaseDone {
 		t.Fatal("the run finished while still throttled; the fixture is too small for this test")
 	}
 	code, body := put(t, url, "Bearer "+token, `{"costDelay":"0s","maxReadBytesPerSecond":"0"}`)
 	if code != 200 {
 		t.Fatalf("PUT /throttle with the token = %d %s, want 200", code, body)
 	}
-	var applied api.Throttle
+	var applied runnerwire.Throttle
 	decode(t, body, &applied)
-	if applied.CostDelay == nil || applied.CostDelay.Duration != 0 || applied.CostLimit == nil || *applied.CostLimit != api.DefaultCostLimit {
+	if applied.CostDelay == nil || applied.CostDelay.Duration != 0 || applied.CostLimit == nil || *applied.CostLimit != runnerwire.DefaultCostLimit {
 		t.Errorf("PUT answered %s, want cost delay 0 and the other fields at their defaults", body)
 	}
 	if rc := s.p.wait(t, 30*time.Second); rc != 0 {
@@ -127,7 +127,7 @@ func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithThe
 		t.Error("the runner logged its control token")
 	}
 	sum := s.summary(t)
-	if sum.Phase != api.SummarySucceeded || sum.ExitCode != 0 || len(sum.Tables) != 1 ||
+	if sum.Phase != runnerwire.SummarySucceeded || sum.ExitCode != 0 || len(sum.Tables) != 1 ||
 		sum.Totals.TuplesRemoved != fixtureDeleted+fixtureUpdated {
 		t.Errorf("summary %+v: want Succeeded, exit 0, one table, %d tuples removed", sum, fixtureDeleted+fixtureUpdated)
 	}
@@ -141,7 +141,7 @@ func TestSIGTERMStopsTheRunWithinTwoSecondsWritesASummaryAndLeavesTheTableConsis
 	}
 	rc := s.p.wait(t, 10*time.Second)
 	took := time.Since(sent)
-	if rc != api.ExitCancelled {
+	if rc != runnerwire.ExitCancelled {
 		t.Fatalf("exit %d after SIGTERM, want 5\nstderr: %s", rc, s.p.stderr.String())
 	}
 	t.Logf("stopped %v after SIGTERM", took)
@@ -149,8 +149,8 @@ func TestSIGTERMStopsTheRunWithinTwoSecondsWritesASummaryAndLeavesTheTableConsis
 		t.Errorf("runner took %v to stop after SIGTERM, want under 2s", took)
 	}
 	sum := s.summary(t)
-	if sum.Phase != api.SummaryCancelled || sum.ExitCode != api.ExitCancelled || !strings.Contains(sum.Message, "SIGTERM") {
-		t.Errorf("summary %+v: want phase %s, exit 5, a message naming SIGTERM", sum, api.SummaryCancelled)
+	if sum.Phase != runnerwire.SummaryCancelled || sum.ExitCode != runnerwire.ExitCancelled || !strings.Contains(sum.Message, "SIGTERM") {
+		t.Errorf("summary %+v: want phase %s, exit 5, a message naming SIGTERM", sum, runnerwire.SummaryCancelled)
 	}
 	checkOK(t, s.dir)
 }
@@ -159,7 +159,7 @@ func TestSecondRunnerOnALockedDirectoryExitsBusyAfterItsLockTimeout(t *testing.T
 	s := startSlowRun(t)
 
 	r := vr(t, nil, "vacuum", "--data", s.dir, "--lock-timeout", "700ms")
-	if r.code != api.ExitBusy {
+	if r.code != runnerwire.ExitBusy {
 		t.Fatalf("second vacuum: exit %d, want 3\nstderr: %s", r.code, r.stderr)
 	}
 	if r.took < 700*time.Millisecond {
@@ -171,15 +171,15 @@ func TestSecondRunnerOnALockedDirectoryExitsBusyAfterItsLockTimeout(t *testing.T
 
 	log := filepath.Join(t.TempDir(), "log")
 	r = vr(t, nil, "run", "--data", s.dir, "--listen", freeAddr(t), "--termination-log", log, "--lock-timeout", "300ms")
-	if r.code != api.ExitBusy {
+	if r.code != runnerwire.ExitBusy {
 		t.Fatalf("second run: exit %d, want 3\nstderr: %s", r.code, r.stderr)
 	}
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum api.Summary
-	if err := json.Unmarshal(b, &sum); err != nil || sum.ExitCode != api.ExitBusy || sum.Phase != api.SummaryFailed {
+	var sum runnerwire.Summary
+	if err := json.Unmarshal(b, &sum); err != nil || sum.ExitCode != runnerwire.ExitBusy || sum.Phase != runnerwire.SummaryFailed {
 		t.Errorf("second run's summary %s (%v): want Failed with exit code 3", b, err)
 	}
 
@@ -189,7 +189,7 @@ func TestSecondRunnerOnALockedDirectoryExitsBusyAfterItsLockTimeout(t *testing.T
 	if err := waiting.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if rc := waiting.wait(t, 2*time.Second); rc != api.ExitCancelled {
+	if rc := waiting.wait(t, 2*time.Second); rc != runnerwire.ExitCancelled {
 		t.Errorf("runner waiting for the lock: exit %d after SIGTERM, want 5\nstderr: %s", rc, waiting.stderr.String())
 	}
 
@@ -217,9 +217,9 @@ func TestRunTakesItsSpecFromAFileWithPerTableOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum api.Summary
+	var sum runnerwire.Summary
 	decode(t, string(b), &sum)
-	if sum.Phase != api.SummarySucceeded || len(sum.Tables) != 1 || sum.Tables[0].Mode != api.ModeFull {
+	if sum.Phase != runnerwire.SummarySucceeded || len(sum.Tables) != 1 || sum.Tables[0].Mode != runnerwire.ModeFull {
 		t.Fatalf("summary %s: want one table rewritten by VACUUM FULL", b)
 	}
 	if got := sum.Tables[0].WriteRate.Configured; got != 512<<20 {

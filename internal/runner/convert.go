@@ -5,14 +5,14 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
-// This file translates between the wire contract (package api) and the engine's vacuum
+// This file translates between the wire contract (package runnerwire) and the engine's vacuum
 // package, in both directions, and nowhere else.
 
 // settingsFrom turns resolved limits into the engine's throttle settings.
-func settingsFrom(l api.Limits) throttle.Settings {
+func settingsFrom(l runnerwire.Limits) throttle.Settings {
 	return throttle.Settings{
 		CostDelay: l.CostDelay, CostLimit: int(l.CostLimit),
 		PageHitCost: int(l.PageHitCost), PageMissCost: int(l.PageMissCost), PageDirtyCost: int(l.PageDirtyCost),
@@ -23,7 +23,7 @@ func settingsFrom(l api.Limits) throttle.Settings {
 
 // overrideFrom expresses a table's resolved limits as an override of the run's: every field
 // is set, so a later PUT /throttle changes only tables without an override.
-func overrideFrom(l api.Limits) vacuum.TableThrottle {
+func overrideFrom(l runnerwire.Limits) vacuum.TableThrottle {
 	s := settingsFrom(l)
 	return vacuum.TableThrottle{
 		CostDelay: &s.CostDelay, CostLimit: &s.CostLimit, PageHitCost: &s.PageHitCost,
@@ -34,7 +34,7 @@ func overrideFrom(l api.Limits) vacuum.TableThrottle {
 }
 
 // optionsFrom turns a resolved RunSpec into vacuum options.
-func optionsFrom(r api.Resolved) vacuum.Options {
+func optionsFrom(r runnerwire.Resolved) vacuum.Options {
 	s := settingsFrom(r.Throttle)
 	o := vacuum.Options{
 		Throttle:            &s,
@@ -44,7 +44,7 @@ func optionsFrom(r api.Resolved) vacuum.Options {
 		IndexWorkers:        r.IndexWorkers,
 		DisableTruncate:     !r.Truncate,
 		MinDeadTuplePercent: float64(r.MinDeadTuplePercent),
-		Full:                r.Mode == api.ModeFull,
+		Full:                r.Mode == runnerwire.ModeFull,
 	}
 	if len(r.TableThrottles) > 0 {
 		o.TableOverrides = map[string]vacuum.TableThrottle{}
@@ -55,35 +55,35 @@ func optionsFrom(r api.Resolved) vacuum.Options {
 	return o
 }
 
-func rateFrom(r vacuum.Rate) api.Rate {
-	return api.Rate{Configured: r.Configured, Achieved: r.Achieved}
+func rateFrom(r vacuum.Rate) runnerwire.Rate {
+	return runnerwire.Rate{Configured: r.Configured, Achieved: r.Achieved}
 }
 
 // tableResultFrom converts one table's report.
-func tableResultFrom(r *vacuum.Report) api.TableResult {
+func tableResultFrom(r *vacuum.Report) runnerwire.TableResult {
 	u := r.Usage
-	t := api.TableResult{
-		Table: r.Table, Mode: api.Mode(r.Mode), Skipped: r.Skipped,
+	t := runnerwire.TableResult{
+		Table: r.Table, Mode: runnerwire.Mode(r.Mode), Skipped: r.Skipped,
 		PagesTotal: r.PagesTotal, PagesScanned: r.PagesScanned, PagesRemoved: r.PagesRemoved,
 		PagesRemaining: r.PagesRemaining, TuplesRemoved: r.TuplesRemoved, TuplesRemaining: r.TuplesRemaining,
 		IndexPasses: r.IndexPasses, ElapsedSeconds: r.Elapsed.Seconds(), PagesPerSecond: r.PagesPerSecond,
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		WALRecords: u.WALRecords, WALFullPageImages: u.WALFPIs, RingDirtyEvictions: u.RingDirtyEvictions,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
-		SleptSeconds: r.Slept.Seconds(), Indexes: []api.IndexResult{},
+		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{},
 		CostRate: rateFrom(r.Rates.Cost), ReadRate: rateFrom(r.Rates.Read),
 		WriteRate: rateFrom(r.Rates.Write), WALRate: rateFrom(r.Rates.WAL),
 	}
 	for _, ix := range r.Indexes {
-		t.Indexes = append(t.Indexes, api.IndexResult{Name: ix.Name, Pages: ix.Pages, EntriesRemoved: ix.EntriesRemoved})
+		t.Indexes = append(t.Indexes, runnerwire.IndexResult{Name: ix.Name, Pages: ix.Pages, EntriesRemoved: ix.EntriesRemoved})
 	}
 	return t
 }
 
 // totalsFrom converts a run's totals.
-func totalsFrom(t vacuum.Totals) api.Totals {
+func totalsFrom(t vacuum.Totals) runnerwire.Totals {
 	u := t.Usage
-	return api.Totals{
+	return runnerwire.Totals{
 		TablesVacuumed: int64(t.TablesVacuumed), TablesSkipped: int64(t.TablesSkipped),
 		PagesTotal: t.PagesTotal, PagesScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved,
 		PagesRemaining: t.PagesRemaining, TuplesRemoved: t.TuplesRemoved, TuplesRemaining: t.TuplesRemaining,
@@ -97,8 +97,8 @@ func totalsFrom(t vacuum.Totals) api.Totals {
 }
 
 // reportFrom converts a run report (nil = nothing done) to `vacuum --json`.
-func reportFrom(rr *vacuum.RunReport) api.Report {
-	out := api.Report{Tables: []api.TableResult{}}
+func reportFrom(rr *vacuum.RunReport) runnerwire.Report {
+	out := runnerwire.Report{Tables: []runnerwire.TableResult{}}
 	if rr == nil {
 		return out
 	}
@@ -110,9 +110,9 @@ func reportFrom(rr *vacuum.RunReport) api.Report {
 }
 
 // progressFrom converts a progress snapshot to GET /progress.
-func progressFrom(s vacuum.Snapshot) api.Progress {
+func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 	u := s.Usage
-	p := api.Progress{
+	p := runnerwire.Progress{
 		Phase: s.Phase, Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
 		HeapBlocksTotal: s.HeapBlocksTotal, HeapBlocksScanned: s.HeapBlocksScanned,
 		HeapBlocksVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
@@ -122,16 +122,16 @@ func progressFrom(s vacuum.Snapshot) api.Progress {
 		SleptSeconds: s.Slept.Seconds(), ElapsedSeconds: s.Elapsed.Seconds(),
 		PagesPerSecond: s.PagesPerSecond, ReadBytesPerSecond: s.ReadBytesPerSecond,
 		WriteBytesPerSecond: s.WriteBytesPerSecond, WALBytesPerSecond: s.WALBytesPerSecond,
-		Percent: s.Percent, Tables: []api.TableProgress{},
+		Percent: s.Percent, Tables: []runnerwire.TableProgress{},
 	}
 	for _, t := range s.Tables {
-		p.Tables = append(p.Tables, api.TableProgress{Name: t.Table, Phase: t.Phase, Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
+		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: t.Phase, Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
 	}
 	return p
 }
 
 // initialProgress is /progress before the run has started (opening, waiting for the lock).
-func initialProgress(tables int, since time.Time) api.Progress {
-	return api.Progress{Phase: api.PhaseInitializing, TablesTotal: int64(tables),
-		ElapsedSeconds: time.Since(since).Seconds(), Tables: []api.TableProgress{}}
+func initialProgress(tables int, since time.Time) runnerwire.Progress {
+	return runnerwire.Progress{Phase: runnerwire.PhaseInitializing, TablesTotal: int64(tables),
+		ElapsedSeconds: time.Since(since).Seconds(), Tables: []runnerwire.TableProgress{}}
 }

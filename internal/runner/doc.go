@@ -1,7 +1,7 @@
 // Package runner is vacuum-runner: the program every runner pod executes and the CLI a person
 // runs against a local data directory. cmd/vacuum-runner is a thin main over Main.
 //
-// Commands (flags and JSON are a public contract, see internal/runner/api and issue 4):
+// Commands (flags and JSON are a public contract, see internal/runner/runnerwire and issue 4):
 //
 //	init    create a data directory
 //	bloat   create a table, load rows, delete and update a fraction of them
@@ -12,14 +12,14 @@
 //	run     pod mode: a RunSpec, an HTTP server (/progress, /metrics, /healthz,
 //	        PUT /throttle) and a Summary written to the termination log on exit
 //
-// Pod mode's HTTP API: GET /progress (api.Progress), GET /metrics (Prometheus, a private
-// registry), GET /healthz, and PUT /throttle (an api.Throttle; absent fields take their
+// Pod mode's HTTP API: GET /progress (runnerwire.Progress), GET /metrics (Prometheus, a private
+// registry), GET /healthz, and PUT /throttle (a runnerwire.Throttle; absent fields take their
 // defaults). /throttle needs "Authorization: Bearer <token>" matching --control-token-file:
 // 401 without it, 403 for every request when no token file was given, 400 for a body that
 // is not a valid Throttle, 413 over 16 KiB, 202 when the run has not started yet (the
 // throttle is kept for it), 409 once it has finished, else 200 with the applied throttle.
 //
-// Golden JSON: cmd/vacuum-runner's tests write internal/runner/api/testdata/*.golden.json
+// Golden JSON: cmd/vacuum-runner's tests write internal/runner/runnerwire/testdata/*.golden.json
 // from the real binary (go test ./cmd/vacuum-runner -run TestGolden -update) and fail when
 // an output's shape (keys and value types) no longer matches them.
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // UsageError is bad input the user can fix: a flag, a spec, a table name. Exit code 2.
@@ -66,21 +66,21 @@ func exitCode(err error, bySignal bool) int {
 	)
 	switch {
 	case err == nil:
-		return api.ExitOK
+		return runnerwire.ExitOK
 	case errors.As(err, &usage), errors.As(err, &mem),
 		errors.Is(err, engine.ErrNotDataDir), errors.Is(err, engine.ErrUnsupportedVersion),
 		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised):
-		return api.ExitBadInput
+		return runnerwire.ExitBadInput
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress):
-		return api.ExitBusy
+		return runnerwire.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):
-		return api.ExitCorruption
+		return runnerwire.ExitCorruption
 	case errors.Is(err, vacuum.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
-		return api.ExitNoSpace
+		return runnerwire.ExitNoSpace
 	case bySignal || errors.Is(err, context.Canceled):
-		return api.ExitCancelled
+		return runnerwire.ExitCancelled
 	}
-	return api.ExitInternal
+	return runnerwire.ExitInternal
 }
 
 // oneLine flattens an error message (errors.Join uses newlines) for stderr and summaries.

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // quantityValue is a pflag.Value holding a Kubernetes quantity ("50Mi", "2Gi", "0").
@@ -79,11 +79,11 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 		fs.StringVar(&f.mode, "mode", "lazy", "lazy or full (case-insensitive)")
 	}
 	fs.StringArrayVar(&f.tables, "table", nil, "table to vacuum (repeatable; none = all tables)")
-	fs.DurationVar(&f.costDelay, "cost-delay", api.DefaultCostDelay, "cost delay (0 = no cost throttling)")
-	fs.Int32Var(&f.costLimit, "cost-limit", api.DefaultCostLimit, "cost units per cost delay")
-	fs.Int32Var(&f.hit, "page-hit-cost", api.DefaultPageHitCost, "cost of a page found in the buffer pool")
-	fs.Int32Var(&f.miss, "page-miss-cost", api.DefaultPageMissCost, "cost of a page read from storage")
-	fs.Int32Var(&f.dirty, "page-dirty-cost", api.DefaultPageDirtyCost, "cost of a page dirtied")
+	fs.DurationVar(&f.costDelay, "cost-delay", runnerwire.DefaultCostDelay, "cost delay (0 = no cost throttling)")
+	fs.Int32Var(&f.costLimit, "cost-limit", runnerwire.DefaultCostLimit, "cost units per cost delay")
+	fs.Int32Var(&f.hit, "page-hit-cost", runnerwire.DefaultPageHitCost, "cost of a page found in the buffer pool")
+	fs.Int32Var(&f.miss, "page-miss-cost", runnerwire.DefaultPageMissCost, "cost of a page read from storage")
+	fs.Int32Var(&f.dirty, "page-dirty-cost", runnerwire.DefaultPageDirtyCost, "cost of a page dirtied")
 	f.readRate.q = resource.MustParse("0")
 	f.writeRate.q = resource.MustParse("0")
 	f.walRate.q = resource.MustParse("0")
@@ -95,7 +95,7 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 	f.workMem.q = resource.MustParse("64Mi")
 	fs.Var(&f.ringSize, "ring-size", "vacuum ring size (0 = none, else 128Ki to 16Gi)")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
-	fs.Int32Var(&f.parallelism, "parallelism", api.DefaultParallelism, "tables vacuumed at once")
+	fs.Int32Var(&f.parallelism, "parallelism", runnerwire.DefaultParallelism, "tables vacuumed at once")
 	fs.Int32Var(&f.indexWorkers, "index-workers", 0, "indexes of one table vacuumed (or built) at once")
 	fs.Var(&f.workMem, "maintenance-work-mem", "dead-tuple memory (lazy) or index sort memory (full) per worker")
 	fs.BoolVar(&f.noTruncate, "no-truncate", false, "keep empty pages at the end of tables (lazy)")
@@ -105,7 +105,7 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 }
 
 // overlay sets in s every field whose flag was given on the command line.
-func (f *vacuumFlags) overlay(s *api.RunSpec) {
+func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 	set := f.fs.Changed
 	q := func(v quantityValue) *resource.Quantity { c := v.q.DeepCopy(); return &c }
 	i32 := func(v int32) *int32 { return &v }
@@ -113,14 +113,14 @@ func (f *vacuumFlags) overlay(s *api.RunSpec) {
 		s.DataDir = f.data
 	}
 	if set("mode") {
-		s.Mode = api.Mode(f.mode)
+		s.Mode = runnerwire.Mode(f.mode)
 	}
 	if set("table") {
 		s.Tables = append([]string(nil), f.tables...)
 	}
 	th := s.Throttle
 	if th == nil {
-		th = &api.Throttle{}
+		th = &runnerwire.Throttle{}
 	}
 	touched := false
 	mark := func(name string) bool { ok := set(name); touched = touched || ok; return ok }
@@ -186,16 +186,16 @@ var flagOfField = map[string]string{
 	"throttle.maxWriteBytesPerSecond": "--max-write-rate", "throttle.maxWALBytesPerSecond": "--max-wal-rate",
 }
 
-// resolveSpec applies defaults and ranges (api.Resolve) and reports every problem in one
+// resolveSpec applies defaults and ranges (runnerwire.Resolve) and reports every problem in one
 // line, naming flags rather than spec fields when the spec came from flags.
-func resolveSpec(s api.RunSpec, fromFlags bool) (api.Resolved, error) {
+func resolveSpec(s runnerwire.RunSpec, fromFlags bool) (runnerwire.Resolved, error) {
 	r, err := s.Resolve()
 	if err == nil {
 		return r, nil
 	}
 	var msgs []string
 	for _, e := range flatten(err) {
-		var fe *api.FieldError
+		var fe *runnerwire.FieldError
 		if errors.As(e, &fe) {
 			name := fe.Field
 			if fromFlags {

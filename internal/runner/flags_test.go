@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func TestFlagsOverrideOnlyTheSpecFieldsGivenOnTheCommandLine(t *testing.T) {
@@ -20,8 +20,8 @@ func TestFlagsOverrideOnlyTheSpecFieldsGivenOnTheCommandLine(t *testing.T) {
 	}
 	ring := resource.MustParse("4Mi")
 	limit := int32(100)
-	spec := api.RunSpec{DataDir: "/data", RingSize: &ring,
-		Throttle: &api.Throttle{CostLimit: &limit, CostDelay: &metav1.Duration{Duration: 5 * time.Millisecond}}}
+	spec := runnerwire.RunSpec{DataDir: "/data", RingSize: &ring,
+		Throttle: &runnerwire.Throttle{CostLimit: &limit, CostDelay: &metav1.Duration{Duration: 5 * time.Millisecond}}}
 	vf.overlay(&spec)
 	r, err := resolveSpec(spec, false)
 	if err != nil {
@@ -30,10 +30,10 @@ func TestFlagsOverrideOnlyTheSpecFieldsGivenOnTheCommandLine(t *testing.T) {
 	if r.Throttle.CostLimit != 500 || r.Throttle.CostDelay != 5*time.Millisecond || r.Throttle.MaxWALBytesPerSecond != 10<<20 {
 		t.Errorf("throttle %+v: want the flag's cost limit 500 and WAL rate 10Mi, the spec's 5ms delay", r.Throttle)
 	}
-	if r.RingSize != 4<<20 || r.Truncate || r.Mode != api.ModeFull || strings.Join(r.Tables, ",") != "a,b" {
+	if r.RingSize != 4<<20 || r.Truncate || r.Mode != runnerwire.ModeFull || strings.Join(r.Tables, ",") != "a,b" {
 		t.Errorf("resolved %+v: want the spec's 4Mi ring, truncation off, Full, tables a,b", r)
 	}
-	if r.BufferPoolSize != api.DefaultBufferPoolSize || r.Parallelism != 1 {
+	if r.BufferPoolSize != runnerwire.DefaultBufferPoolSize || r.Parallelism != 1 {
 		t.Errorf("unset fields did not take their defaults: %+v", r)
 	}
 }
@@ -56,7 +56,7 @@ func TestBadVacuumFlagsNameTheFlagInOneLine(t *testing.T) {
 		if err := parseFlags(fs, c.args); err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		var spec api.RunSpec
+		var spec runnerwire.RunSpec
 		vf.overlay(&spec)
 		_, err := resolveSpec(spec, true)
 		if err == nil {

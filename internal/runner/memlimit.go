@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // cgroupRootEnv overrides the cgroup file system root (tests point it at a fake tree).
@@ -72,7 +72,7 @@ func cgroupMemoryLimit(root, selfCgroup string) (limit int64, file string, ok bo
 }
 
 // checkMemory refuses a run that would not fit under the cgroup memory limit.
-func checkMemory(r api.Resolved) error {
+func checkMemory(r runnerwire.Resolved) error {
 	root := os.Getenv(cgroupRootEnv)
 	self := ""
 	if root == "" {
@@ -85,7 +85,7 @@ func checkMemory(r api.Resolved) error {
 	if err != nil || !ok {
 		return err
 	}
-	if need := api.MemoryRequirement(r); need > limit {
+	if need := runnerwire.MemoryRequirement(r); need > limit {
 		return &MemoryError{Need: need, Limit: limit, File: file}
 	}
 	return nil

@@ -3,7 +3,7 @@ package runner
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // progressCollector exports the run's progress as Prometheus metrics, read at each scrape.
@@ -12,41 +12,41 @@ type progressCollector struct{ s *runState }
 type metricDef struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(api.Progress) float64
+	value func(runnerwire.Progress) float64
 }
 
-func gauge(name, help string, f func(api.Progress) float64) metricDef {
+func gauge(name, help string, f func(runnerwire.Progress) float64) metricDef {
 	return metricDef{prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.GaugeValue, f}
 }
 
-func counter(name, help string, f func(api.Progress) float64) metricDef {
+func counter(name, help string, f func(runnerwire.Progress) float64) metricDef {
 	return metricDef{prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.CounterValue, f}
 }
 
 var progressMetrics = []metricDef{
-	gauge("tables_total", "Tables the run will vacuum.", func(p api.Progress) float64 { return float64(p.TablesTotal) }),
-	gauge("tables_done", "Tables finished.", func(p api.Progress) float64 { return float64(p.TablesDone) }),
-	gauge("progress_percent", "Progress of the whole run, 0-100.", func(p api.Progress) float64 { return p.Percent }),
-	gauge("heap_blocks", "Heap blocks of the tables started.", func(p api.Progress) float64 { return float64(p.HeapBlocksTotal) }),
-	counter("heap_blocks_scanned_total", "Heap blocks scanned.", func(p api.Progress) float64 { return float64(p.HeapBlocksScanned) }),
-	counter("heap_blocks_vacuumed_total", "Heap blocks vacuumed.", func(p api.Progress) float64 { return float64(p.HeapBlocksVacuumed) }),
-	counter("index_passes_total", "Index vacuum passes.", func(p api.Progress) float64 { return float64(p.IndexPasses) }),
-	gauge("dead_tuples", "Dead tuple ids held in memory.", func(p api.Progress) float64 { return float64(p.DeadTuples) }),
-	gauge("dead_tuple_bytes", "Memory of the dead tuple ids held.", func(p api.Progress) float64 { return float64(p.DeadTupleBytes) }),
-	counter("tuples_removed_total", "Dead tuples removed.", func(p api.Progress) float64 { return float64(p.TuplesRemoved) }),
-	counter("read_bytes_total", "Relation bytes read.", func(p api.Progress) float64 { return float64(p.BytesRead) }),
-	counter("written_bytes_total", "Relation bytes written.", func(p api.Progress) float64 { return float64(p.BytesWritten) }),
-	counter("wal_bytes_total", "WAL bytes inserted.", func(p api.Progress) float64 { return float64(p.WALBytes) }),
-	counter("wal_flushes_total", "WAL flushes.", func(p api.Progress) float64 { return float64(p.WALFlushes) }),
-	counter("buffer_hits_total", "Buffer pool hits.", func(p api.Progress) float64 { return float64(p.BufferHits) }),
-	counter("buffer_misses_total", "Buffer pool misses.", func(p api.Progress) float64 { return float64(p.BufferMisses) }),
-	counter("buffers_dirtied_total", "Buffers dirtied.", func(p api.Progress) float64 { return float64(p.BuffersDirtied) }),
-	counter("slept_seconds_total", "Time the throttle made workers sleep.", func(p api.Progress) float64 { return p.SleptSeconds }),
-	gauge("elapsed_seconds", "Time since the run started.", func(p api.Progress) float64 { return p.ElapsedSeconds }),
-	gauge("pages_per_second", "Heap pages scanned per second over the last 5 s.", func(p api.Progress) float64 { return p.PagesPerSecond }),
-	gauge("read_bytes_per_second", "Bytes read per second over the last 5 s.", func(p api.Progress) float64 { return p.ReadBytesPerSecond }),
-	gauge("write_bytes_per_second", "Bytes written per second over the last 5 s.", func(p api.Progress) float64 { return p.WriteBytesPerSecond }),
-	gauge("wal_bytes_per_second", "WAL bytes per second over the last 5 s.", func(p api.Progress) float64 { return p.WALBytesPerSecond }),
+	gauge("tables_total", "Tables the run will vacuum.", func(p runnerwire.Progress) float64 { return float64(p.TablesTotal) }),
+	gauge("tables_done", "Tables finished.", func(p runnerwire.Progress) float64 { return float64(p.TablesDone) }),
+	gauge("progress_percent", "Progress of the whole run, 0-100.", func(p runnerwire.Progress) float64 { return p.Percent }),
+	gauge("heap_blocks", "Heap blocks of the tables started.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksTotal) }),
+	counter("heap_blocks_scanned_total", "Heap blocks scanned.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksScanned) }),
+	counter("heap_blocks_vacuumed_total", "Heap blocks vacuumed.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksVacuumed) }),
+	counter("index_passes_total", "Index vacuum passes.", func(p runnerwire.Progress) float64 { return float64(p.IndexPasses) }),
+	gauge("dead_tuples", "Dead tuple ids held in memory.", func(p runnerwire.Progress) float64 { return float64(p.DeadTuples) }),
+	gauge("dead_tuple_bytes", "Memory of the dead tuple ids held.", func(p runnerwire.Progress) float64 { return float64(p.DeadTupleBytes) }),
+	counter("tuples_removed_total", "Dead tuples removed.", func(p runnerwire.Progress) float64 { return float64(p.TuplesRemoved) }),
+	counter("read_bytes_total", "Relation bytes read.", func(p runnerwire.Progress) float64 { return float64(p.BytesRead) }),
+	counter("written_bytes_total", "Relation bytes written.", func(p runnerwire.Progress) float64 { return float64(p.BytesWritten) }),
+	counter("wal_bytes_total", "WAL bytes inserted.", func(p runnerwire.Progress) float64 { return float64(p.WALBytes) }),
+	counter("wal_flushes_total", "WAL flushes.", func(p runnerwire.Progress) float64 { return float64(p.WALFlushes) }),
+	counter("buffer_hits_total", "Buffer pool hits.", func(p runnerwire.Progress) float64 { return float64(p.BufferHits) }),
+	counter("buffer_misses_total", "Buffer pool misses.", func(p runnerwire.Progress) float64 { return float64(p.BufferMisses) }),
+	counter("buffers_dirtied_total", "Buffers dirtied.", func(p runnerwire.Progress) float64 { return float64(p.BuffersDirtied) }),
+	counter("slept_seconds_total", "Time the throttle made workers sleep.", func(p runnerwire.Progress) float64 { return p.SleptSeconds }),
+	gauge("elapsed_seconds", "Time since the run started.", func(p runnerwire.Progress) float64 { return p.ElapsedSeconds }),
+	gauge("pages_per_second", "Heap pages scanned per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.PagesPerSecond }),
+	gauge("read_bytes_per_second", "Bytes read per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.ReadBytesPerSecond }),
+	gauge("write_bytes_per_second", "Bytes written per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.WriteBytesPerSecond }),
+	gauge("wal_bytes_per_second", "WAL bytes per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.WALBytesPerSecond }),
 }
 
 var phaseDesc = prometheus.NewDesc("vacuum_runner_phase", "1 for the phase of the table started last.", []string{"phase", "table"}, nil)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // maxSpecBytes bounds a RunSpec (inline or file).
@@ -46,18 +46,18 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if f.terminationLog != "" {
 		if werr := writeSummary(f.terminationLog, sum); werr != nil {
 			_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: write termination log: %v\n", werr)
-			if code == api.ExitOK {
-				code = api.ExitInternal
+			if code == runnerwire.ExitOK {
+				code = runnerwire.ExitInternal
 			}
 		}
 	}
 	_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: exit %d: %s\n", code, sum.Message)
 	if vf.json {
-		if err := writeJSON(env.Stdout, sum); err != nil && code == api.ExitOK {
-			code = api.ExitInternal
+		if err := writeJSON(env.Stdout, sum); err != nil && code == runnerwire.ExitOK {
+			code = runnerwire.ExitInternal
 		}
 	}
-	if code == api.ExitOK {
+	if code == runnerwire.ExitOK {
 		return nil
 	}
 	return &codedError{code: code}
@@ -73,7 +73,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	case f.spec != "" && f.specFile != "":
 		return nil, usagef("give --spec or --spec-file, not both")
 	}
-	var spec api.RunSpec
+	var spec runnerwire.RunSpec
 	fromFlags := true
 	if f.spec != "" || f.specFile != "" {
 		s, err := readSpec(f.spec, f.specFile)
@@ -84,7 +84,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	}
 	vf.overlay(&spec)
 	if spec.DataDir == "" && !fromFlags {
-		spec.DataDir = api.DefaultDataDir
+		spec.DataDir = runnerwire.DefaultDataDir
 	}
 	r, err := resolveSpec(spec, fromFlags)
 	if err != nil {
@@ -143,8 +143,8 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 }
 
 // readSpec decodes a RunSpec strictly (unknown fields are errors) from inline JSON or a file.
-func readSpec(inline, file string) (api.RunSpec, error) {
-	var s api.RunSpec
+func readSpec(inline, file string) (runnerwire.RunSpec, error) {
+	var s runnerwire.RunSpec
 	b := []byte(inline)
 	flag := "--spec"
 	if file != "" {
@@ -199,16 +199,16 @@ func serve(addr string, h http.Handler, logf func(string, ...any)) (stop func(),
 }
 
 // summaryOf builds the Summary of a run that ended with err and code.
-func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) api.Summary {
+func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) runnerwire.Summary {
 	rep := reportFrom(rr)
-	s := api.Summary{Phase: api.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
+	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
 	switch code {
-	case api.ExitOK:
+	case runnerwire.ExitOK:
 		s.Message = fmt.Sprintf("vacuumed %d tables (%d skipped), removed %d tuples and %d pages in %.1fs",
 			rep.Totals.TablesVacuumed, rep.Totals.TablesSkipped, rep.Totals.TuplesRemoved, rep.Totals.PagesRemoved,
 			rep.Totals.ElapsedSeconds)
-	case api.ExitCancelled:
-		s.Phase = api.SummaryCancelled
+	case runnerwire.ExitCancelled:
+		s.Phase = runnerwire.SummaryCancelled
 		s.Message = "canceled"
 		var sig *SignalError
 		if errors.As(context.Cause(ctx), &sig) {
@@ -216,15 +216,15 @@ func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) a
 		}
 		s.Message += fmt.Sprintf(" (%d of the run's tables reported); the table in progress stays consistent", len(rep.Tables))
 	default:
-		s.Phase = api.SummaryFailed
+		s.Phase = runnerwire.SummaryFailed
 		s.Message = oneLine(err)
 	}
 	return s
 }
 
-// writeSummary writes s, truncated to api.MaxSummaryBytes, to path.
-func writeSummary(path string, s api.Summary) error {
-	_, b, err := api.TruncateSummary(s, api.MaxSummaryBytes)
+// writeSummary writes s, truncated to runnerwire.MaxSummaryBytes, to path.
+func writeSummary(path string, s runnerwire.Summary) error {
+	_, b, err := runnerwire.TruncateSummary(s, runnerwire.MaxSummaryBytes)
 	if err != nil {
 		return err
 	}

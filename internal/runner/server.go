@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // maxThrottleBody bounds a PUT /throttle body.
@@ -33,8 +33,8 @@ type runState struct {
 	mu       sync.Mutex
 	run      *vacuum.Run
 	finished bool
-	pending  *api.Limits // a PUT /throttle received before the run started
-	updates  int64       // throttle changes applied
+	pending  *runnerwire.Limits // a PUT /throttle received before the run started
+	updates  int64              // throttle changes applied
 }
 
 // setRun publishes the run once it exists.
@@ -45,7 +45,7 @@ func (s *runState) setRun(r *vacuum.Run) {
 }
 
 // takePending returns (and clears) a throttle PUT before the run started.
-func (s *runState) takePending() *api.Limits {
+func (s *runState) takePending() *runnerwire.Limits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending
@@ -60,7 +60,7 @@ func (s *runState) finish() {
 }
 
 // progress is the body of GET /progress now.
-func (s *runState) progress() api.Progress {
+func (s *runState) progress() runnerwire.Progress {
 	s.mu.Lock()
 	r := s.run
 	s.mu.Unlock()
@@ -130,7 +130,7 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, maxThrottleBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	var t api.Throttle
+	var t runnerwire.Throttle
 	if err := dec.Decode(&t); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -144,7 +144,7 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body holds more than one JSON value")
 		return
 	}
-	l, err := t.Over(api.DefaultLimits(), "throttle")
+	l, err := t.Over(runnerwire.DefaultLimits(), "throttle")
 	if err != nil {
 		httpError(w, http.StatusBadRequest, oneLine(err))
 		return
@@ -171,7 +171,7 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 }
 
 // describeLimits is a one-line description of limits for the log.
-func describeLimits(l api.Limits) string {
+func describeLimits(l runnerwire.Limits) string {
 	return fmt.Sprintf("cost delay %v, cost limit %d, page costs %d/%d/%d, read %s/s, write %s/s, WAL %s/s",
 		l.CostDelay, l.CostLimit, l.PageHitCost, l.PageMissCost, l.PageDirtyCost,
 		quantity(l.MaxReadBytesPerSecond), quantity(l.MaxWriteBytesPerSecond), quantity(l.MaxWALBytesPerSecond))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func newTestState(t *testing.T) *runState {
@@ -54,7 +54,7 @@ func TestThrottleEndpointChecksTheBearerTokenAndTheBody(t *testing.T) {
 		})
 	}
 	p := s.takePending()
-	if p == nil || p.CostLimit != 50 || p.CostDelay != api.DefaultCostDelay {
+	if p == nil || p.CostLimit != 50 || p.CostDelay != runnerwire.DefaultCostDelay {
 		t.Errorf("pending throttle %+v: want cost limit 50 and the default delay", p)
 	}
 }
@@ -75,7 +75,7 @@ func TestThrottleEndpointUpdatesTheRunningVacuumAndRefusesAfterTheEnd(t *testing
 	if got.CostDelay != 5*time.Millisecond || got.CostLimit != 1000 || got.MaxWriteBytesPerSecond != 8<<20 || got.PageDirtyCost != 20 {
 		t.Errorf("run settings %+v after PUT: want 5ms/1000, 8Mi writes, default page costs", got)
 	}
-	var echoed api.Throttle
+	var echoed runnerwire.Throttle
 	if err := json.Unmarshal(rec.Body.Bytes(), &echoed); err != nil || echoed.MaxWriteBytesPerSecond.String() != "8Mi" {
 		t.Errorf("PUT answered %s (%v), want the applied throttle", rec.Body, err)
 	}
@@ -97,11 +97,11 @@ func TestThrottleEndpointIsDisabledWithoutAToken(t *testing.T) {
 func TestProgressBeforeTheRunStartsSaysInitializing(t *testing.T) {
 	h := newHandler(newTestState(t), nil)
 	rec := do(t, h, "GET", "/progress", "", "")
-	var p api.Progress
+	var p runnerwire.Progress
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 200 {
 		t.Fatalf("GET /progress = %d %s (%v)", rec.Code, rec.Body, err)
 	}
-	if p.Phase != api.PhaseInitializing || p.TablesTotal != 2 || p.Tables == nil {
+	if p.Phase != runnerwire.PhaseInitializing || p.TablesTotal != 2 || p.Tables == nil {
 		t.Errorf("progress %+v: want initializing, 2 tables, an empty (not null) table list", p)
 	}
 	if m := do(t, h, "GET", "/metrics", "", ""); m.Code != 200 || !strings.Contains(m.Body.String(), `vacuum_runner_phase{phase="initializing",table=""} 1`) {

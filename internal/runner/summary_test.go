@@ -14,7 +14,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func TestSummaryOfManyTablesFitsTheTerminationLogWithTotalsFirst(t *testing.T) {
@@ -33,15 +33,15 @@ func TestSummaryOfManyTablesFitsTheTerminationLogWithTotalsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > api.MaxSummaryBytes {
-		t.Fatalf("summary of %d bytes, over %d", len(b), api.MaxSummaryBytes)
+	if len(b) > runnerwire.MaxSummaryBytes {
+		t.Fatalf("summary of %d bytes, over %d", len(b), runnerwire.MaxSummaryBytes)
 	}
-	var s api.Summary
+	var s runnerwire.Summary
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Totals.TuplesRemoved != 2000 || s.Totals.TablesVacuumed != 200 || len(s.Tables) == 0 ||
-		len(s.Tables)+s.TablesOmitted != 200 || s.Phase != api.SummarySucceeded {
+		len(s.Tables)+s.TablesOmitted != 200 || s.Phase != runnerwire.SummarySucceeded {
 		t.Errorf("summary keeps %d tables, omits %d, totals %+v: want all 200 counted and the totals whole",
 			len(s.Tables), s.TablesOmitted, s.Totals)
 	}
@@ -54,20 +54,20 @@ func TestExitCodesFollowTheContract(t *testing.T) {
 		bySignal bool
 		want     int
 	}{
-		{"success", nil, false, api.ExitOK},
-		{"bad flag", usagef("--x: bad"), false, api.ExitBadInput},
-		{"not a data dir", fmt.Errorf("open: %w", engine.ErrNotDataDir), false, api.ExitBadInput},
-		{"unsupported version", fmt.Errorf("open: %w", engine.ErrUnsupportedVersion), false, api.ExitBadInput},
-		{"unknown table", fmt.Errorf("vacuum: %w", engine.ErrNoSuchTable), false, api.ExitBadInput},
-		{"memory", &MemoryError{Need: 2, Limit: 1, File: "memory.max"}, false, api.ExitBadInput},
-		{"busy", fmt.Errorf("open: %w", engine.ErrInUse), false, api.ExitBusy},
-		{"table busy", fmt.Errorf("vacuum: %w", vacuum.ErrVacuumInProgress), false, api.ExitBusy},
-		{"corrupt page", fmt.Errorf("vacuum: %w", &storage.CorruptPageError{File: "base/1", Block: 3}), false, api.ExitCorruption},
-		{"check problems", &CorruptionError{Problems: []engine.Problem{{File: "f", Block: 1}}}, false, api.ExitCorruption},
-		{"no space before", fmt.Errorf("full: %w", &vacuum.NoSpaceError{}), false, api.ExitNoSpace},
-		{"ENOSPC during", fmt.Errorf("write: %w", &os.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}), false, api.ExitNoSpace},
-		{"canceled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, api.ExitCancelled},
-		{"anything else", errors.New("boom"), false, api.ExitInternal},
+		{"success", nil, false, runnerwire.ExitOK},
+		{"bad flag", usagef("--x: bad"), false, runnerwire.ExitBadInput},
+		{"not a data dir", fmt.Errorf("open: %w", engine.ErrNotDataDir), false, runnerwire.ExitBadInput},
+		{"unsupported version", fmt.Errorf("open: %w", engine.ErrUnsupportedVersion), false, runnerwire.ExitBadInput},
+		{"unknown table", fmt.Errorf("vacuum: %w", engine.ErrNoSuchTable), false, runnerwire.ExitBadInput},
+		{"memory", &MemoryError{Need: 2, Limit: 1, File: "memory.max"}, false, runnerwire.ExitBadInput},
+		{"busy", fmt.Errorf("open: %w", engine.ErrInUse), false, runnerwire.ExitBusy},
+		{"table busy", fmt.Errorf("vacuum: %w", vacuum.ErrVacuumInProgress), false, runnerwire.ExitBusy},
+		{"corrupt page", fmt.Errorf("vacuum: %w", &storage.CorruptPageError{File: "base/1", Block: 3}), false, runnerwire.ExitCorruption},
+		{"check problems", &CorruptionError{Problems: []engine.Problem{{File: "f", Block: 1}}}, false, runnerwire.ExitCorruption},
+		{"no space before", fmt.Errorf("full: %w", &vacuum.NoSpaceError{}), false, runnerwire.ExitNoSpace},
+		{"ENOSPC during", fmt.Errorf("write: %w", &os.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}), false, runnerwire.ExitNoSpace},
+		{"canceled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, runnerwire.ExitCancelled},
+		{"anything else", errors.New("boom"), false, runnerwire.ExitInternal},
 	}
 	for _, c := range cases {
 		if got := exitCode(c.err, c.bySignal); got != c.want {

@@ -9,7 +9,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // progressBar draws a run's progress on a terminal (stderr) until stop is called.
@@ -52,7 +52,7 @@ func progressBar(w io.Writer, run *vacuum.Run) (stop func()) {
 
 // writeVerbose prints a report the way VACUUM VERBOSE does, one block per table, with the
 // achieved against the configured throttle.
-func writeVerbose(w io.Writer, rep api.Report) error {
+func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 	p := &printer{w: w}
 	for _, t := range rep.Tables {
 		if t.Skipped {
@@ -83,16 +83,16 @@ func writeVerbose(w io.Writer, rep api.Report) error {
 	return p.err
 }
 
-func modeVerb(m api.Mode) string {
-	if m == api.ModeFull {
+func modeVerb(m runnerwire.Mode) string {
+	if m == runnerwire.ModeFull {
 		return "VACUUM FULL"
 	}
 	return "vacuum"
 }
 
 // rates describes achieved against configured rates ("no limit" when 0).
-func rates(cost, read, write, wal api.Rate) string {
-	lim := func(r api.Rate, unit string, scale float64) string {
+func rates(cost, read, write, wal runnerwire.Rate) string {
+	lim := func(r runnerwire.Rate, unit string, scale float64) string {
 		if r.Configured == 0 {
 			return fmt.Sprintf("%.1f %s (no limit)", r.Achieved/scale, unit)
 		}

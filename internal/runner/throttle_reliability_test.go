@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // FuzzThrottleBody sends arbitrary bodies to PUT /throttle with the right
@@ -21,7 +21,7 @@ func FuzzThrottleBody(f *testing.F) {
 		rec := do(t, newHandler(s, []byte("tok")), "PUT", "/throttle", "Bearer tok", string(body))
 		switch rec.Code {
 		case 202:
-			var echo api.Throttle
+			var echo runnerwire.Throttle
 			if err := json.Unmarshal(rec.Body.Bytes(), &echo); err != nil {
 				t.Fatalf("accepted body %q echoed %q, not a Throttle: %v", body, rec.Body, err)
 			}

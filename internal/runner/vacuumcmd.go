@@ -5,26 +5,26 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func cmdVacuum(ctx context.Context, args []string, env Env) error {
-	return vacuumCLI(ctx, "vacuum", api.ModeLazy, args, env)
+	return vacuumCLI(ctx, "vacuum", runnerwire.ModeLazy, args, env)
 }
 
 func cmdFull(ctx context.Context, args []string, env Env) error {
-	return vacuumCLI(ctx, "full", api.ModeFull, args, env)
+	return vacuumCLI(ctx, "full", runnerwire.ModeFull, args, env)
 }
 
 // vacuumCLI is `vacuum` and `full`: resolve the flags, check memory, open, vacuum, report.
-func vacuumCLI(ctx context.Context, name string, mode api.Mode, args []string, env Env) (err error) {
+func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []string, env Env) (err error) {
 	fs := newFlagSet(name)
 	vf := addVacuumFlags(fs, false)
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for a busy data directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	spec := api.RunSpec{Mode: mode}
+	spec := runnerwire.RunSpec{Mode: mode}
 	vf.overlay(&spec)
 	r, err := resolveSpec(spec, true)
 	if err != nil {

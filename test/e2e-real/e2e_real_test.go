@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // A cost-bound throttle slow enough that a run of a few thousand pages lasts tens of seconds:
@@ -84,7 +84,7 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 		Eventually(func(g Gomega) {
 			p, err := getProgress(ctx, first.Status.PodIP)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(api.Phases).To(ContainElement(p.Phase))
+			g.Expect(runnerwire.Phases).To(ContainElement(p.Phase))
 			g.Expect(p.TablesTotal).To(Equal(int64(1)))
 			g.Expect(p.HeapBlocksScanned).To(BeNumerically(">", 0))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
@@ -268,9 +268,9 @@ func runningPod(ctx context.Context, ns, runName, notName string) *corev1.Pod {
 // runWatch is what watchRun saw.
 type runWatch struct {
 	run                 *vacuumv1alpha1.VacuumRun
-	summary             *api.Summary // the runner's termination message
-	sawProgressInStatus bool         // the run was Running with a vacuum phase in status
-	hostPolls           int          // successful GET /progress from the host
+	summary             *runnerwire.Summary // the runner's termination message
+	sawProgressInStatus bool                // the run was Running with a vacuum phase in status
+	hostPolls           int                 // successful GET /progress from the host
 }
 
 // watchRun polls a run until it reaches phase, polling its pod's /progress from the host and
@@ -294,7 +294,7 @@ func watchRun(ctx context.Context, ns, name string, phase vacuumv1alpha1.RunPhas
 				}
 				for _, cs := range pod.Status.ContainerStatuses {
 					if t := cs.State.Terminated; t != nil && t.Message != "" {
-						s := &api.Summary{}
+						s := &runnerwire.Summary{}
 						g.Expect(json.Unmarshal([]byte(t.Message), s)).To(Succeed(), "termination message %q", t.Message)
 						w.summary = s
 					}
@@ -322,8 +322,8 @@ func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
 }
 
 // getProgress is GET /progress on a runner pod, from the host, over the pod network.
-func getProgress(ctx context.Context, podIP string) (*api.Progress, error) {
+func getProgress(ctx context.Context, podIP string) (*runnerwire.Progress, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return api.FetchProgress(ctx, http.DefaultClient, podIP)
+	return runnerwire.FetchProgress(ctx, http.DefaultClient, podIP)
 }

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // newNamespace creates a namespace for one scenario.
@@ -100,18 +100,18 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 }
 
 // progress reads a runner pod's GET /progress.
-func progress(pod *corev1.Pod) (api.Progress, error) {
-	p, err := api.FetchProgress(suiteCtx, &http.Client{Timeout: 2 * time.Second}, pod.Status.PodIP)
+func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
+	p, err := runnerwire.FetchProgress(suiteCtx, &http.Client{Timeout: 2 * time.Second}, pod.Status.PodIP)
 	if err != nil {
-		return api.Progress{}, err
+		return runnerwire.Progress{}, err
 	}
 	return *p, nil
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
-func waitProgress(pod *corev1.Pod, what string, cond func(api.Progress) bool) api.Progress {
+func waitProgress(pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	var p api.Progress
+	var p runnerwire.Progress
 	Eventually(func() error {
 		var err error
 		if p, err = progress(pod); err != nil {
@@ -158,6 +158,6 @@ func costThrottle(delay time.Duration, limit int32) vacuumv1alpha1.Throttle {
 }
 
 // cost is the cost units a progress snapshot's counters add up to at the page costs 1/2/20.
-func cost(p api.Progress) float64 {
+func cost(p runnerwire.Progress) float64 {
 	return float64(p.BufferHits) + 2*float64(p.BufferMisses) + 20*float64(p.BuffersDirtied)
 }

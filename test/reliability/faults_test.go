@@ -22,7 +22,7 @@ import (
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
-	"github.com/vacuumops/vacuum-operator/internal/runner/api"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Each scenario starts a run on a real volume under a crawl of a throttle (100 cost units
@@ -42,21 +42,21 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		before := waitProgress(pod, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+		before := waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
 
 		By("killing the API server while the runner works")
 		// SIGKILL, as a crash or an OOM kill does. (A graceful SIGTERM is no quicker: the API
 		// server then waits up to a minute for the manager's and the node's open watches.)
 		killAPIServer()
 		// The runner does not need the API server: it goes on, and the manager still sees it.
-		during := waitProgress(pod, func(p api.Progress) bool { return progressed(p, before) })
+		during := waitProgress(pod, func(p runnerwire.Progress) bool { return progressed(p, before) })
 		Consistently(managerAlive).WithTimeout(3 * time.Second).Should(BeTrue())
 		By("starting the API server again on the same etcd")
 		Expect(testEnv.ControlPlane.APIServer.Start()).To(Succeed())
 
 		// The manager reconnects and goes on folding the runner's progress into the run: the
 		// run shows work the runner did after the restart.
-		after := waitProgress(pod, func(p api.Progress) bool { return p.SleptSeconds > during.SleptSeconds })
+		after := waitProgress(pod, func(p runnerwire.Progress) bool { return p.SleptSeconds > during.SleptSeconds })
 		Eventually(func(g Gomega) {
 			r := getRunG(g, run)
 			g.Expect(r.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
@@ -85,7 +85,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver-end", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
 
 		By("killing the API server, then the runner, and keeping the API server down")
 		killAPIServer()
@@ -110,7 +110,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
 
 		By("crashing the node: cut off from the API server, its runner killed, stopped")
 		crashNode(pod)
@@ -141,7 +141,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash-final", 0)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p api.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
 
 		crashNode(pod)
 		node = startNode(true)
@@ -379,18 +379,18 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 }
 
 // progress reads a runner pod's GET /progress.
-func progress(pod *corev1.Pod) (api.Progress, error) {
-	p, err := api.FetchProgress(faultCtx, &http.Client{Timeout: 5 * time.Second}, pod.Status.PodIP)
+func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
+	p, err := runnerwire.FetchProgress(faultCtx, &http.Client{Timeout: 5 * time.Second}, pod.Status.PodIP)
 	if err != nil {
-		return api.Progress{}, err
+		return runnerwire.Progress{}, err
 	}
 	return *p, nil
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
-func waitProgress(pod *corev1.Pod, cond func(api.Progress) bool) api.Progress {
+func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	var p api.Progress
+	var p runnerwire.Progress
 	Eventually(func() error {
 		var err error
 		if p, err = progress(pod); err != nil {
@@ -405,7 +405,7 @@ func waitProgress(pod *corev1.Pod, cond func(api.Progress) bool) api.Progress {
 }
 
 // progressed says whether the runner did more work than at before.
-func progressed(p, before api.Progress) bool {
+func progressed(p, before runnerwire.Progress) bool {
 	return p.HeapBlocksScanned > before.HeapBlocksScanned || p.BufferHits+p.BufferMisses > before.BufferHits+before.BufferMisses
 }
 

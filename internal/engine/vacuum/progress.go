@@ -10,7 +10,7 @@ import (
 )
 
 // Phase is where one table's vacuum is. The strings are the runner's wire
-// values (internal/runner/api).
+// values (internal/runner/runnerwire).
 type Phase int32
 
 // Phases in the order a table may pass through them.

@@ -1,4 +1,4 @@
-package api
+package runnerwire
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"

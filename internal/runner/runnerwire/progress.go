@@ -1,4 +1,4 @@
-package api
+package runnerwire
 
 // Progress phases of one table, as reported by GET /progress.
 const (

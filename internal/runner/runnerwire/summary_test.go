@@ -1,4 +1,4 @@
-package api
+package runnerwire
 
 import (
 	"encoding/json"

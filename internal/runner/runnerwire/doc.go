@@ -1,4 +1,4 @@
-// Package api holds the wire contract between a runner pod (cmd/vacuum-runner run) and the
+// Package runnerwire holds the wire contract between a runner pod (cmd/vacuum-runner run) and the
 // operator: the JSON both sides read and write, and the rules both sides apply to it.
 //
 //   - RunSpec is what `run --spec` (or --spec-file) takes: one execution's resolved settings.
@@ -24,4 +24,4 @@
 //
 // The golden files in testdata/ are the contract's examples; the operator's tests serve them
 // as a stand-in runner, and the runner's tests regenerate them from the real binary.
-package api
+package runnerwire
