@@ -183,7 +183,11 @@ func (r *Run) Vacuum(ctx context.Context) (runnerwire.Report, error) {
 	rep := r.Report()
 	switch {
 	case ctx.Err() != nil:
-		return rep, errors.Join(fmt.Errorf("vacuum of %s cancelled: %w", r.server, context.Cause(ctx)), cancelErr)
+		err := fmt.Errorf("vacuum of %s cancelled: %w", r.server, ctx.Err())
+		if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+			err = fmt.Errorf("vacuum of %s cancelled (%w): %w", r.server, c, ctx.Err())
+		}
+		return rep, errors.Join(err, cancelErr)
 	case werr != nil:
 		return rep, werr
 	}
