@@ -36,7 +36,7 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.SetPercent(int32(min(toInt(p.Percent), 100)))
 	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
 	t := vacuumv1alpha1.RunTotals{
-		BlocksScanned: p.HeapBlocksScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
+		PagesScanned: p.PagesScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
 		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: seconds(p.SleptSeconds),
 	}
 	if s.Totals != nil {
@@ -62,7 +62,7 @@ const maxStatusTables = 1024
 func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	t := sum.Totals
 	s.Totals = &vacuumv1alpha1.RunTotals{
-		BlocksScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
+		PagesScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
 		BytesRead: t.BytesRead, BytesWritten: t.BytesWritten, WALBytes: t.WALBytes, IndexPasses: t.IndexPasses,
 		TimeSlept: seconds(t.SleptSeconds),
 	}

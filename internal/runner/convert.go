@@ -109,8 +109,8 @@ func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 	u := s.Usage
 	p := runnerwire.Progress{
 		Phase: s.Phase, Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
-		HeapBlocksTotal: s.HeapBlocksTotal, HeapBlocksScanned: s.HeapBlocksScanned,
-		HeapBlocksVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
+		PagesTotal: s.HeapBlocksTotal, PagesScanned: s.HeapBlocksScanned,
+		PagesVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
 		DeadTuples: s.DeadTIDs, DeadTupleBytes: s.DeadTIDBytes, TuplesRemoved: s.TuplesRemoved,
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,

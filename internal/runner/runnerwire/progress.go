@@ -22,15 +22,17 @@ var Phases = []string{
 
 // Progress is the body of GET /progress: a snapshot of the whole run. Phase and Table are
 // those of the table started last; counters are sums over the run so far; per-second rates
-// cover the last 5 seconds.
+// cover the last 5 seconds. A figure has one Go name wherever it goes (PagesScanned here, in
+// TableResult and Totals, and in the VacuumRun's status); the JSON keys are the wire's and
+// stay as they were (heapBlocksScanned is PagesScanned).
 type Progress struct {
 	Phase               string          `json:"phase"`
 	Table               string          `json:"table"`
 	TablesDone          int64           `json:"tablesDone"`
 	TablesTotal         int64           `json:"tablesTotal"`
-	HeapBlocksTotal     int64           `json:"heapBlocksTotal"`
-	HeapBlocksScanned   int64           `json:"heapBlocksScanned"`
-	HeapBlocksVacuumed  int64           `json:"heapBlocksVacuumed"`
+	PagesTotal          int64           `json:"heapBlocksTotal"`
+	PagesScanned        int64           `json:"heapBlocksScanned"`
+	PagesVacuumed       int64           `json:"heapBlocksVacuumed"`
 	IndexPasses         int64           `json:"indexPasses"`
 	DeadTuples          int64           `json:"deadTuples"`
 	DeadTupleBytes      int64           `json:"deadTupleBytes"`
