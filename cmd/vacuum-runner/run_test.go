@@ -37,8 +37,8 @@ func (s *slowRun) waitProgress(t *testing.T, ok func(runnerwire.Progress) bool) 
 	for {
 		var p runnerwire.Progress
 		getJSON(t, "http://"+s.addr+"/progress", &p)
-		if !slices.Contains(runnerwire.Phases, p.Phase) {
-			t.Fatalf("progress phase %q is not one of %v", p.Phase, runnerwire.Phases)
+		if !slices.Contains(runnerwire.Phases(), p.Phase) {
+			t.Fatalf("progress phase %q is not one of %v", p.Phase, runnerwire.Phases())
 		}
 		if ok(p) {
 			return p

@@ -108,7 +108,7 @@ func reportFrom(rr *vacuum.RunReport) runnerwire.Report {
 func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 	u := s.Usage
 	p := runnerwire.Progress{
-		Phase: s.Phase, Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
+		Phase: wirePhase(s.Phase), Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
 		PagesTotal: s.HeapBlocksTotal, PagesScanned: s.HeapBlocksScanned,
 		PagesVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
 		DeadTuples: s.DeadTIDs, DeadTupleBytes: s.DeadTIDBytes, TuplesRemoved: s.TuplesRemoved,
@@ -120,9 +120,34 @@ func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 		Percent: s.Percent, Tables: []runnerwire.TableProgress{},
 	}
 	for _, t := range s.Tables {
-		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: t.Phase, Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
+		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: wirePhase(t.Phase), Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
 	}
 	return p
+}
+
+// wirePhases maps each of the engine's phases to its wire name.
+var wirePhases = [...]runnerwire.Phase{
+	vacuum.PhaseInitializing:      runnerwire.PhaseInitializing,
+	vacuum.PhaseScanningHeap:      runnerwire.PhaseScanningHeap,
+	vacuum.PhaseVacuumingIndexes:  runnerwire.PhaseVacuumingIndexes,
+	vacuum.PhaseVacuumingHeap:     runnerwire.PhaseVacuumingHeap,
+	vacuum.PhaseCleaningUpIndexes: runnerwire.PhaseCleaningUpIndexes,
+	vacuum.PhaseTruncatingHeap:    runnerwire.PhaseTruncatingHeap,
+	vacuum.PhaseRewritingHeap:     runnerwire.PhaseRewritingHeap,
+	vacuum.PhaseRebuildingIndexes: runnerwire.PhaseRebuildingIndexes,
+	vacuum.PhaseDone:              runnerwire.PhaseDone,
+}
+
+// wirePhase is the wire name of the engine phase a progress snapshot names (by its String).
+// A phase the engine adds without a wire name here is reported as initializing, and
+// TestEveryEnginePhaseHasAWireName fails.
+func wirePhase(engine string) runnerwire.Phase {
+	for p, w := range wirePhases {
+		if vacuum.Phase(p).String() == engine {
+			return w
+		}
+	}
+	return runnerwire.PhaseInitializing
 }
 
 // initialProgress is /progress before the run has started (opening, waiting for the lock).

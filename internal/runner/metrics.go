@@ -65,5 +65,5 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range progressMetrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(p))
 	}
-	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, p.Phase, p.Table)
+	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, string(p.Phase), p.Table)
 }

@@ -141,3 +141,16 @@ func TestEveryThrottleFieldHasARunnerFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryEnginePhaseHasAWireName(t *testing.T) {
+	var got []runnerwire.Phase
+	for p := vacuum.PhaseInitializing; p <= vacuum.PhaseDone; p++ {
+		got = append(got, wirePhase(p.String()))
+	}
+	if want := runnerwire.Phases(); !slices.Equal(got, want) {
+		t.Errorf("engine phases map to %q, want every wire phase once, in order: %q", got, want)
+	}
+	if s := (vacuum.PhaseDone + 1).String(); s != "unknown" {
+		t.Errorf("the engine has a phase after PhaseDone (%q): give it a wire name in wirePhases", s)
+	}
+}
