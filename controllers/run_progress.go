@@ -32,11 +32,11 @@ func seconds(f float64) metav1.Duration {
 
 // foldProgress writes a /progress snapshot into the run's status.
 func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
-	s.Table, s.VacuumPhase = p.Table, p.Phase
+	s.Table, s.VacuumPhase = p.Table, string(p.Phase)
 	s.SetPercent(int32(min(toInt(p.Percent), 100)))
 	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
 	t := vacuumv1alpha1.RunTotals{
-		BlocksScanned: p.HeapBlocksScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
+		PagesScanned: p.PagesScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
 		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: seconds(p.SleptSeconds),
 	}
 	if s.Totals != nil {
@@ -49,7 +49,7 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 			break
 		}
 		tables = append(tables, vacuumv1alpha1.TableStatus{
-			Name: tp.Name, Phase: tp.Phase, Percent: int32(min(toInt(tp.Percent), 100)), TuplesRemoved: tp.TuplesRemoved,
+			Name: tp.Name, Phase: string(tp.Phase), Percent: int32(min(toInt(tp.Percent), 100)), TuplesRemoved: tp.TuplesRemoved,
 		})
 	}
 	s.Tables = tables
@@ -62,7 +62,7 @@ const maxStatusTables = 1024
 func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	t := sum.Totals
 	s.Totals = &vacuumv1alpha1.RunTotals{
-		BlocksScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
+		PagesScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
 		BytesRead: t.BytesRead, BytesWritten: t.BytesWritten, WALBytes: t.WALBytes, IndexPasses: t.IndexPasses,
 		TimeSlept: seconds(t.SleptSeconds),
 	}
@@ -73,7 +73,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	}
 	for _, tr := range sum.Tables {
 		ts := vacuumv1alpha1.TableStatus{
-			Name: tr.Table, Phase: runnerwire.PhaseDone, Percent: 100, Skipped: tr.Skipped,
+			Name: tr.Table, Phase: string(runnerwire.PhaseDone), Percent: 100, Skipped: tr.Skipped,
 			TuplesRemoved: tr.TuplesRemoved, PagesScanned: tr.PagesScanned, PagesRemoved: tr.PagesRemoved,
 		}
 		if i, ok := index[tr.Table]; ok {
@@ -86,6 +86,6 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
 	if sum.Phase == runnerwire.SummarySucceeded {
 		s.SetPercent(100)
-		s.VacuumPhase = runnerwire.PhaseDone
+		s.VacuumPhase = string(runnerwire.PhaseDone)
 	}
 }

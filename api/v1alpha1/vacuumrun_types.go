@@ -39,8 +39,9 @@ type VacuumRunSpec struct {
 // RunTotals are the run's figures so far (from /progress), final once it ended (from the
 // termination message).
 type RunTotals struct {
-	// BlocksScanned is the number of heap blocks scanned.
-	BlocksScanned int64 `json:"blocksScanned"`
+	// PagesScanned is the number of heap pages scanned. It was named blocksScanned before;
+	// the runner's /progress still calls it heapBlocksScanned.
+	PagesScanned int64 `json:"pagesScanned"`
 	// PagesRemoved is the number of heap pages given back (truncation or rewrite).
 	PagesRemoved int64 `json:"pagesRemoved"`
 	// TuplesRemoved is the number of dead tuples removed.
