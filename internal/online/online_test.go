@@ -129,7 +129,7 @@ func (r *recorder) all() []runnerwire.Progress {
 	return append([]runnerwire.Progress(nil), r.seen...)
 }
 
-func limits(delay time.Duration, limit int64) runnerwire.Limits {
+func limits(delay time.Duration, limit int) runnerwire.Limits {
 	l := runnerwire.DefaultLimits()
 	l.CostDelay, l.CostLimit = delay, limit
 	return l
@@ -218,7 +218,7 @@ func TestFullShrinksTheTableKeepsItsRowsAndReportsClusterProgress(t *testing.T) 
 	if tr.Mode != runnerwire.ModeFull || tr.PagesRemaining != after/8192 || tr.PagesRemoved != (before-after)/8192 || tr.TuplesRemaining != rows {
 		t.Errorf("report %+v does not match sizes %d -> %d and %d rows", tr, before, after, rows)
 	}
-	phases := map[string]bool{}
+	phases := map[runnerwire.Phase]bool{}
 	for _, p := range rec.all() {
 		if p.Table == "public.orders" {
 			phases[p.Phase] = true

@@ -11,7 +11,7 @@ import (
 )
 
 // lazyPhases maps pg_stat_progress_vacuum's phases to the runner's.
-var lazyPhases = map[string]string{
+var lazyPhases = map[string]runnerwire.Phase{
 	"initializing":             runnerwire.PhaseInitializing,
 	"scanning heap":            runnerwire.PhaseScanningHeap,
 	"vacuuming indexes":        runnerwire.PhaseVacuumingIndexes,
@@ -22,7 +22,7 @@ var lazyPhases = map[string]string{
 }
 
 // fullPhases maps pg_stat_progress_cluster's phases to the runner's.
-var fullPhases = map[string]string{
+var fullPhases = map[string]runnerwire.Phase{
 	"initializing":             runnerwire.PhaseInitializing,
 	"seq scanning heap":        runnerwire.PhaseRewritingHeap,
 	"index scanning heap":      runnerwire.PhaseRewritingHeap,
@@ -75,7 +75,7 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	secs := math.Max(elapsed.Seconds(), 1e-9)
 	res.PagesPerSecond = float64(res.PagesScanned) / secs
 	res.CostRate, res.ReadRate, res.WriteRate, res.WALRate = rates(l, secs,
-		v.Hits*l.PageHitCost+v.Misses*l.PageMissCost+v.Dirtied*l.PageDirtyCost, res.BytesRead, res.BytesWritten, res.WALBytes)
+		v.Hits*int64(l.PageHitCost)+v.Misses*int64(l.PageMissCost)+v.Dirtied*int64(l.PageDirtyCost), res.BytesRead, res.BytesWritten, res.WALBytes)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st.running = false
@@ -140,7 +140,9 @@ func (r *Run) poll(ctx context.Context) {
 				for _, x := range got {
 					for _, st := range r.states {
 						if st.running && int32(st.pid) == x.pid {
-							st.phase = r.phase(x.phase)
+							if ph, ok := r.phase(x.phase); ok {
+								st.phase = ph
+							}
 							st.blocksTotal, st.blocksScanned, st.blocksVacuumed = x.total, x.scanned, x.vacuumed
 							st.indexPasses, st.deadTuples = x.passes, x.dead
 						}
@@ -155,15 +157,15 @@ func (r *Run) poll(ctx context.Context) {
 	}
 }
 
-func (r *Run) phase(p string) string {
+// phase maps a progress view's phase to the runner's; a phase this package does not know
+// (a later PostgreSQL's) is not reported, the table keeps its last one.
+func (r *Run) phase(p string) (runnerwire.Phase, bool) {
 	m := lazyPhases
 	if r.opts.Full {
 		m = fullPhases
 	}
-	if q, ok := m[p]; ok {
-		return q
-	}
-	return p
+	q, ok := m[p]
+	return q, ok
 }
 
 // progressQuery selects pid, phase, heap blocks total/scanned/vacuumed, index passes and
@@ -219,9 +221,9 @@ func (r *Run) Progress() runnerwire.Progress {
 		}
 		if st.done {
 			res := st.result
-			p.HeapBlocksTotal += res.PagesTotal
-			p.HeapBlocksScanned += res.PagesScanned
-			p.HeapBlocksVacuumed += res.PagesScanned
+			p.PagesTotal += res.PagesTotal
+			p.PagesScanned += res.PagesScanned
+			p.PagesVacuumed += res.PagesScanned
 			p.IndexPasses += res.IndexPasses
 			p.TuplesRemoved += res.TuplesRemoved
 			p.BytesRead += res.BytesRead
@@ -232,9 +234,9 @@ func (r *Run) Progress() runnerwire.Progress {
 			p.BuffersDirtied += res.BuffersDirtied
 			continue
 		}
-		p.HeapBlocksTotal += st.blocksTotal
-		p.HeapBlocksScanned += st.blocksScanned
-		p.HeapBlocksVacuumed += st.blocksVacuumed
+		p.PagesTotal += st.blocksTotal
+		p.PagesScanned += st.blocksScanned
+		p.PagesVacuumed += st.blocksVacuumed
 		p.IndexPasses += st.indexPasses
 		p.DeadTuples += st.deadTuples
 	}
@@ -245,7 +247,7 @@ func (r *Run) Progress() runnerwire.Progress {
 		p.Percent = 100
 	}
 	if secs := p.ElapsedSeconds; secs > 0 {
-		p.PagesPerSecond = float64(p.HeapBlocksScanned) / secs
+		p.PagesPerSecond = float64(p.PagesScanned) / secs
 		p.ReadBytesPerSecond = float64(p.BytesRead) / secs
 		p.WriteBytesPerSecond = float64(p.BytesWritten) / secs
 		p.WALBytesPerSecond = float64(p.WALBytes) / secs
@@ -294,7 +296,7 @@ func (r *Run) Report() runnerwire.Report {
 	t.PagesPerSecond = float64(t.PagesScanned) / secs
 	l := r.throttle
 	t.CostRate, t.ReadRate, t.WriteRate, t.WALRate = rates(l, secs,
-		t.BufferHits*l.PageHitCost+t.BufferMisses*l.PageMissCost+t.BuffersDirtied*l.PageDirtyCost,
+		t.BufferHits*int64(l.PageHitCost)+t.BufferMisses*int64(l.PageMissCost)+t.BuffersDirtied*int64(l.PageDirtyCost),
 		t.BytesRead, t.BytesWritten, t.WALBytes)
 	return rep
 }

@@ -46,7 +46,7 @@ type tableState struct {
 	pid     uint32 // the worker's backend while the table runs
 	running bool
 	done    bool
-	phase   string
+	phase   runnerwire.Phase
 	began   time.Time
 	// from the progress view
 	blocksTotal, blocksScanned, blocksVacuumed, indexPasses, deadTuples int64
@@ -345,8 +345,8 @@ func (r *Run) setup(ctx context.Context, conn *pgx.Conn, l runnerwire.Limits) er
 		"vacuum_cost_page_miss", "vacuum_cost_page_dirty"}
 	values := []any{
 		strconv.FormatInt(l.CostDelay.Microseconds(), 10) + "us",
-		strconv.FormatInt(l.CostLimit, 10), strconv.FormatInt(l.PageHitCost, 10),
-		strconv.FormatInt(l.PageMissCost, 10), strconv.FormatInt(l.PageDirtyCost, 10),
+		strconv.Itoa(l.CostLimit), strconv.Itoa(l.PageHitCost),
+		strconv.Itoa(l.PageMissCost), strconv.Itoa(l.PageDirtyCost),
 	}
 	if m := r.opts.MaintenanceWorkMem; m != nil {
 		names = append(names, "maintenance_work_mem")
