@@ -386,3 +386,52 @@ func TestNamedTableThatDoesNotExistIsAFieldError(t *testing.T) {
 		t.Errorf("error %v, want a FieldError for tables[0]", err)
 	}
 }
+
+func TestThrottleChangeAppliesFromTheNextTable(t *testing.T) {
+	db, conn := newDB(t)
+	bloat(t, conn, "first", 20000, 200)
+	bloat(t, conn, "second", 20000, 200)
+	ctx := context.Background()
+	var changed atomic.Bool
+	var run *online.Run
+	slow := limits(10*time.Millisecond, 10)
+	run, err := online.New(ctx, target(db), online.Options{Tables: []string{"first", "second"}, Throttle: slow,
+		Parallelism: 1, PollInterval: 100 * time.Millisecond,
+		OnProgress: func(p runnerwire.Progress) {
+			// Once the first table is under way, lift the throttle.
+			if p.Table == "public.first" && p.Phase == runnerwire.PhaseScanningHeap && !changed.Load() {
+				changed.Store(true)
+				if err := run.UpdateThrottle(limits(0, 200)); err != nil {
+					t.Error(err)
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Close() }()
+	if run.ThrottleApplies() != runnerwire.ThrottleAppliesNextTable {
+		t.Errorf("ThrottleApplies %q on PostgreSQL, want NextTable", run.ThrottleApplies())
+	}
+	rep, err := run.Vacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed.Load() {
+		t.Fatal("the first table was never seen scanning; the throttle was not changed")
+	}
+	first, second := rep.Tables[0], rep.Tables[1]
+	// The first table kept the throttle it started with (10 units per 10 ms); the second
+	// ran without one, so it is much faster on the same amount of work.
+	if first.CostRate.Configured != 1000 || second.CostRate.Configured != 0 {
+		t.Errorf("configured cost rates %v and %v, want 1000 (the first table's) and 0 (the second's)",
+			first.CostRate.Configured, second.CostRate.Configured)
+	}
+	if second.ElapsedSeconds*3 > first.ElapsedSeconds {
+		t.Errorf("the second table took %.2fs against the first's %.2fs: the lifted throttle did not apply to it",
+			second.ElapsedSeconds, first.ElapsedSeconds)
+	}
+	if err := run.UpdateThrottle(runnerwire.Limits{CostLimit: 200, MaxWALBytesPerSecond: 1 << 20}); err == nil {
+		t.Error("a byte-rate limit was accepted by a PostgreSQL run")
+	}
+}

@@ -45,8 +45,10 @@ type Server struct {
 	Port int
 	dir  string
 	cmd  *exec.Cmd
-	exit chan error
-	cred *syscall.Credential
+	// exited is closed once the server process has exited, with waitErr set.
+	exited  chan struct{}
+	waitErr error
+	cred    *syscall.Credential
 }
 
 // Addr is HOST:PORT.
@@ -74,7 +76,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", dir: dir, exit: make(chan error, 1)}
+	s := &Server{Host: "127.0.0.1", dir: dir, exited: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -131,7 +133,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	go func() { s.exit <- s.cmd.Wait() }()
+	go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
@@ -147,9 +149,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return conn.Close(ctx)
 		}
 		select {
-		case werr := <-s.exit:
+		case <-s.exited:
 			log, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-			return fmt.Errorf("postgres exited (%v) before accepting connections:\n%s", werr, log)
+			return fmt.Errorf("postgres exited (%v) before accepting connections:\n%s", s.waitErr, log)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -192,10 +194,10 @@ func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 		select {
-		case <-s.exit:
+		case <-s.exited:
 		case <-time.After(30 * time.Second):
 			_ = s.cmd.Process.Kill() // the server we started, stuck
-			<-s.exit
+			<-s.exited
 		}
 	}
 	_ = os.RemoveAll(s.dir) // best effort: a temporary directory
@@ -253,5 +255,9 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = ln.Close() }() // only probing
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("listener address %v is not TCP", ln.Addr())
+	}
+	return addr.Port, nil
 }
