@@ -2,8 +2,15 @@ package online_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -433,5 +440,55 @@ func TestThrottleChangeAppliesFromTheNextTable(t *testing.T) {
 	}
 	if err := run.UpdateThrottle(runnerwire.Limits{CostLimit: 200, MaxWALBytesPerSecond: 1 << 20}); err == nil {
 		t.Error("a byte-rate limit was accepted by a PostgreSQL run")
+	}
+}
+
+func TestAVerifiedServerMayAskForACleartextPasswordAnUnverifiedOneMayNot(t *testing.T) {
+	otherCA := filepath.Join(t.TempDir(), "other-ca.crt")
+	writeStrangerCA(t, otherCA)
+	cases := []struct {
+		name, user, mode, ca string
+		want                 string // "" = connects
+	}{
+		{"verify-full with the server's CA", pgtest.CleartextUser, online.SSLVerifyFull, pg.CAFile, ""},
+		{"verify-ca with the server's CA", pgtest.CleartextUser, online.SSLVerifyCA, pg.CAFile, ""},
+		{"require: encrypted but not verified", pgtest.CleartextUser, online.SSLRequire, "", "server requested password authentication"},
+		{"verify-full with another CA", pgtest.CleartextUser, online.SSLVerifyFull, otherCA, "certificate"},
+		{"MD5 even to a verified server", pgtest.MD5User, online.SSLVerifyFull, pg.CAFile, "server requested md5 authentication"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tg := target("postgres")
+			tg.User, tg.SSLMode, tg.SSLRootCert = c.user, c.mode, c.ca
+			run, err := online.New(context.Background(), tg, online.Options{Parallelism: 1})
+			if err == nil {
+				_ = run.Close()
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.want != "" && (!errors.Is(err, online.ErrAuth) || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("error %v, want ErrAuth saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// writeStrangerCA writes a self-signed CA certificate that signed nothing of the server's.
+func writeStrangerCA(t *testing.T, path string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "stranger CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,9 @@
 // another user it runs the server as that user and fails, saying what to install, when the
 // binaries are missing. It never skips.
 //
+// The server also speaks TLS (ssl=on) with a certificate for 127.0.0.1 signed by a CA made
+// for it (CAFile), so verify-full can be tested; a client may still connect without TLS.
+//
 // Besides the superuser the server has two roles whose pg_hba.conf lines ask for the
 // methods the runner refuses: CleartextUser (method password) and MD5User (method md5,
 // its password stored as MD5). All roles have Password.
@@ -49,6 +52,8 @@ type Server struct {
 	exited  chan struct{}
 	waitErr error
 	cred    *syscall.Credential
+	// CAFile is the PEM certificate of the CA that signed the server's certificate.
+	CAFile string
 }
 
 // Addr is HOST:PORT.
@@ -114,6 +119,9 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.writeFile(filepath.Join(data, "pg_hba.conf"), hba); err != nil {
 		return err
 	}
+	if err := s.writeCertificates(data); err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -128,7 +136,8 @@ func (s *Server) start(ctx context.Context) error {
 		"-c", "listen_addresses="+s.Host, "-c", "unix_socket_directories="+s.dir,
 		"-c", "autovacuum=off", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "max_connections=40",
-		"-c", "password_encryption=scram-sha-256")
+		"-c", "password_encryption=scram-sha-256", "-c", "ssl=on",
+		"-c", "ssl_cert_file="+filepath.Join(data, "server.crt"), "-c", "ssl_key_file="+filepath.Join(data, "server.key"))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
