@@ -228,3 +228,54 @@ func TestRunWithAServerTargetVacuumsTheServerAndWritesASummary(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want 2, the pod face must not read PGPASSWORD", r.code, r.stderr)
 	}
 }
+
+func TestRunWithAServerTargetServesProgressTakesAThrottleForTheNextTableAndStopsOnSIGTERM(t *testing.T) {
+	db, conn, pw := postgres(t)
+	bloatPG(t, conn, "events", 20000)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 1 cost unit per 100 ms: hours unless stopped.
+	spec := fmt.Sprintf(`{"server":{"address":%q,"database":%q,"user":%q,"passwordFile":%q,"sslMode":"disable"},`+
+		`"throttle":{"costDelay":"100ms","costLimit":1}}`, pg.Addr(), db, pgtest.Superuser, pw)
+	addr, log := freeAddr(t), filepath.Join(dir, "termination-log")
+	p := start(t, "run", "--spec", spec, "--listen", addr, "--termination-log", log, "--control-token-file", token)
+	var prog runnerwire.Progress
+	waitFor(t, 20*time.Second, func() bool {
+		getJSON(t, "http://"+addr+"/progress", &prog)
+		return prog.Phase == runnerwire.PhaseScanningHeap
+	})
+	if prog.Table != "public.events" || prog.ThrottleApplies != runnerwire.ThrottleAppliesNextTable {
+		t.Errorf("progress %+v: want public.events, throttle applying from the next table", prog)
+	}
+	if code, body := put(t, "http://"+addr+"/throttle", "Bearer s3cret", `{"costDelay":"0s"}`); code != 200 {
+		t.Errorf("PUT /throttle: %d %s", code, body)
+	}
+	if code, body := put(t, "http://"+addr+"/throttle", "Bearer s3cret", `{"maxReadBytesPerSecond":"1Mi"}`); code != 400 ||
+		!strings.Contains(body, "maxReadBytesPerSecond") {
+		t.Errorf("PUT /throttle with a byte rate on PostgreSQL: %d %s, want 400 naming it", code, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 20*time.Second); code != runnerwire.ExitCancelled {
+		t.Errorf("exit %d, want %d\nstderr: %s", code, runnerwire.ExitCancelled, p.stderr.String())
+	}
+	if n := activeVacuums(t, conn); n != 0 {
+		t.Errorf("%d VACUUMs still active on the server after the runner exited", n)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum runnerwire.Summary
+	decode(t, string(b), &sum)
+	if sum.Phase != runnerwire.SummaryCancelled || !strings.Contains(sum.Message, "SIGTERM") {
+		t.Errorf("summary %+v, want Cancelled by SIGTERM", sum)
+	}
+	if !strings.Contains(p.stderr.String(), "from the next table") {
+		t.Errorf("the log does not say the throttle applies from the next table: %s", p.stderr.String())
+	}
+}
