@@ -1,5 +1,5 @@
-// Package bench reproduces the field reports of DESIGN.md with the bundled
-// engine, in one run, and publishes them: one CSV file per table of
+// Package bench measures the five field reports of docs/design.md with the
+// bundled engine, in one run, and publishes them: one CSV file per table of
 // figures, PNG plots (gonum/plot) and REPORT.md, all written by the run
 // itself (cmd/vacbench, `make bench`).
 //

@@ -164,7 +164,7 @@ func runForeground(ctx context.Context, r *runner) (*Section, error) {
 	}
 	if len(pts) > 0 && pts[0].d == 0 && pts[0].p99 < 1.5*ms(base.lat.P99) {
 		sec.Findings = append(sec.Findings, fmt.Sprintf(
-			"The 2003 effect does not reproduce here: the unthrottled vacuum reads only %.1f MB/s, far below what this disk serves (~96 MB/s of 8 KiB direct reads, DESIGN.md), so lookups rarely queue behind it; with the 1-minute load average at %s on %d cores, the p99 of lookups alone is mostly CPU scheduling, which the vacuum barely changes.",
+			"The 2003 effect does not reproduce here: the unthrottled vacuum reads only %.1f MB/s, far below what this disk serves (~96 MB/s of 8 KiB direct reads, a figure of the first design brief, not measured by this run), so lookups rarely queue behind it; with the 1-minute load average at %s on %d cores, the p99 of lookups alone is mostly CPU scheduling, which the vacuum barely changes.",
 			unthrottledRead, strings.Fields(LoadAvg() + " ?")[0], runtime.NumCPU()))
 	}
 	if best >= 0 {

@@ -133,7 +133,7 @@ func runParallel(ctx context.Context, r *runner) (*Section, error) {
 			budgetFinding(b, budget.Rate(throttle.Cost)))
 	}
 	sec.Findings = append(sec.Findings, fmt.Sprintf(
-		"What decides the curve: at parallelism %d the process used %.2f of the machine's %d cores (CPU time / wall time, shared with the other load) and read %.1f MB/s, against ~96 MB/s for 8 KiB direct reads one at a time on this disk (DESIGN.md). %s",
+		"What decides the curve: at parallelism %d the process used %.2f of the machine's %d cores (CPU time / wall time, shared with the other load) and read %.1f MB/s, against ~96 MB/s for 8 KiB direct reads one at a time on this disk (a figure of the first design brief, not measured by this run). %s",
 		sz.Parallelisms[len(sz.Parallelisms)-1], lastCPU, runtime.NumCPU(), lastRead, bottleneck(lastCPU, lastRead)))
 	sec.Caveats = append(sec.Caveats,
 		fmt.Sprintf("This machine has %d cores and one virtio disk: beyond %d workers, extra parallelism can only overlap I/O waits with CPU work; it cannot add CPU. The 2007 report's 4x came from many spindles.", runtime.NumCPU(), runtime.NumCPU()),

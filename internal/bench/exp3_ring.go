@@ -122,7 +122,7 @@ func runRing(ctx context.Context, r *runner) (*Section, error) {
 		}
 	}
 	sec.Caveats = append(sec.Caveats,
-		"WAL flushes are counted, not timed: the engine has no per-fsync timer, so \"share of time in fsync\" is not reported. On this disk an O_DSYNC 8 KiB write costs ~0.33 ms (DESIGN.md), so N flushes cost roughly N x 0.33 ms or more.")
+		"WAL flushes are counted, not timed: the engine has no per-fsync timer, so \"share of time in fsync\" is not reported. On this disk an O_DSYNC 8 KiB write costs ~0.33 ms (a figure of the first design brief, not measured by this run), so N flushes cost roughly N x 0.33 ms or more.")
 	return sec, nil
 }
 

@@ -130,7 +130,7 @@ func globalCaveats(res *Result) []string {
 	out := []string{
 		fmt.Sprintf("Load: the 1-minute load average was %s at the start and %s at the end on %d cores. %s",
 			m.LoadStart, m.LoadEnd, m.Cores, loadComment(m)),
-		"time.Sleep has a floor near 1.1 ms on this machine (DESIGN.md), so cost delays of 1-2 ms are paced against the clock rather than slept per page.",
+		"time.Sleep has a floor near 1.1 ms on this machine (a figure of the first design brief, not measured by this run), so cost delays of 1-2 ms are paced against the clock rather than slept per page.",
 		"Each configuration runs once; there are no repetitions or confidence intervals. Differences under ~10 % between two rows are within run-to-run noise on a shared machine.",
 		fmt.Sprintf("Sizes are the %q preset, chosen so that the whole run finishes well under 30 minutes here; the field reports were about tables of tens of GB on many disks, so absolute figures are smaller and only the shapes compare.", res.Sizes.Name),
 	}
