@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -244,7 +245,7 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 		},
 		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: *p.Spec.VacuumSpec.DeepCopy(), PolicyName: p.Name},
 	}
-	if err := ctrlSetOwner(p, run, r.Scheme); err != nil {
+	if err := controllerutil.SetControllerReference(p, run, r.Scheme); err != nil {
 		return err
 	}
 	err = r.Create(ctx, run)

@@ -45,7 +45,7 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.Totals = &t
 	tables := make([]vacuumv1alpha1.TableStatus, 0, len(p.Tables))
 	for _, tp := range p.Tables {
-		if len(tables) == maxStatusTables {
+		if len(tables) == vacuumv1alpha1.MaxStatusTables {
 			break
 		}
 		tables = append(tables, vacuumv1alpha1.TableStatus{
@@ -54,9 +54,6 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	}
 	s.Tables = tables
 }
-
-// maxStatusTables matches the CRD's maxItems on status.tables.
-const maxStatusTables = 1024
 
 // foldSummary writes the runner's final Summary into the run's status.
 func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
@@ -78,7 +75,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 		}
 		if i, ok := index[tr.Table]; ok {
 			s.Tables[i] = ts
-		} else if len(s.Tables) < maxStatusTables {
+		} else if len(s.Tables) < vacuumv1alpha1.MaxStatusTables {
 			index[tr.Table] = len(s.Tables)
 			s.Tables = append(s.Tables, ts)
 		}
