@@ -62,7 +62,7 @@ commands:
   stats   --data DIR [--json]
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]
-  check   --data DIR [--json]
+  check   --data DIR [--json] [--purge-quarantine]
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 
