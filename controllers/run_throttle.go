@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -54,7 +55,7 @@ func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.Va
 
 // describeThrottle writes a throttle for an event message.
 func describeThrottle(t *vacuumv1alpha1.Throttle) string {
-	s := fmt.Sprintf("costLimit=%d", ptrValue(t.CostLimit))
+	s := fmt.Sprintf("costLimit=%d", ptr.Deref(t.CostLimit, 0))
 	if t.CostDelay != nil {
 		s = fmt.Sprintf("costDelay=%s ", t.CostDelay.Duration) + s
 	}
