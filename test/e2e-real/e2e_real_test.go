@@ -82,7 +82,7 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 		By("waiting for the runner to work, polling /progress from the host over the pod network")
 		first := runningPod(ctx, ns, runName, "")
 		Eventually(func(g Gomega) {
-			p, err := getProgress(ctx, first.Status.PodIP)
+			p, err := getProgress(ctx, first)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(runnerwire.Phases()).To(ContainElement(p.Phase))
 			g.Expect(p.TablesTotal).To(Equal(int64(1)))
@@ -288,7 +288,7 @@ func watchRun(ctx context.Context, ns, name string, phase vacuumv1alpha1.RunPhas
 			pod := &corev1.Pod{}
 			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: st.PodName}, pod); err == nil {
 				if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
-					if _, err := getProgress(ctx, pod.Status.PodIP); err == nil {
+					if _, err := getProgress(ctx, pod); err == nil {
 						w.hostPolls++
 					}
 				}
@@ -321,9 +321,25 @@ func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
 	return out
 }
 
-// getProgress is GET /progress on a runner pod, from the host, over the pod network.
-func getProgress(ctx context.Context, podIP string) (*runnerwire.Progress, error) {
+// getProgress is GET /progress on a runner pod, from the host, over the pod network, over
+// HTTPS pinned to the run's certificate.
+func getProgress(ctx context.Context, pod *corev1.Pod) (*runnerwire.Progress, error) {
+	hc, err := pinnedClient(ctx, k8sClient, pod)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return runnerwire.FetchProgress(ctx, http.DefaultClient, podIP)
+	return runnerwire.FetchProgress(ctx, hc, pod.Status.PodIP)
+}
+
+// pinnedClient is an HTTPS client for a runner pod's control port that accepts only the
+// certificate in its run's token Secret, as the manager's own client does.
+func pinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod) (*http.Client, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	if err := c.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	}
+	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], 5*time.Second)
 }

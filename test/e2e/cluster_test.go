@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -101,7 +103,11 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	p, err := runnerwire.FetchProgress(suiteCtx, &http.Client{Timeout: 2 * time.Second}, pod.Status.PodIP)
+	hc, err := pinnedClient(suiteCtx, cluster.Client, pod)
+	if err != nil {
+		return runnerwire.Progress{}, err
+	}
+	p, err := runnerwire.FetchProgress(suiteCtx, hc, pod.Status.PodIP)
 	if err != nil {
 		return runnerwire.Progress{}, err
 	}
@@ -160,4 +166,15 @@ func costThrottle(delay time.Duration, limit int32) vacuumv1alpha1.Throttle {
 // cost is the cost units a progress snapshot's counters add up to at the page costs 1/2/20.
 func cost(p runnerwire.Progress) float64 {
 	return float64(p.BufferHits) + 2*float64(p.BufferMisses) + 20*float64(p.BuffersDirtied)
+}
+
+// pinnedClient is an HTTPS client for a runner pod's control port that accepts only the
+// certificate in its run's token Secret, as the manager's own client does.
+func pinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod) (*http.Client, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	if err := c.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	}
+	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], 5*time.Second)
 }

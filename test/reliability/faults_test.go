@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -380,7 +382,11 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	p, err := runnerwire.FetchProgress(faultCtx, &http.Client{Timeout: 5 * time.Second}, pod.Status.PodIP)
+	hc, err := pinnedClient(faultCtx, k8s, pod)
+	if err != nil {
+		return runnerwire.Progress{}, err
+	}
+	p, err := runnerwire.FetchProgress(faultCtx, hc, pod.Status.PodIP)
 	if err != nil {
 		return runnerwire.Progress{}, err
 	}
@@ -460,4 +466,15 @@ func expectCheckClean(dir string) {
 	}
 	Expect(json.Unmarshal(runTool("check", "--data", dir, "--json"), &c)).To(Succeed())
 	Expect(c.OK).To(BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
+}
+
+// pinnedClient is an HTTPS client for a runner pod's control port that accepts only the
+// certificate in its run's token Secret, as the manager's own client does.
+func pinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod) (*http.Client, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	if err := c.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	}
+	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], 5*time.Second)
 }
