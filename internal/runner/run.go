@@ -161,6 +161,9 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		if p := state.takePending(); p != nil {
 			r.Throttle = *p
 		}
+		if err := makeSortDir(r); err != nil {
+			return err
+		}
 		run, err := vacuum.NewRun(optionsFrom(r))
 		if err != nil {
 			return &UsageError{Msg: err.Error()}
