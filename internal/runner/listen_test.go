@@ -51,7 +51,7 @@ func TestConnectionLimitHoldsFurtherConnectionsUntilOneCloses(t *testing.T) {
 		defer func() { _ = c.Close() }()
 		idle = append(idle, c)
 	}
-	time.Sleep(100 * time.Millisecond) // let the server accept them
+	time.Sleep(100 * time.Millisecond)            // let the server accept them
 	extra, err := net.Dial("tcp", bound.String()) // the kernel's backlog takes it
 	if err != nil {
 		t.Fatal(err)
