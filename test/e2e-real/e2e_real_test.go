@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +37,23 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 	var ns string
 	BeforeAll(func(ctx SpecContext) {
 		ns = newNamespace(ctx, "e2e-real")
+	})
+
+	It("reads a schedule in timeZone Europe/Paris with the image's own time-zone data (no /usr/share/zoneinfo)", func(ctx SpecContext) {
+		p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paris"},
+			Spec: vacuumv1alpha1.VacuumPolicySpec{Schedule: "0 3 1 1 *", TimeZone: "Europe/Paris", // next: January 1st, no run during the test
+				VacuumSpec: vacuumv1alpha1.VacuumSpec{Target: vacuumv1alpha1.Target{PersistentVolumeClaim: "no-such-claim"}}}}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var got vacuumv1alpha1.VacuumPolicy
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &got)).To(Succeed())
+			c := meta.FindStatusCondition(got.Status.Conditions, vacuumv1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Ready: %s %s", c.Reason, c.Message)
+			g.Expect(got.Status.NextScheduleTime).NotTo(BeNil())
+			g.Expect(got.Status.NextScheduleTime.In(time.UTC).Hour()).To(Equal(2), "03:00 in Paris in January is 02:00 UTC")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 	})
 
 	It("vacuums a bloated volume in a real runner container when the sample policy is applied with kubectl", func(ctx SpecContext) {
@@ -81,6 +101,25 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 
 		By("waiting for the runner to work, polling /progress from the host over the pod network")
 		first := runningPod(ctx, ns, runName, "")
+		By("dialing the control port: HTTPS with the run's pinned certificate, nothing else")
+		Eventually(func(g Gomega) {
+			_, err := getProgress(ctx, first)
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		other, err := runnerwire.RunCertificate("not this run's token")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = runnerwire.FetchProgress(ctx, runnerwire.PinnedClient(other.DER, 5*time.Second), first.Status.PodIP)
+		Expect(err).To(MatchError(ContainSubstring(runnerwire.ErrCertificateMismatch.Error())),
+			"a client pinned to another certificate must be refused")
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(
+			"http://" + net.JoinHostPort(first.Status.PodIP, strconv.Itoa(runnerwire.ControlPort)) + "/progress"); err == nil {
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).NotTo(Equal(http.StatusOK), "the control port answered plain HTTP")
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(runnerwire.MetricsURL(first.Status.PodIP))
+		Expect(err).NotTo(HaveOccurred(), "plain /metrics on the metrics port")
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 		Eventually(func(g Gomega) {
 			p, err := getProgress(ctx, first)
 			g.Expect(err).NotTo(HaveOccurred())
