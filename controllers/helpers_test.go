@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"crypto/tls"
-	"strconv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"time"
 )
@@ -95,9 +96,13 @@ func PinnedTLSConfig(der []byte) *tls.Config {
 // certificate der. It keeps no idle connections: a run is polled every few seconds, and a
 // client per run must not leave connections behind when the run ends.
 func PinnedClient(der []byte, timeout time.Duration) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = PinnedTLSConfig(der)
-	tr.DisableKeepAlives = true
+	// No proxy: a runner is dialed on its pod IP.
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
+		TLSClientConfig:     PinnedTLSConfig(der),
+		TLSHandshakeTimeout: timeout,
+		DisableKeepAlives:   true,
+	}
 	return &http.Client{Transport: tr, Timeout: timeout}
 }
 
