@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,7 +175,8 @@ func goldenBytes(name string) []byte {
 	return b
 }
 
-// fakeRunner stands in for a runner pod at ip:8080: it serves the golden /progress and
+// fakeRunner stands in for a runner pod at ip's control port: it serves the golden /progress
+// over HTTPS with the run's certificate (made from the token, as the manager makes it) and
 // records the PUT /throttle calls it accepts (with the bearer token it was given).
 type fakeRunner struct {
 	srv       *httptest.Server
@@ -184,8 +187,12 @@ type fakeRunner struct {
 
 func startFakeRunner(ip, token string) *fakeRunner {
 	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8)}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "8080"))
-	Expect(err).NotTo(HaveOccurred(), "listen on %s:8080", ip)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(runnerwire.ControlPort)))
+	Expect(err).NotTo(HaveOccurred(), "listen on %s:%d", ip, runnerwire.ControlPort)
+	cert, err := runnerwire.RunCertificate(token)
+	Expect(err).NotTo(HaveOccurred())
+	pair, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+	Expect(err).NotTo(HaveOccurred())
 	mux := http.NewServeMux()
 	progress := goldenBytes("progress.json")
 	mux.HandleFunc("GET /progress", func(w http.ResponseWriter, _ *http.Request) {
@@ -210,7 +217,8 @@ func startFakeRunner(ip, token string) *fakeRunner {
 	f.srv = httptest.NewUnstartedServer(mux)
 	f.srv.Listener.Close()
 	f.srv.Listener = ln
-	f.srv.Start()
+	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
+	f.srv.StartTLS()
 	return f
 }
 

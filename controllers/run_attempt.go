@@ -131,7 +131,9 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		run.Status.StartTime = &metav1.Time{Time: now}
 	}
 	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
-	if p, err := runnerwire.FetchProgress(ctx, r.HTTPClient, pod.Status.PodIP); err != nil {
+	if hc, err := r.runnerClient(run); err != nil {
+		return ctrl.Result{}, err
+	} else if p, err := runnerwire.FetchProgress(ctx, hc, pod.Status.PodIP); err != nil {
 		log.FromContext(ctx).V(1).Info("progress not available yet", "pod", pod.Name, "error", err.Error())
 	} else {
 		foldProgress(&run.Status, p)

@@ -37,7 +37,8 @@ type RunReconciler struct {
 	Scheme    *runtime.Scheme
 	Recorder  EventRecorder
 	Clock     clock.PassiveClock
-	// HTTPClient talks to runner pods (GET /progress, PUT /throttle).
+	// HTTPClient's Timeout bounds each call to a runner pod (GET /progress, PUT /throttle);
+	// the client of each call is made per run, pinned to the run's certificate (runnerClient).
 	HTTPClient *http.Client
 	// Key is the manager's key; each run's token is HMAC-SHA256(Key, run UID).
 	Key []byte

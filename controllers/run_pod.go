@@ -22,6 +22,9 @@ const (
 	terminationLogPath  = "/dev/termination-log"
 	tokenMountDir       = "/var/run/vacuum/token"
 	tokenFilePath       = tokenMountDir + "/" + tokenSecretField
+	specMountDir        = "/var/run/vacuum/spec"
+	specFilePath        = specMountDir + "/" + specFileName
+	specFileName        = "runspec.json"
 	runnerLockTimeout   = "2m"
 	terminationGraceSec = 30
 )
@@ -32,12 +35,19 @@ func podName(run *vacuumv1alpha1.VacuumRun, attempt int32) string {
 	return run.Name + "-" + strconv.Itoa(int(attempt))
 }
 
-// runnerArgs are the runner's arguments for a run spec (JSON).
-func runnerArgs(specJSON []byte) []string {
+// runnerArgs are the runner's arguments. The RunSpec is a file (the pod's run-spec
+// annotation, through a downward-API volume), never an argument the kubelet expands. The
+// addresses put the pod IP in brackets, which IPv4 and IPv6 both accept. The control port
+// serves HTTPS with the run's certificate from the token Secret; /metrics is plain HTTP on
+// its own port.
+func runnerArgs() []string {
 	return []string{
 		"run",
-		"--spec", string(specJSON),
-		fmt.Sprintf("--listen=$(POD_IP):%d", runnerwire.Port),
+		"--spec-file", specFilePath,
+		fmt.Sprintf("--listen=[$(POD_IP)]:%d", runnerwire.ControlPort),
+		fmt.Sprintf("--metrics-listen=[$(POD_IP)]:%d", runnerwire.MetricsPort),
+		"--tls-cert-file", tokenMountDir + "/" + runnerwire.TLSCertKey,
+		"--tls-key-file", tokenMountDir + "/" + runnerwire.TLSKeyKey,
 		"--termination-log", terminationLogPath,
 		"--control-token-file", tokenFilePath,
 		"--lock-timeout", runnerLockTimeout,
@@ -60,7 +70,8 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 		labels[vacuumv1alpha1.LabelPolicy] = run.Spec.PolicyName
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, attempt), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, attempt), Labels: labels,
+			Annotations: map[string]string{vacuumv1alpha1.AnnotationRunSpec: string(specJSON)}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  ptr.To(false),
@@ -76,10 +87,13 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 				Image:           image,
 				ImagePullPolicy: spec.Runner.ImagePullPolicy,
 				Command:         []string{runnerBinary},
-				Args:            runnerArgs(specJSON),
+				Args:            runnerArgs(),
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
-				Ports:                    []corev1.ContainerPort{{Name: "http", ContainerPort: runnerwire.Port, Protocol: corev1.ProtocolTCP}},
+				Ports: []corev1.ContainerPort{
+					{Name: "control", ContainerPort: runnerwire.ControlPort, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: runnerwire.MetricsPort, Protocol: corev1.ProtocolTCP},
+				},
 				Resources:                runnerResources(spec.Runner.Resources, res),
 				TerminationMessagePath:   terminationLogPath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -93,6 +107,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "data", MountPath: runnerwire.DefaultDataDir, SubPath: spec.Target.SubPath},
 					{Name: "token", MountPath: tokenMountDir, ReadOnly: true},
+					{Name: "spec", MountPath: specMountDir, ReadOnly: true},
 					{Name: "tmp", MountPath: "/tmp"},
 				},
 			}},
@@ -108,7 +123,14 @@ func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
 		// the runner (non-root, UID 65532 in our image) could not read it. Only this pod's one
 		// container sees the mount.
 		{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: tokenSecretName(run), DefaultMode: ptr.To(int32(0o444))}}},
+			SecretName: tokenSecretName(run), DefaultMode: ptr.To(int32(0o444)), Items: []corev1.KeyToPath{
+				{Key: tokenSecretField, Path: tokenSecretField},
+				{Key: runnerwire.TLSCertKey, Path: runnerwire.TLSCertKey},
+				{Key: runnerwire.TLSKeyKey, Path: runnerwire.TLSKeyKey},
+			}}}},
+		{Name: "spec", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			DefaultMode: ptr.To(int32(0o444)), Items: []corev1.DownwardAPIVolumeFile{{Path: specFileName,
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + vacuumv1alpha1.AnnotationRunSpec + "']"}}}}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
 	}

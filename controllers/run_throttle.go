@@ -30,9 +30,13 @@ func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.Va
 	if err != nil {
 		return err
 	}
+	hc, err := r.runnerClient(run)
+	if err != nil {
+		return err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+runToken(r.Key, run.UID))
-	resp, err := r.HTTPClient.Do(req)
+	resp, err := hc.Do(req)
 	if err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()

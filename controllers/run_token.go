@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Run tokens guard each runner pod's PUT /throttle. A run's token is
@@ -71,6 +73,21 @@ func EnsureManagerKey(ctx context.Context, reader client.Reader, writer client.W
 	return nil, fmt.Errorf("manager key secret %s/%s: created and deleted concurrently", namespace, name)
 }
 
+// runnerClient is the HTTP client for the run's runner pod: it accepts only the certificate
+// the manager made for this run (remade from the key, never read back) and keeps the
+// timeout of the reconciler's HTTPClient.
+func (r *RunReconciler) runnerClient(run *vacuumv1alpha1.VacuumRun) (*http.Client, error) {
+	cert, err := runnerwire.RunCertificate(runToken(r.Key, run.UID))
+	if err != nil {
+		return nil, err
+	}
+	timeout := httpTimeout
+	if r.HTTPClient != nil && r.HTTPClient.Timeout > 0 {
+		timeout = r.HTTPClient.Timeout
+	}
+	return runnerwire.PinnedClient(cert.DER, timeout), nil
+}
+
 // runToken is the run's control token, hex-encoded.
 func runToken(key []byte, uid types.UID) string {
 	m := hmac.New(sha256.New, key)
@@ -81,14 +98,21 @@ func runToken(key []byte, uid types.UID) string {
 // tokenSecretName is the Secret holding a run's token.
 func tokenSecretName(run *vacuumv1alpha1.VacuumRun) string { return run.Name + "-token" }
 
-// ensureTokenSecret writes the run's token into a Secret the run owns. AlreadyExists means
+// ensureTokenSecret writes the run's token, and the control port's certificate and key made
+// from it (runnerwire.RunCertificate), into a Secret the run owns. AlreadyExists means
 // an earlier reconcile (or another manager) made it: its content is the same by construction.
 func (r *RunReconciler) ensureTokenSecret(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	token := runToken(r.Key, run.UID)
+	cert, err := runnerwire.RunCertificate(token)
+	if err != nil {
+		return err
+	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: tokenSecretName(run),
 			Labels: map[string]string{vacuumv1alpha1.LabelRun: run.Name}},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{tokenSecretField: []byte(runToken(r.Key, run.UID))},
+		Data: map[string][]byte{tokenSecretField: []byte(token),
+			runnerwire.TLSCertKey: cert.CertPEM, runnerwire.TLSKeyKey: cert.KeyPEM},
 	}
 	if err := controllerutil.SetControllerReference(run, s, r.Scheme); err != nil {
 		return err

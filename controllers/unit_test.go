@@ -106,28 +106,40 @@ func TestPodSecurityCheckRefusesWhatTheProfileForbidsAndWhatItDoesNotCheck(t *te
 }
 
 func TestRunnerPodArgsAreTheRunnerFlagContract(t *testing.T) {
-	pod := podFor(t, defaultedRun())
+	run := defaultedRun()
+	run.Spec.Target.Tables = []string{"price$$", "$(POD_IP)"}
+	pod := podFor(t, run)
 	c := pod.Spec.Containers[0]
-	args := c.Args
-	if len(args) != 10 || args[0] != "run" || args[1] != "--spec" {
-		t.Fatalf("args = %q", args)
+	want := []string{"run", "--spec-file", specFilePath, "--listen=[$(POD_IP)]:8443", "--metrics-listen=[$(POD_IP)]:9090",
+		"--tls-cert-file", tokenMountDir + "/tls.crt", "--tls-key-file", tokenMountDir + "/tls.key",
+		"--termination-log", "/dev/termination-log", "--control-token-file", tokenFilePath, "--lock-timeout", "2m"}
+	if strings.Join(c.Args, " ") != strings.Join(want, " ") {
+		t.Errorf("args = %q, want %q", c.Args, want)
 	}
-	want := []string{"--listen=$(POD_IP):8080", "--termination-log", "/dev/termination-log",
-		"--control-token-file", tokenFilePath, "--lock-timeout", "2m"}
-	if strings.Join(args[3:10], " ") != strings.Join(want[:7], " ") {
-		t.Errorf("args after the spec = %q, want %q", args[3:], want)
-	}
+	// The spec reaches the runner as a file holding the pod's annotation, verbatim: no $
+	// in it is ever seen by the kubelet's expansion of args.
 	var spec runnerwire.RunSpec
-	if err := json.Unmarshal([]byte(args[2]), &spec); err != nil {
-		t.Fatalf("--spec is not a RunSpec: %v", err)
+	if err := json.Unmarshal([]byte(pod.Annotations[vacuumv1alpha1.AnnotationRunSpec]), &spec); err != nil {
+		t.Fatalf("the run-spec annotation is not a RunSpec: %v", err)
 	}
-	if _, err := spec.Resolve(); err != nil || spec.DataDir != runnerwire.DefaultDataDir || *spec.Parallelism != 2 {
-		t.Errorf("spec %s: %v", args[2], err)
+	if _, err := spec.Resolve(); err != nil || spec.DataDir != runnerwire.DefaultDataDir || *spec.Parallelism != 2 ||
+		strings.Join(spec.Tables, ",") != "price$$,$(POD_IP)" {
+		t.Errorf("spec %+v: %v", spec, err)
+	}
+	var file *corev1.DownwardAPIVolumeFile
+	for _, v := range pod.Spec.Volumes {
+		if v.DownwardAPI != nil && len(v.DownwardAPI.Items) == 1 {
+			file = &v.DownwardAPI.Items[0]
+		}
+	}
+	if file == nil || file.FieldRef.FieldPath != "metadata.annotations['"+vacuumv1alpha1.AnnotationRunSpec+"']" ||
+		specMountDir+"/"+file.Path != specFilePath {
+		t.Errorf("no downward-API volume puts the annotation at %s: %+v", specFilePath, file)
 	}
 	if c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
 		t.Errorf("POD_IP must come from the downward API: %+v", c.Env)
 	}
-	for _, a := range args {
+	for _, a := range c.Args {
 		if strings.Contains(a, runToken(nil, "uid-1")[:16]) {
 			t.Errorf("an arg carries the token: %q", a)
 		}

@@ -21,6 +21,10 @@ const (
 	// when its own throttle no longer matches that hash, so a hand edit of a run's throttle
 	// (kubectl patch vacuumrun) stays until the policy's throttle itself changes.
 	AnnotationPolicyThrottle = "vacuum.vacuumops.io/policy-throttle"
+	// AnnotationRunSpec on a runner pod is the runner's RunSpec (JSON), which the pod reads
+	// as a file through a downward-API volume: as an argument the kubelet would expand
+	// $(VAR) and $$ inside it (a table named price$$ would reach the runner as price$).
+	AnnotationRunSpec = "vacuum.vacuumops.io/run-spec"
 
 	// LabelPolicy on a VacuumRun names its policy.
 	LabelPolicy = "vacuum.vacuumops.io/policy"

@@ -159,12 +159,14 @@ func (n *Node) materialiseVolumes(ctx context.Context, pod *corev1.Pod, dir stri
 			err = n.writeSecret(ctx, pod.Namespace, v.Secret, vdir)
 		case v.ConfigMap != nil:
 			err = n.writeConfigMap(ctx, pod.Namespace, v.ConfigMap, vdir)
+		case v.DownwardAPI != nil:
+			err = writeDownwardAPI(pod, v.DownwardAPI, vdir)
 		case v.HostPath != nil:
 			vdir = v.HostPath.Path
 		case v.PersistentVolumeClaim != nil:
 			vdir, err = n.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 		default:
-			err = &podError{"Unsupported", fmt.Sprintf("volume %s: only emptyDir, secret, configMap, hostPath and persistentVolumeClaim volumes run on the local node", v.Name)}
+			err = &podError{"Unsupported", fmt.Sprintf("volume %s: only emptyDir, secret, configMap, downwardAPI (metadata fields), hostPath and persistentVolumeClaim volumes run on the local node", v.Name)}
 		}
 		if err != nil {
 			return nil, err
@@ -188,6 +190,44 @@ func (n *Node) writeSecret(ctx context.Context, ns string, src *corev1.SecretVol
 		return fmt.Errorf("get secret %s/%s: %w", ns, src.SecretName, err)
 	}
 	return writeKeys(dir, s.Data, src.Items, "secret "+src.SecretName)
+}
+
+// writeDownwardAPI writes a downward-API volume's files, as the kubelet does for fieldRefs of
+// the pod's metadata: name, namespace, uid, and one label or annotation by key (verbatim, no
+// expansion of $). Whole-map fields and resourceFieldRefs are refused.
+func writeDownwardAPI(pod *corev1.Pod, src *corev1.DownwardAPIVolumeSource, dir string) error {
+	data := map[string][]byte{}
+	var items []corev1.KeyToPath
+	for _, it := range src.Items {
+		if it.FieldRef == nil {
+			return &podError{"Unsupported", fmt.Sprintf("downwardAPI file %s: only fieldRef runs on the local node", it.Path)}
+		}
+		v, err := metadataField(pod, it.FieldRef.FieldPath)
+		if err != nil {
+			return err
+		}
+		data[it.Path] = []byte(v)
+		items = append(items, corev1.KeyToPath{Key: it.Path, Path: it.Path})
+	}
+	return writeKeys(dir, data, items, "downwardAPI volume")
+}
+
+// metadataField reads a downward-API field path of the pod's metadata.
+func metadataField(pod *corev1.Pod, path string) (string, error) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.annotations": pod.Annotations, "metadata.labels": pod.Labels} {
+		if key, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(key, "']") {
+			return m[strings.TrimSuffix(key, "']")], nil
+		}
+	}
+	return "", &podError{"Unsupported", fmt.Sprintf("downwardAPI field %q does not run on the local node", path)}
 }
 
 // writeConfigMap writes a ConfigMap's keys (or the listed items) as files.

@@ -1,6 +1,9 @@
 package runner
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
@@ -28,6 +31,33 @@ func overrideFrom(l runnerwire.Limits) vacuum.TableThrottle {
 	}
 }
 
+// SortDirName is the directory, inside the data directory, that holds VACUUM FULL's sort
+// runs (PostgreSQL's pgsql_tmp). On the data volume, the engine's space check counts them;
+// in a pod's /tmp (a 64Mi emptyDir) a large FULL would fill it, or the node's disk unseen
+// (security review S4).
+const SortDirName = "pgsql_tmp"
+
+// sortDir is the sort directory of a FULL run ("" for a lazy one, which sorts nothing).
+func sortDir(r runnerwire.Resolved) string {
+	if r.Mode != runnerwire.ModeFull {
+		return ""
+	}
+	return filepath.Join(r.DataDir, SortDirName)
+}
+
+// makeSortDir creates the sort directory of a FULL run (0700; runs inside it are unlinked as
+// soon as they are made, so it stays empty).
+func makeSortDir(r runnerwire.Resolved) error {
+	dir := sortDir(r)
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create sort directory: %w", err)
+	}
+	return nil
+}
+
 // optionsFrom turns a resolved RunSpec into vacuum options.
 func optionsFrom(r runnerwire.Resolved) vacuum.Options {
 	s := settingsFrom(r.Throttle)
@@ -40,6 +70,7 @@ func optionsFrom(r runnerwire.Resolved) vacuum.Options {
 		DisableTruncate:     !r.Truncate,
 		MinDeadTuplePercent: float64(r.MinDeadTuplePercent),
 		Full:                r.Mode == runnerwire.ModeFull,
+		TempDir:             sortDir(r),
 	}
 	if len(r.TableThrottles) > 0 {
 		o.TableOverrides = map[string]vacuum.TableThrottle{}

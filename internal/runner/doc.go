@@ -14,8 +14,11 @@
 //	run     pod mode: a RunSpec, an HTTP server (/progress, /metrics, /healthz,
 //	        PUT /throttle) and a Summary written to the termination log on exit
 //
-// Pod mode's HTTP API: GET /progress (runnerwire.Progress), GET /metrics (Prometheus, a private
-// registry), GET /healthz, and PUT /throttle (a runnerwire.Throttle; absent fields take their
+// Pod mode's HTTP API, on --listen (HTTPS with --tls-cert-file and --tls-key-file, as the
+// operator runs it; at most --max-connections connections): GET /progress
+// (runnerwire.Progress), GET /healthz, PUT /throttle, and GET /metrics (Prometheus, a private
+// registry) unless --metrics-listen moves it, with /healthz, to a plain-HTTP port of its own.
+// PUT /throttle (a runnerwire.Throttle; absent fields take their
 // defaults). /throttle needs "Authorization: Bearer <token>" matching --control-token-file:
 // 401 without it, 403 for every request when no token file was given, 400 for a body that
 // is not a valid Throttle, 413 over 16 KiB, 202 when the run has not started yet (the

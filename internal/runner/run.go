@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
@@ -22,8 +25,14 @@ const maxSpecBytes = 1 << 20
 // runFlags are the flags of `run` beyond the vacuum flags.
 type runFlags struct {
 	spec, specFile, listen, terminationLog, tokenFile string
+	metricsListen, tlsCert, tlsKey                    string
+	maxConnections                                    int
 	lockTimeout                                       time.Duration
 }
+
+// DefaultMaxConnections is --max-connections' default: the manager holds one or two
+// connections and a scraper one; more is a flood (security review S2).
+const DefaultMaxConnections = 16
 
 // cmdRun is pod mode: parse, serve, vacuum, write the Summary, exit with its code.
 func cmdRun(ctx context.Context, args []string, env Env) error {
@@ -32,7 +41,11 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	var f runFlags
 	fs.StringVar(&f.spec, "spec", "", "RunSpec as JSON")
 	fs.StringVar(&f.specFile, "spec-file", "", "file holding the RunSpec as JSON")
-	fs.StringVar(&f.listen, "listen", "", "address of the HTTP server (/progress, /metrics, /healthz, /throttle)")
+	fs.StringVar(&f.listen, "listen", "", "address of the control server (/progress, /healthz, /throttle, and /metrics without --metrics-listen); IPv6 as [addr]:port")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a separate plain-HTTP server for /metrics and /healthz (none = /metrics on --listen)")
+	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "PEM certificate of the control server; with --tls-key-file it serves HTTPS")
+	fs.StringVar(&f.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fs.IntVar(&f.maxConnections, "max-connections", DefaultMaxConnections, "most connections each server holds open at once")
 	fs.StringVar(&f.terminationLog, "termination-log", "", "file to write the Summary to on exit")
 	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle (none = disabled)")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 5*time.Minute, "how long to wait for a busy data directory")
@@ -73,6 +86,18 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		return none, usagef("--termination-log is required")
 	case f.spec != "" && f.specFile != "":
 		return none, usagef("give --spec or --spec-file, not both")
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return none, usagef("give --tls-cert-file and --tls-key-file together")
+	case f.maxConnections < 1:
+		return none, usagef("--max-connections must be at least 1, got %d", f.maxConnections)
+	}
+	var tlsConfig *tls.Config
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return none, usagef("--tls-cert-file/--tls-key-file: %v", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	}
 	var spec runnerwire.RunSpec
 	fromFlags := true
@@ -111,11 +136,19 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: "+format+"\n", args...)
 	}}
 	defer state.finish()
-	stopServer, err := serve(f.listen, newHandler(state, token), state.logf)
+	control, metrics := newHandlers(state, token, f.metricsListen == "")
+	_, stopServer, err := serve(f.listen, control, serverOptions{tls: tlsConfig, maxConns: f.maxConnections}, state.logf)
 	if err != nil {
-		return none, err
+		return none, usagef("--listen %s: %v", f.listen, err)
 	}
 	defer stopServer()
+	if f.metricsListen != "" {
+		_, stopMetrics, err := serve(f.metricsListen, metrics, serverOptions{maxConns: f.maxConnections}, state.logf)
+		if err != nil {
+			return none, usagef("--metrics-listen %s: %v", f.metricsListen, err)
+		}
+		defer stopMetrics()
+	}
 	if spec.Server != nil {
 		return vacuumServer(ctx, spec, r, fromFlags, onlineTarget(*spec.Server), state)
 	}
@@ -133,6 +166,9 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		}
 		if p := state.takePending(); p != nil {
 			r.Throttle = *p
+		}
+		if err := makeSortDir(r); err != nil {
+			return err
 		}
 		run, err := vacuum.NewRun(optionsFrom(r))
 		if err != nil {
@@ -179,14 +215,31 @@ func readSpec(inline, file string) (runnerwire.RunSpec, error) {
 	return s, nil
 }
 
-// serve starts an HTTP server on addr; stop shuts it down (waiting briefly for requests).
-func serve(addr string, h http.Handler, logf func(string, ...any)) (stop func(), err error) {
+// serverOptions are how serve listens: over TLS when tls is set, with at most maxConns
+// connections open at once (0 = no limit).
+type serverOptions struct {
+	tls      *tls.Config
+	maxConns int
+}
+
+// serve starts an HTTP server on addr (host:port, IPv6 hosts in brackets); stop shuts it down
+// (waiting briefly for requests). Past maxConns open connections, further ones wait in the
+// kernel's backlog until one closes, so a flood of idle connections costs the runner no
+// memory beyond maxConns of them.
+func serve(addr string, h http.Handler, o serverOptions, logf func(string, ...any)) (bound net.Addr, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--listen %s: %v", addr, err)
+		return nil, nil, err
+	}
+	bound = ln.Addr()
+	if o.maxConns > 0 {
+		ln = netutil.LimitListener(ln, o.maxConns)
+	}
+	if o.tls != nil {
+		ln = tls.NewListener(ln, o.tls)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+		WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -194,7 +247,7 @@ func serve(addr string, h http.Handler, logf func(string, ...any)) (stop func(),
 			logf("HTTP server on %s stopped: %v", addr, err)
 		}
 	}()
-	return func() {
+	return bound, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {

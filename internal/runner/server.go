@@ -73,14 +73,23 @@ func (s *runState) progress() runnerwire.Progress {
 	return r.Progress()
 }
 
-// newHandler serves /progress, /metrics, /healthz and PUT /throttle. token is the control
-// token; empty disables /throttle.
+// newHandler serves /progress, /metrics, /healthz and PUT /throttle on one port. token is
+// the control token; empty disables /throttle.
 func newHandler(s *runState, token []byte) http.Handler {
+	h, _ := newHandlers(s, token, true)
+	return h
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n") // a client gone away is not our error
+}
+
+// newHandlers returns the control handler (/progress, /healthz, PUT /throttle, and /metrics
+// when metricsOnControl) and the metrics handler (/metrics, /healthz) for a separate port.
+func newHandlers(s *runState, token []byte, metricsOnControl bool) (control, metrics http.Handler) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n") // a client gone away is not our error
-	})
+	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/progress", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			httpError(w, http.StatusMethodNotAllowed, "use GET")
@@ -91,7 +100,13 @@ func newHandler(s *runState, token []byte) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&progressCollector{s: s})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	mmux := http.NewServeMux()
+	mmux.HandleFunc("/healthz", healthz)
+	mmux.Handle("/metrics", metricsHandler)
+	if metricsOnControl {
+		mux.Handle("/metrics", metricsHandler)
+	}
 	var sum [32]byte
 	if len(token) > 0 {
 		sum = sha256.Sum256(token)
@@ -113,7 +128,7 @@ func newHandler(s *runState, token []byte) http.Handler {
 		}
 		s.putThrottle(w, r)
 	})
-	return mux
+	return mux, mmux
 }
 
 // authorized compares the request's bearer token with the expected one in constant time

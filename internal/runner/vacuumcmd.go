@@ -46,6 +46,9 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	if err != nil {
 		return err
 	}
+	if err := makeSortDir(r); err != nil {
+		return err
+	}
 	run, err := vacuum.NewRun(optionsFrom(r))
 	if err != nil {
 		return &UsageError{Msg: err.Error()}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +37,23 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 	var ns string
 	BeforeAll(func(ctx SpecContext) {
 		ns = newNamespace(ctx, "e2e-real")
+	})
+
+	It("reads a schedule in timeZone Europe/Paris with the image's own time-zone data (no /usr/share/zoneinfo)", func(ctx SpecContext) {
+		p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paris"},
+			Spec: vacuumv1alpha1.VacuumPolicySpec{Schedule: "0 3 1 1 *", TimeZone: "Europe/Paris", // next: January 1st, no run during the test
+				VacuumSpec: vacuumv1alpha1.VacuumSpec{Target: vacuumv1alpha1.Target{PersistentVolumeClaim: "no-such-claim"}}}}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var got vacuumv1alpha1.VacuumPolicy
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &got)).To(Succeed())
+			c := meta.FindStatusCondition(got.Status.Conditions, vacuumv1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Ready: %s %s", c.Reason, c.Message)
+			g.Expect(got.Status.NextScheduleTime).NotTo(BeNil())
+			g.Expect(got.Status.NextScheduleTime.In(time.UTC).Hour()).To(Equal(2), "03:00 in Paris in January is 02:00 UTC")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 	})
 
 	It("vacuums a bloated volume in a real runner container when the sample policy is applied with kubectl", func(ctx SpecContext) {
@@ -81,8 +101,27 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 
 		By("waiting for the runner to work, polling /progress from the host over the pod network")
 		first := runningPod(ctx, ns, runName, "")
+		By("dialing the control port: HTTPS with the run's pinned certificate, nothing else")
 		Eventually(func(g Gomega) {
-			p, err := getProgress(ctx, first.Status.PodIP)
+			_, err := getProgress(ctx, first)
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		other, err := runnerwire.RunCertificate("not this run's token")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = runnerwire.FetchProgress(ctx, runnerwire.PinnedClient(other.DER, 5*time.Second), first.Status.PodIP)
+		Expect(err).To(MatchError(ContainSubstring(runnerwire.ErrCertificateMismatch.Error())),
+			"a client pinned to another certificate must be refused")
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(
+			"http://" + net.JoinHostPort(first.Status.PodIP, strconv.Itoa(runnerwire.ControlPort)) + "/progress"); err == nil {
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).NotTo(Equal(http.StatusOK), "the control port answered plain HTTP")
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(runnerwire.MetricsURL(first.Status.PodIP))
+		Expect(err).NotTo(HaveOccurred(), "plain /metrics on the metrics port")
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		Eventually(func(g Gomega) {
+			p, err := getProgress(ctx, first)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(runnerwire.Phases()).To(ContainElement(p.Phase))
 			g.Expect(p.TablesTotal).To(Equal(int64(1)))
@@ -288,7 +327,7 @@ func watchRun(ctx context.Context, ns, name string, phase vacuumv1alpha1.RunPhas
 			pod := &corev1.Pod{}
 			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: st.PodName}, pod); err == nil {
 				if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
-					if _, err := getProgress(ctx, pod.Status.PodIP); err == nil {
+					if _, err := getProgress(ctx, pod); err == nil {
 						w.hostPolls++
 					}
 				}
@@ -321,9 +360,25 @@ func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
 	return out
 }
 
-// getProgress is GET /progress on a runner pod, from the host, over the pod network.
-func getProgress(ctx context.Context, podIP string) (*runnerwire.Progress, error) {
+// getProgress is GET /progress on a runner pod, from the host, over the pod network, over
+// HTTPS pinned to the run's certificate.
+func getProgress(ctx context.Context, pod *corev1.Pod) (*runnerwire.Progress, error) {
+	hc, err := pinnedClient(ctx, k8sClient, pod)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return runnerwire.FetchProgress(ctx, http.DefaultClient, podIP)
+	return runnerwire.FetchProgress(ctx, hc, pod.Status.PodIP)
+}
+
+// pinnedClient is an HTTPS client for a runner pod's control port that accepts only the
+// certificate in its run's token Secret, as the manager's own client does.
+func pinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod) (*http.Client, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	if err := c.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	}
+	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], 5*time.Second)
 }

@@ -86,13 +86,13 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	return e2eutil.Progress(suiteCtx, pod, 2*time.Second)
+	return e2eutil.Progress(suiteCtx, cluster.Client, pod, 2*time.Second)
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
 func waitProgress(pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	return e2eutil.WaitProgress(suiteCtx, pod, what, cond, 2*time.Second, e2eutil.Wait{Timeout: 60 * time.Second, Poll: 100 * time.Millisecond})
+	return e2eutil.WaitProgress(suiteCtx, cluster.Client, pod, what, cond, 2*time.Second, e2eutil.Wait{Timeout: 60 * time.Second, Poll: 100 * time.Millisecond})
 }
 
 // runnerPid is the process id of the pod's runner, from the local node's pid file.

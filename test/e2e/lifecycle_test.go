@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -66,5 +67,38 @@ var _ = Describe("A vacuum run on the local dev cluster", func() {
 		for _, s := range stats(dir) {
 			Expect(s.DeadTuples).To(BeZero(), "table %s: the retry removes what the killed attempt left (%d dead before)", s.Name, dead[s.Name])
 		}
+	})
+
+	It("vacuums tables whose names hold $ and $(VAR): the spec reaches the runner as a file, not an expanded arg", func() {
+		ns := newNamespace()
+		// As container args the kubelet would turn price$$ into price$ and $(POD_IP) into the
+		// pod's IP, and the runner would refuse the tables as unknown (BadInput).
+		tables := []string{"price$$", "a$(POD_IP)"}
+		dir, dead := makeVolume(ns, "data",
+			bloatTable{name: tables[0], rows: 5_000, payload: 100, deleted: 0.3},
+			bloatTable{name: tables[1], rows: 5_000, payload: 100, deleted: 0.3})
+		Expect(cluster.Client.Create(suiteCtx, policy(ns, "dollars", "data", vacuumv1alpha1.VacuumModeLazy, vacuumv1alpha1.Throttle{}, tables...))).To(Succeed())
+		run := waitPhase(runOf(ns, "dollars"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
+		Expect(run.Status.Totals.TuplesRemoved).To(Equal(sum(dead, tables...)))
+		var names []string
+		for _, t := range run.Status.Tables {
+			names = append(names, t.Name)
+		}
+		Expect(names).To(ConsistOf(tables))
+		expectCheckClean(dir)
+	})
+
+	It("runs a VACUUM FULL whose index sort spills, with its sort runs on the data volume", func() {
+		ns := newNamespace()
+		// 70,000 rows, 5% deleted: 66,500 index entries against 1Mi of sort memory (65,536
+		// entries) spill a sort run, into pgsql_tmp in the data directory.
+		dir, dead := makeVolume(ns, "data", bloatTable{name: "t", rows: 70_000, payload: 8, deleted: 0.05})
+		p := policy(ns, "spill", "data", vacuumv1alpha1.VacuumModeFull, vacuumv1alpha1.Throttle{})
+		p.Spec.MaintenanceWorkMem = ptrTo(resource.MustParse("1Mi"))
+		Expect(cluster.Client.Create(suiteCtx, p)).To(Succeed())
+		run := waitPhase(runOf(ns, "spill"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
+		Expect(run.Status.Totals.TuplesRemoved).To(Equal(dead["t"]))
+		Expect(filepath.Join(dir, "pgsql_tmp")).To(BeADirectory(), "the runner sorts on the data volume")
+		expectCheckClean(dir)
 	})
 })

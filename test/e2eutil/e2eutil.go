@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL, as in the suites that call these
 	. "github.com/onsi/gomega"    //nolint:revive
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -79,9 +80,26 @@ func RunningPod(ctx context.Context, c client.Reader, run *vacuumv1alpha1.Vacuum
 	return pod
 }
 
-// Progress reads a runner pod's GET /progress, each request bounded by timeout.
-func Progress(ctx context.Context, pod *corev1.Pod, timeout time.Duration) (runnerwire.Progress, error) {
-	p, err := runnerwire.FetchProgress(ctx, &http.Client{Timeout: timeout}, pod.Status.PodIP)
+// PinnedClient is an HTTPS client for a runner pod's control port that accepts only the
+// certificate in its run's token Secret, as the manager's own client does; each request is
+// bounded by timeout.
+func PinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod, timeout time.Duration) (*http.Client, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	if err := c.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	}
+	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], timeout)
+}
+
+// Progress reads a runner pod's GET /progress over its pinned HTTPS control port, each request
+// bounded by timeout.
+func Progress(ctx context.Context, c client.Reader, pod *corev1.Pod, timeout time.Duration) (runnerwire.Progress, error) {
+	hc, err := PinnedClient(ctx, c, pod, timeout)
+	if err != nil {
+		return runnerwire.Progress{}, err
+	}
+	p, err := runnerwire.FetchProgress(ctx, hc, pod.Status.PodIP)
 	if err != nil {
 		return runnerwire.Progress{}, err
 	}
@@ -90,14 +108,14 @@ func Progress(ctx context.Context, pod *corev1.Pod, timeout time.Duration) (runn
 
 // WaitProgress waits until the pod's progress satisfies cond (what says what it waits for)
 // and returns that progress.
-func WaitProgress(ctx context.Context, pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool,
+func WaitProgress(ctx context.Context, c client.Reader, pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool,
 	request time.Duration, w Wait,
 ) runnerwire.Progress {
 	GinkgoHelper()
 	var p runnerwire.Progress
 	Eventually(func() error {
 		var err error
-		if p, err = Progress(ctx, pod, request); err != nil {
+		if p, err = Progress(ctx, c, pod, request); err != nil {
 			return err
 		}
 		if !cond(p) {

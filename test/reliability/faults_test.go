@@ -369,13 +369,13 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	return e2eutil.Progress(faultCtx, pod, 5*time.Second)
+	return e2eutil.Progress(faultCtx, k8s, pod, 5*time.Second)
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
 func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	return e2eutil.WaitProgress(faultCtx, pod, "there", cond, 5*time.Second, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
+	return e2eutil.WaitProgress(faultCtx, k8s, pod, "there", cond, 5*time.Second, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
 }
 
 // progressed says whether the runner did more work than at before.

@@ -196,7 +196,8 @@ func (f *full) rewrite() error {
 
 // checkSpace counts the old heap (exact figures for the report and the
 // estimate) and refuses to start when the volume cannot hold the new
-// heap, the new indexes and the WAL that writing them produces.
+// heap, the new indexes, the WAL that writing them produces and, when
+// Options.TempDir is set, the index sort runs.
 func (f *full) checkSpace() error {
 	t := f.t
 	c, err := t.Heap.CountTuplesPaced(f.w.ctx, f.horizon, f.w.s, f.w.delay)
@@ -214,7 +215,13 @@ func (f *full) checkSpace() error {
 	heapBytes := float64(keptBytes+keptTuples*heapItemOverhead) * fillSlack
 	indexBytes := float64(keptTuples*int64(len(t.Indexes))*indexItemBytes) * fillSlack / 0.9
 	walBytes := heapBytes + indexBytes + float64(keptTuples*walPerRecord)
-	need := uint64(heapBytes+indexBytes+walBytes) + uint64(f.run.opts.FullSpaceMargin) + 2*page.Size
+	// Sort runs in TempDir (the runner puts it on the data volume): at worst every kept
+	// entry of every index, spilled at once.
+	var sortBytes float64
+	if f.run.opts.TempDir != "" {
+		sortBytes = float64(keptTuples * int64(len(t.Indexes)) * runRecord)
+	}
+	need := uint64(heapBytes+indexBytes+walBytes+sortBytes) + uint64(f.run.opts.FullSpaceMargin) + 2*page.Size
 	free, err := t.FS.FreeBytes(t.Dir)
 	if err != nil {
 		return fmt.Errorf("free space of %s: %w", t.Dir, err)

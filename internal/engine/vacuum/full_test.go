@@ -196,3 +196,27 @@ func TestCancelledVacuumFullLeavesTheOldTableAndNoNewFiles(t *testing.T) {
 	insertRows(t, db, tb, 1_000_000, 1_000_010)
 	verifyRows(t, db, tb)
 }
+
+func TestVacuumFullSpaceCheckCountsSortRunsWhenTheyGoToTempDir(t *testing.T) {
+	opts := testOpts()
+	opts.FS = lowSpaceFS{FS: vfs.NewOS(t.Logf), free: 64 << 10}
+	db, _ := newDB(t, opts)
+	tb := createTable(t, db, "t", 2, 2000, 100)
+	deletePercent(t, db, tb, 50, rand.New(rand.NewSource(1)))
+	need := func(tempDir string) uint64 {
+		t.Helper()
+		o := unthrottled()
+		o.TempDir = tempDir
+		_, err := db.VacuumFull(context.Background(), "t", o)
+		var ns *vacuum.NoSpaceError
+		if !errors.As(err, &ns) {
+			t.Fatalf("VacuumFull on a full volume (TempDir %q): %v, want a NoSpaceError", tempDir, err)
+		}
+		return ns.Need
+	}
+	without, with := need(""), need(t.TempDir())
+	// 1,000 kept rows, two indexes, 14 bytes per spilled entry.
+	if with-without != 1000*2*14 {
+		t.Errorf("the space check grew by %d bytes with the sort runs on the volume, want %d", with-without, 1000*2*14)
+	}
+}

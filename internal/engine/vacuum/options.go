@@ -95,7 +95,9 @@ type Options struct {
 	Full bool
 	// TempDir holds VACUUM FULL's sort runs when an index's entries do not
 	// fit in MaintenanceWorkMem ("" = os.TempDir()). Runs are unlinked as
-	// soon as they are created, so a crash leaves nothing behind.
+	// soon as they are created, so a crash leaves nothing behind. When set,
+	// the space check counts the runs against the data directory's volume:
+	// set it on that volume (the runner uses <data>/pgsql_tmp).
 	TempDir string
 	// Pacing selects how workers sleep: PacingRate (default, the
 	// throttle's rate pacing) or PacingPostgresNap (PostgreSQL's

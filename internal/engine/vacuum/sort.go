@@ -21,9 +21,9 @@ import (
 // sort, as PostgreSQL's tuplesort does beyond maintenance_work_mem).
 //
 // Run file layout: back-to-back 14-byte records, little-endian:
-// key i64 | TID block u32 | TID offset u16. The files live in a private
-// temporary directory outside the data directory and are removed by
-// close; they are never read after a crash.
+// key i64 | TID block u32 | TID offset u16. The files live in
+// Options.TempDir (the runner's is <data>/pgsql_tmp, on the data volume)
+// and are unlinked at once; they are never read after a crash.
 type entrySorter struct {
 	dir   string // temporary directory for runs ("" = os.TempDir())
 	limit int    // entries held in memory before a run is written
