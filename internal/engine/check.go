@@ -186,7 +186,7 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 		}
 		c.visibility(h, file, hp)
 		for _, tup := range hp.Tuples {
-			if tup.Status == heap.Dead || len(t.Indexes) == 0 {
+			if tup.Status == heap.Dead {
 				continue
 			}
 			vals, err := row.Decode(t.Columns, tup.Data)
@@ -195,8 +195,9 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 				continue
 			}
 			for i := range t.Indexes {
-				key, _ := vals[cols[i]].(int64)
-				needs[i] = append(needs[i], entry{key, tup.TID})
+				if key, ok := vals[cols[i]].(int64); ok { // a NULL key has no entry
+					needs[i] = append(needs[i], entry{key, tup.TID})
+				}
 			}
 		}
 	}

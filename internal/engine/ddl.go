@@ -9,16 +9,32 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
-// Column is one column of a table: a name and a type (Int64 or Bytes).
+// Column is one column of a table: a name, a type, a length for varchar
+// and bpchar, and NOT NULL (package row documents each type's Go value).
 type Column = row.Column
 
-// ColumnType is a column's type.
+// ColumnType is a column's type, named as PostgreSQL names it.
 type ColumnType = row.Type
 
-// Column types.
+// Column types (package row).
 const (
-	Int64 = row.Int64
-	Bytes = row.Bytes
+	Int2        = row.Int2
+	Int4        = row.Int4
+	Int8        = row.Int8
+	Bool        = row.Bool
+	Text        = row.Text
+	Varchar     = row.Varchar
+	Bpchar      = row.Bpchar
+	Bytea       = row.Bytea
+	Timestamp   = row.Timestamp
+	Timestamptz = row.Timestamptz
+)
+
+// Int64 and Bytes are Int8's and Bytea's names before the types took
+// PostgreSQL's names, kept so that callers written against them build.
+const (
+	Int64 = row.Int8
+	Bytes = row.Bytea
 )
 
 // TableInfo describes a table.

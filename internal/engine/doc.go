@@ -8,7 +8,7 @@
 //
 //	<dir>/LOCK          flock'ed by the one process that has it open (Open, Init)
 //	<dir>/control       control file (package wal): state, last checkpoint, redo LSN, next xid/oid
-//	<dir>/catalog       tables, columns, indexes, relfilenodes (package catalog)
+//	<dir>/catalog       tables, typed columns, indexes, relfilenodes (package catalog)
 //	<dir>/clog          commit log, written at each checkpoint (package txn)
 //	<dir>/wal/          WAL segments (package wal)
 //	<dir>/base/         relation files <relfilenode>[_vm|_fsm][.N] (package storage)
@@ -68,8 +68,9 @@
 //   - Nothing is acknowledged before it is durable: Commit returns after
 //     the commit record is fsynced (package txn).
 //   - Every index of a table holds an entry (key, TID) for every tuple
-//     version that is not dead to everyone; entries of dead versions stay
-//     until vacuum removes them. Lookups recheck visibility and the key.
+//     version that is not dead to everyone and whose key is not NULL;
+//     entries of dead versions stay until vacuum removes them. Lookups
+//     recheck visibility and the key.
 //   - OIDs and relfilenodes are never handed out twice within a run, even
 //     by a failed DDL, so WAL of one relation never applies to another.
 //   - Check verifies all of the above from the files (see Check).

@@ -41,11 +41,13 @@ func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Inde
 			if tup.Status == heap.Dead {
 				continue
 			}
-			key, err := row.Int64At(t.Columns, tup.Data, col)
+			key, ok, err := indexKey(t.Columns, tup.Data, col)
 			if err != nil {
 				return fmt.Errorf("table %q at %v: %w", t.Name, tup.TID, err)
 			}
-			entries = append(entries, btree.Entry{Key: key, TID: tup.TID})
+			if ok {
+				entries = append(entries, btree.Entry{Key: key, TID: tup.TID})
+			}
 		}
 		return nil
 	})
@@ -69,4 +71,18 @@ func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Inde
 	db.handles[ix.Rel] = tree
 	db.hmu.Unlock()
 	return nil
+}
+
+// indexKey is the key of column col of an encoded row, false when it is
+// NULL (a NULL key has no index entry).
+func indexKey(cols []Column, data []byte, col int) (int64, bool, error) {
+	v, err := row.ValueAt(cols, data, col)
+	if err != nil || v == nil {
+		return 0, false, err
+	}
+	k, ok := row.AsInt64(v)
+	if !ok {
+		return 0, false, fmt.Errorf("column %q: %T is not an index key", cols[col].Name, v)
+	}
+	return k, true, nil
 }

@@ -105,7 +105,10 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 func (tx *Tx) addIndexEntries(t *catalog.Table, vals []any, tid page.TID) error {
 	for i := range t.Indexes {
 		ix := &t.Indexes[i]
-		key, _ := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
+		key, ok := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
+		if !ok {
+			continue // NULL: no entry
+		}
 		if err := tx.db.indexTree(ix.Rel).Insert(key, tid, nil); err != nil {
 			tx.failed = fmt.Errorf("index %q: %w", ix.Name, err)
 			return tx.failed
@@ -258,7 +261,7 @@ func (tx *Tx) IndexRange(index string, lo, hi int64, fn func(Found) error) error
 		if !ok {
 			continue
 		}
-		if v, _ := vals[col].(int64); v != e.key {
+		if v, ok := vals[col].(int64); !ok || v != e.key {
 			continue
 		}
 		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.tid, Row: vals}) }); err != nil {

@@ -20,7 +20,8 @@ var (
 	ErrBadDef      = errors.New("invalid definition")
 )
 
-// Index is a B-tree index on one int64 column.
+// Index is a B-tree index on one int8 column. Rows whose key is NULL
+// have no entry (no lookup by key matches NULL).
 type Index struct {
 	Name   string              `json:"name"`
 	OID    uint32              `json:"oid"`
@@ -135,23 +136,27 @@ func checkColumns(cols []row.Column) error {
 	if len(cols) == 0 {
 		return fmt.Errorf("no columns: %w", ErrBadDef)
 	}
+	if len(cols) > row.MaxColumns {
+		return fmt.Errorf("%d columns, at most %d: %w", len(cols), row.MaxColumns, ErrBadDef)
+	}
 	seen := map[string]bool{}
 	for _, col := range cols {
-		if col.Name == "" {
-			return fmt.Errorf("empty column name: %w", ErrBadDef)
+		if err := col.Validate(); err != nil {
+			return fmt.Errorf("%v: %w", err, ErrBadDef)
 		}
 		if seen[col.Name] {
 			return fmt.Errorf("column %q defined twice: %w", col.Name, ErrBadDef)
 		}
 		seen[col.Name] = true
-		if !col.Type.Valid() {
-			return fmt.Errorf("column %q has unknown type %d: %w", col.Name, uint8(col.Type), ErrBadDef)
-		}
 	}
 	return nil
 }
 
-// AddIndex defines an index on an int64 column of table and returns it.
+// Indexable reports whether a B-tree index may be built on column c
+// (int8 columns; a row whose key is NULL has no index entry).
+func Indexable(c row.Column) bool { return c.Type == row.Int8 }
+
+// AddIndex defines an index on an int8 column of table and returns it.
 func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
 	t, err := c.Table(table)
 	if err != nil {
@@ -167,9 +172,9 @@ func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
 	if ci < 0 {
 		return nil, fmt.Errorf("index %q: table %q has no column %q: %w", name, table, column, ErrBadDef)
 	}
-	if t.Columns[ci].Type != row.Int64 {
-		return nil, fmt.Errorf("index %q: column %q is %s, only int64 columns can be indexed: %w",
-			name, column, t.Columns[ci].Type, ErrBadDef)
+	if !Indexable(t.Columns[ci]) {
+		return nil, fmt.Errorf("index %q: column %q is %s, only int8 columns can be indexed: %w",
+			name, column, t.Columns[ci].TypeName(), ErrBadDef)
 	}
 	ix := Index{Name: name, OID: c.AllocOID(), Column: column}
 	ix.Rel = storage.RelFileNode(c.AllocOID())
@@ -257,8 +262,8 @@ func (c *Catalog) validate() error {
 				return err
 			}
 			ci := t.ColumnIndex(ix.Column)
-			if ci < 0 || t.Columns[ci].Type != row.Int64 {
-				return fmt.Errorf("index %q on %q: not an int64 column", ix.Name, ix.Column)
+			if ci < 0 || !Indexable(t.Columns[ci]) {
+				return fmt.Errorf("index %q on %q: not an indexable column", ix.Name, ix.Column)
 			}
 			if err := id("oid", ix.OID); err != nil {
 				return err
