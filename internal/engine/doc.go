@@ -24,6 +24,16 @@
 //	    16    4 next OID
 //	    20    1 flags: 1 = shutdown checkpoint
 //
+// # Format version
+//
+// The control file records the directory's format version (DataVersion,
+// 2 in this build: rows with a null bitmap, catalog version 2). Open
+// refuses any other version with ErrUnsupportedVersion; an older one's
+// error names `vacuum-runner upgrade --data DIR`, which calls Upgrade:
+// from version 1 it rewrites the catalog, then the control file, each
+// atomically, so a crash at any point leaves a directory that Upgrade
+// finishes (TestUpgradeIsCrashSafeAtEveryStep).
+//
 // # Open and recovery
 //
 // Open takes <dir>/LOCK (ErrInUse after Options.LockTimeout), reads the

@@ -63,6 +63,7 @@ commands:
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]
   check   --data DIR [--json]
+  upgrade --data DIR [--json]   (an older format version to this build's)
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 
@@ -72,12 +73,12 @@ run "vacuum-runner COMMAND --help" for a command's flags.`
 // ctx carries cancellation (see WithSignals).
 func Main(ctx context.Context, args []string, env Env) int {
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, run)")
+		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, upgrade, run)")
 		return 2
 	}
 	cmds := map[string]func(context.Context, []string, Env) error{
 		"init": cmdInit, "bloat": cmdBloat, "stats": cmdStats, "check": cmdCheck,
-		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun,
+		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun, "upgrade": cmdUpgrade,
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" {
@@ -86,7 +87,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	cmd, ok := cmds[name]
 	if !ok {
-		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, run)\n", name)
+		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, upgrade, run)\n", name)
 		return 2
 	}
 	err := cmd(ctx, args[1:], env)
