@@ -70,8 +70,21 @@
 // in acquisition order: a table's lock (row operations shared, for one
 // call; VACUUM FULL exclusive via LockTable), then DB.mu (row operations
 // and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
-// then the lower packages' locks. The catalog is copy-on-write: DDL
-// changes a clone, saves it atomically, then publishes it.
+// then a unique key's stripe lock (unique.go), then the lower packages'
+// locks.
+//
+// Unique indexes: a write checks each key it claims in a unique index
+// against the versions already indexed under it (heap.ClaimOf: live,
+// gone, or pending on a running transaction) under the key's stripe lock,
+// held until its own index entry is in, so two writers of one key never
+// both pass. A pending holder is waited for with every lock released
+// (txn.Manager.Wait, cancelled by the context of BeginTx), then the check
+// runs again: the write fails with ErrUniqueViolation if the holder
+// committed, goes ahead if it aborted. Waits form a wait-for graph; the
+// wait that would close a cycle fails with ErrDeadlock instead.
+//
+// The catalog is copy-on-write: DDL changes a clone, saves it atomically,
+// then publishes it.
 //
 // # Invariants
 //

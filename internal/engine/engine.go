@@ -82,6 +82,7 @@ type DB struct {
 	failed atomic.Pointer[error]
 
 	usage usage.Counters // foreground (non-vacuum) usage
+	uniq  uniqueLocks    // unique-key check stripes (unique.go)
 }
 
 // Dir is the data directory.

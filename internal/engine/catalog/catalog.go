@@ -20,13 +20,16 @@ var (
 	ErrBadDef      = errors.New("invalid definition")
 )
 
-// Index is a B-tree index on one int8 column. Rows whose key is NULL
+// Index is a B-tree index on one integer column. Rows whose key is NULL
 // have no entry (no lookup by key matches NULL).
 type Index struct {
 	Name   string              `json:"name"`
 	OID    uint32              `json:"oid"`
 	Column string              `json:"column"`
 	Rel    storage.RelFileNode `json:"relfilenode"`
+	// Unique: no two live rows have the same non-NULL key (the engine
+	// checks it on every write).
+	Unique bool `json:"unique,omitempty"`
 }
 
 // Table is a heap table with its indexes. Its heap has a main, a visibility
@@ -153,11 +156,13 @@ func checkColumns(cols []row.Column) error {
 }
 
 // Indexable reports whether a B-tree index may be built on column c
-// (int8 columns; a row whose key is NULL has no index entry).
-func Indexable(c row.Column) bool { return c.Type == row.Int8 }
+// (int2, int4 and int8 columns, keyed by their int64 value; a row whose
+// key is NULL has no index entry).
+func Indexable(c row.Column) bool { return c.Type.IsInteger() }
 
-// AddIndex defines an index on an int8 column of table and returns it.
-func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
+// AddIndex defines an index (unique or not) on an integer column of table
+// and returns it.
+func (c *Catalog) AddIndex(name, table, column string, unique bool) (*Index, error) {
 	t, err := c.Table(table)
 	if err != nil {
 		return nil, err
@@ -173,13 +178,28 @@ func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
 		return nil, fmt.Errorf("index %q: table %q has no column %q: %w", name, table, column, ErrBadDef)
 	}
 	if !Indexable(t.Columns[ci]) {
-		return nil, fmt.Errorf("index %q: column %q is %s, only int8 columns can be indexed: %w",
+		return nil, fmt.Errorf("index %q: column %q is %s, only integer columns can be indexed: %w",
 			name, column, t.Columns[ci].TypeName(), ErrBadDef)
 	}
-	ix := Index{Name: name, OID: c.AllocOID(), Column: column}
+	ix := Index{Name: name, OID: c.AllocOID(), Column: column, Unique: unique}
 	ix.Rel = storage.RelFileNode(c.AllocOID())
 	t.Indexes = append(t.Indexes, ix)
 	return &t.Indexes[len(t.Indexes)-1], nil
+}
+
+// SetNotNull declares column of table NOT NULL (ADD PRIMARY KEY; the
+// caller has checked that no row holds NULL there).
+func (c *Catalog) SetNotNull(table, column string) error {
+	t, err := c.Table(table)
+	if err != nil {
+		return err
+	}
+	ci := t.ColumnIndex(column)
+	if ci < 0 {
+		return fmt.Errorf("table %q has no column %q: %w", table, column, ErrBadDef)
+	}
+	t.Columns[ci].NotNull = true
+	return nil
 }
 
 // SwapRelfilenodes points table's heap at newHeap and each index named in

@@ -21,10 +21,10 @@ func sample(t *testing.T) *Catalog {
 	if _, err := c.AddTable("accounts", []row.Column{{Name: "id", Type: row.Int8}, {Name: "owner", Type: row.Bytea}, {Name: "balance", Type: row.Int8}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_id", "accounts", "id"); err != nil {
+	if _, err := c.AddIndex("accounts_id", "accounts", "id", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_balance", "accounts", "balance"); err != nil {
+	if _, err := c.AddIndex("accounts_balance", "accounts", "balance", false); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -110,9 +110,9 @@ func TestDefinitionsAreChecked(t *testing.T) {
 			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Int8, Length: 4}})
 			return err
 		}, ErrBadDef},
-		{"index on bytes column", func() error { _, err := c.AddIndex("ix", "accounts", "owner"); return err }, ErrBadDef},
-		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", "nope"); return err }, ErrBadDef},
-		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", "id"); return err }, ErrNoSuchTable},
+		{"index on bytes column", func() error { _, err := c.AddIndex("ix", "accounts", "owner", false); return err }, ErrBadDef},
+		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", "nope", false); return err }, ErrBadDef},
+		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", "id", false); return err }, ErrNoSuchTable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,7 +159,7 @@ func TestSwapRelfilenodesSwitchesHeapAndEveryIndex(t *testing.T) {
 func TestCloneIsIndependent(t *testing.T) {
 	c := sample(t)
 	d := c.Clone()
-	if _, err := d.AddIndex("another", "accounts", "id"); err != nil {
+	if _, err := d.AddIndex("another", "accounts", "id", false); err != nil {
 		t.Fatal(err)
 	}
 	tb, _ := c.Table("accounts")
@@ -172,7 +172,7 @@ func FuzzCatalogDecode(f *testing.F) {
 	c := New()
 	_, _ = c.AddTable("t", []row.Column{{Name: "id", Type: row.Int8, NotNull: true}, {Name: "b", Type: row.Bytea},
 		{Name: "v", Type: row.Varchar, Length: 8}, {Name: "c", Type: row.Bpchar, Length: 2}})
-	_, _ = c.AddIndex("t_id", "t", "id")
+	_, _ = c.AddIndex("t_id", "t", "id", false)
 	good, _ := Encode(c)
 	f.Add(good)
 	empty, _ := Encode(New())

@@ -22,7 +22,7 @@
 //
 // Invariants checked by Decode (a violation is ErrCorrupt): names of
 // tables and of indexes are unique and non-empty; column types are known;
-// an index's column exists in its table and is int8 (Indexable); every OID and
+// an index's column exists in its table and is an integer (Indexable); every OID and
 // relfilenode is non-zero, below NextOID, and used once. Decode never
 // panics on arbitrary bytes (FuzzCatalogDecode).
 //

@@ -47,7 +47,7 @@
 // Invariants: Encode accepts only rows whose length matches the schema and
 // whose values Normalize accepts; Decode consumes the whole input and never
 // panics: any mismatch (count, truncated value, trailing bytes, a length
-// larger than the input, a bitmap that marks nothing, a NULL in a NOT NULL
-// column, a value Normalize would not have produced) is an error wrapping
+// larger than the input, a bitmap that marks nothing, a value Normalize
+// would not have produced; NOT NULL is a write-time check only) is an error wrapping
 // ErrCorrupt (FuzzRowDecode).
 package row

@@ -111,8 +111,10 @@ func AppendValue(dst []byte, t Type, v any) []byte {
 
 // Decode decodes b as a row of schema, each column as its type's Go value
 // (nil for NULL; bytea as a copy, never aliasing b). Bytes that could not
-// have been written for the schema (a NULL in a NOT NULL column, text
-// that Normalize would refuse, an int2 out of range...) are ErrCorrupt.
+// have been written for the schema (text that Normalize would refuse, an
+// int2 out of range...) are ErrCorrupt. NOT NULL is not checked on read:
+// versions written before a column became NOT NULL (ADD PRIMARY KEY) may
+// still be visible to old snapshots.
 func Decode(schema []Column, b []byte) ([]any, error) {
 	vals := make([]any, len(schema))
 	err := decode(schema, b, func(i int, v any) { vals[i] = v })
@@ -169,9 +171,6 @@ func decode(schema []Column, b []byte, put func(int, any)) error {
 	}
 	for i, c := range schema {
 		if bm != nil && bm[i/8]&(1<<(i%8)) != 0 {
-			if c.NotNull {
-				return fmt.Errorf("column %q: NULL in a NOT NULL column: %w", c.Name, ErrCorrupt)
-			}
 			put(i, nil)
 			continue
 		}

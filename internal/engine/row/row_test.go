@@ -168,12 +168,6 @@ func TestDecodeRejectsDamagedBytes(t *testing.T) {
 			_, err := Decode(schema, b)
 			return err
 		},
-		"NULL in NOT NULL": func() error {
-			s := append([]Column{}, schema...)
-			s[1].NotNull = true
-			_, err := Decode(s, withNull)
-			return err
-		},
 		"bool 2":              typed(Column{Name: "b", Type: Bool}, []byte{1, 2}),
 		"int2 out of range":   typed(Column{Name: "x", Type: Int2}, append([]byte{1}, 0x80, 0x80, 0x04)),
 		"varchar too long":    typed(Column{Name: "v", Type: Varchar, Length: 1}, []byte{1, 2, 'a', 'b'}),
