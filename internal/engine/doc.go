@@ -83,6 +83,16 @@
 // committed, goes ahead if it aborted. Waits form a wait-for graph; the
 // wait that would close a cycle fails with ErrDeadlock instead.
 //
+// Row changes (READ COMMITTED, Tx.UpdateRow and DeleteRow): a change of a
+// row that another open transaction changed waits for it the same way; if
+// it rolled back the change is made to the same version, if it committed
+// an update the statement follows the update chain (ctid) to the newest
+// version and re-runs the caller's Recheck on it (EvalPlanQual), if it
+// committed a delete nothing is changed. The heap write comes before the
+// unique-key claim, so a concurrent updater of the same row is met as a
+// row wait. Update and Delete keep "first updater wins" (ErrConflict).
+// DB.LockStats counts waits and deadlocks.
+//
 // The catalog is copy-on-write: DDL changes a clone, saves it atomically,
 // then publishes it.
 //

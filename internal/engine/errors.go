@@ -40,6 +40,7 @@ var (
 	ErrNotFound = heap.ErrNotFound
 	// ErrConflict: Update or Delete of a row another transaction changed
 	// concurrently (first updater wins; retry in a new transaction).
+	// UpdateRow and DeleteRow wait and re-check instead (READ COMMITTED).
 	ErrConflict = heap.ErrConcurrentUpdate
 	// ErrTableRewritten: a Scan or IndexRange whose table VACUUM FULL
 	// rewrote while the callback ran (every TID changed); start again.
