@@ -94,7 +94,11 @@
 // DB.LockStats counts waits and deadlocks.
 //
 // The catalog is copy-on-write: DDL changes a clone, saves it atomically,
-// then publishes it.
+// then publishes it. Every change that adds or retires relation files
+// (CREATE TABLE/INDEX, VACUUM FULL's swap, DROP TABLE, TRUNCATE) goes
+// through one primitive, switchCatalog: once the catalog's rename may be
+// on disk no error path removes a file. DropTable and TruncateTable take
+// the table's vacuum lock, then its table lock exclusively, then DB.mu.
 //
 // # Invariants
 //

@@ -14,12 +14,12 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 )
 
-// ErrUniqueViolation: a write (or a unique index or primary key being
+// ErrUniqueViolation is returned when a write (or a unique index or primary key being
 // built) would leave two live rows with the same key in a unique index
 // (PostgreSQL 23505). The error is a *UniqueViolationError.
 var ErrUniqueViolation = errors.New("duplicate key value violates unique constraint")
 
-// ErrDeadlock: a row or key wait would close a cycle of waiting
+// ErrDeadlock is returned when a row or key wait would close a cycle of waiting
 // transactions; exactly one transaction of the cycle gets it and should
 // roll back (PostgreSQL 40P01).
 var ErrDeadlock = txn.ErrDeadlock

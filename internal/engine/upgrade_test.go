@@ -54,7 +54,9 @@ func extractFixture(t testing.TB, name string) string {
 
 func fixtureFiles(name string) ([]fixtureFile, error) {
 	if v, ok := fixtures.Load(name); ok {
-		return v.([]fixtureFile), nil
+		if files, ok := v.([]fixtureFile); ok {
+			return files, nil
+		}
 	}
 	f, err := os.Open(filepath.Join("testdata", "upgrade", name))
 	if err != nil {

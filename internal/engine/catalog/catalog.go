@@ -187,6 +187,23 @@ func (c *Catalog) AddIndex(name, table, column string, unique bool) (*Index, err
 	return &t.Indexes[len(t.Indexes)-1], nil
 }
 
+// RemoveTable removes the named table and its indexes (DROP TABLE) and
+// returns their relfilenodes, heap first, whose files the caller removes
+// once the catalog is saved.
+func (c *Catalog) RemoveTable(name string) ([]storage.RelFileNode, error) {
+	i := slices.IndexFunc(c.Tables, func(t *Table) bool { return t.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("table %q: %w", name, ErrNoSuchTable)
+	}
+	t := c.Tables[i]
+	rels := []storage.RelFileNode{t.Rel}
+	for _, ix := range t.Indexes {
+		rels = append(rels, ix.Rel)
+	}
+	c.Tables = slices.Delete(c.Tables, i, i+1)
+	return rels, nil
+}
+
 // SetNotNull declares column of table NOT NULL (ADD PRIMARY KEY; the
 // caller has checked that no row holds NULL there).
 func (c *Catalog) SetNotNull(table, column string) error {

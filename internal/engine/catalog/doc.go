@@ -1,7 +1,7 @@
 // Package catalog is the engine's system catalog: the tables, their typed
 // columns, their B-tree indexes, and the relfilenode (file name) of each
 // relation. It is small and lives in memory; the engine saves it after
-// every DDL change and at VACUUM FULL's switch.
+// every DDL change (CREATE, DROP, TRUNCATE) and at VACUUM FULL's switch.
 //
 // File <dir>/catalog, replaced atomically by Save (write <dir>/catalog.tmp,
 // fsync it, rename it over <dir>/catalog, fsync <dir>), so a crash leaves

@@ -54,7 +54,7 @@ const (
 // aborted is committed or aborted again.
 var ErrTxnFinished = errors.New("transaction already finished")
 
-// ErrDeadlock: a Wait that would close a cycle of waiting transactions
+// ErrDeadlock is returned by a Wait that would close a cycle of waiting transactions
 // (PostgreSQL 40P01); the caller's transaction should roll back.
 var ErrDeadlock = errors.New("deadlock detected")
 
