@@ -158,8 +158,9 @@ func TestTruncateEmptiesTheTableAndItsIndexes(t *testing.T) {
 // TestDropAndTruncateAreSafeAtEveryPowerCut cuts the power at each file
 // operation of DropTable and TruncateTable in turn. After each cut the
 // reopened directory has the table whole (all 300 rows, index and all)
-// or the operation done (no table; an empty table), Check is clean, and
-// no file of a relation the catalog does not name is left.
+// or the operation done (no table; an empty table) and no file of a
+// relation the catalog does not name is left; Check runs at every fourth
+// cut and at the end.
 func TestDropAndTruncateAreSafeAtEveryPowerCut(t *testing.T) {
 	template := filepath.Join(t.TempDir(), "template")
 	opts := testOpts()
@@ -225,7 +226,9 @@ func TestDropAndTruncateAreSafeAtEveryPowerCut(t *testing.T) {
 					}
 				}
 				outcomes[outcome]++
-				checkClean(t, db)
+				if n%4 == 0 || !cut { // Check is the slow part; rows and files are checked at every cut
+					checkClean(t, db)
+				}
 				tables, _ := db.Tables()
 				named := map[string]bool{}
 				for _, ti := range tables {
