@@ -63,6 +63,9 @@ commands:
   stats   --data DIR [--json]
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]
+  vacuum|full --server HOST:PORT --database DB [--user U] [--password-file F]
+          [--sslmode disable|require|verify-ca|verify-full] [--sslrootcert F]
+          [--table NAME]... [throttle flags] [--json]   (a live server, online)
   check   --data DIR [--json]
   upgrade --data DIR [--json]   (an older format version to this build's)
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
