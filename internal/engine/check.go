@@ -60,7 +60,9 @@ func (c *checker) add(file string, blk int64, format string, args ...any) {
 // Check verifies the whole data directory and lists every problem found,
 // continuing after each: every page of every fork of every relation is read
 // from disk and its checksum and layout verified; every tuple not yet dead
-// must be reachable from each index of its table under its key; no index
+// must decode as a row of its table and be reachable from each index of
+// its table under its key (unless the key is NULL); no two live versions
+// may share a key of a unique index; no index
 // entry may point at an unused slot or past the end of the table; a page
 // whose visibility-map bit is set must hold only tuples visible to all and
 // no dead line pointers. The error is for failures to run the check (a
@@ -163,8 +165,14 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 	for i, ix := range t.Indexes {
 		cols[i] = t.ColumnIndex(ix.Column)
 	}
-	states := make([][]page.LPState, nblocks) // line pointer states per block
-	needs := make([][]entry, len(t.Indexes))  // entries each index must hold, in TID order
+	states := make([][]page.LPState, nblocks)          // line pointer states per block
+	needs := make([][]entry, len(t.Indexes))           // entries each index must hold, in TID order
+	live := make([]map[int64]page.TID, len(t.Indexes)) // unique indexes: key -> its live version
+	for i, ix := range t.Indexes {
+		if ix.Unique {
+			live[i] = map[int64]page.TID{}
+		}
+	}
 	for blk := uint32(0); blk < nblocks; blk++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -186,7 +194,7 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 		}
 		c.visibility(h, file, hp)
 		for _, tup := range hp.Tuples {
-			if tup.Status == heap.Dead || len(t.Indexes) == 0 {
+			if tup.Status == heap.Dead {
 				continue
 			}
 			vals, err := row.Decode(t.Columns, tup.Data)
@@ -194,9 +202,19 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 				c.add(file, int64(blk), "tuple %d: %v", tup.TID.Off, err)
 				continue
 			}
-			for i := range t.Indexes {
-				key, _ := vals[cols[i]].(int64)
+			isLive := h.ClaimOf(&tup.Header, 0).State == heap.ClaimLive
+			for i, ix := range t.Indexes {
+				key, ok := row.AsInt64(vals[cols[i]])
+				if !ok {
+					continue // a NULL key has no entry
+				}
 				needs[i] = append(needs[i], entry{key, tup.TID})
+				if live[i] != nil && isLive {
+					if other, dup := live[i][key]; dup {
+						c.add(file, int64(blk), "unique index %q: key %d held by live versions %v and %v", ix.Name, key, other, tup.TID)
+					}
+					live[i][key] = tup.TID
+				}
 			}
 		}
 	}

@@ -57,6 +57,7 @@ func crashChild(dir string) {
 	// Transaction numbers must not repeat across writers: the ledger may
 	// hold the lines of several (when a crash is left unverified).
 	w.seq = seed * 1_000_000_000
+	startHotWorkers(db, seed, fail)
 	_, _ = os.Stdout.WriteString("ready\n")
 	pending := func(seq int64, ops []workOp) error { return appendSync(ledger, pendingLines(seq, ops)) }
 	commit := func(seq int64) error { return appendSync(ledger, []byte(fmt.Sprintf("C %d\n", seq))) }
@@ -77,6 +78,12 @@ func crashChild(dir string) {
 	}
 }
 
+// TestCommittedWorkSurvivesSIGKILL kills a writer process again and again:
+// the random work table transactions of workload_test.go and, alongside,
+// concurrent `balance = balance + delta` transactions on a few hot rows
+// (crashhot_test.go). After each kill every confirmed transaction is
+// there, each in-flight one all or nothing, and sum(balance) is the sum
+// of the committed deltas.
 func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test skipped in -short mode")
@@ -84,6 +91,7 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")
 	ledgerPath := filepath.Join(base, "ledger") // outside the data directory
+	hotPath := filepath.Join(base, "hot-ledger")
 	opts := crashOpts()
 	if err := Init(dir, opts); err != nil {
 		t.Fatal(err)
@@ -100,17 +108,18 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	createHot(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	interrupted, inflightCommitted, doubleCrashes := 0, 0, 0
+	interrupted, inflightCommitted, doubleCrashes, hotTotal := 0, 0, 0, 0
 	earlyKill := false
 	for iter := 0; iter < *crashIterations; iter++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashLedgerEnv+"="+ledgerPath,
-			crashSeedEnv+"="+strconv.Itoa(iter+1))
+			crashSeedEnv+"="+strconv.Itoa(iter+1), hotLedger+"="+hotPath)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +181,8 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 		committed, took := verifyLedgerOutcomes(t, db, txs)
 		inflightCommitted += took
 		verifyIndexes(t, db, committed)
+		hotTxs, hotOpen := verifyHot(t, db, hotPath)
+		hotTotal += hotTxs
 		checkClean(t, db)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
@@ -183,11 +194,14 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("kill %d: %d rows, replayed %d records (torn tail %v), %d transactions in flight, %d of them committed",
-			iter, len(committed), ri.Replayed, ri.TornTail != nil, unconfirmed(txs), took)
+		t.Logf("kill %d: %d rows, replayed %d records (torn tail %v), %d transactions in flight, %d of them committed; %d hot-row transactions, %d in flight",
+			iter, len(committed), ri.Replayed, ri.TornTail != nil, unconfirmed(txs), took, hotTxs, hotOpen)
 	}
 	t.Logf("%d of %d kills interrupted work in flight (WAL replayed); %d kills hit a writer still recovering from the previous one; %d in-flight transactions had committed",
 		interrupted, *crashIterations-doubleCrashes, doubleCrashes, inflightCommitted)
+	if hotTotal == 0 {
+		t.Fatal("no hot-row transaction committed: the balance invariant was never tested")
+	}
 	if interrupted*2 < *crashIterations-doubleCrashes {
 		t.Fatalf("only %d of %d kills needed a replay: the test does not exercise recovery", interrupted, *crashIterations-doubleCrashes)
 	}

@@ -9,16 +9,32 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
-// Column is one column of a table: a name and a type (Int64 or Bytes).
+// Column is one column of a table: a name, a type, a length for varchar
+// and bpchar, and NOT NULL (package row documents each type's Go value).
 type Column = row.Column
 
-// ColumnType is a column's type.
+// ColumnType is a column's type, named as PostgreSQL names it.
 type ColumnType = row.Type
 
-// Column types.
+// Column types (package row).
 const (
-	Int64 = row.Int64
-	Bytes = row.Bytes
+	Int2        = row.Int2
+	Int4        = row.Int4
+	Int8        = row.Int8
+	Bool        = row.Bool
+	Text        = row.Text
+	Varchar     = row.Varchar
+	Bpchar      = row.Bpchar
+	Bytea       = row.Bytea
+	Timestamp   = row.Timestamp
+	Timestamptz = row.Timestamptz
+)
+
+// Int64 and Bytes are Int8's and Bytea's names before the types took
+// PostgreSQL's names, kept so that callers written against them build.
+const (
+	Int64 = row.Int8
+	Bytes = row.Bytea
 )
 
 // TableInfo describes a table.
@@ -36,12 +52,13 @@ type IndexInfo struct {
 	OID         uint32
 	Column      string
 	Relfilenode storage.RelFileNode
+	Unique      bool
 }
 
 func tableInfo(t *catalog.Table) TableInfo {
 	ti := TableInfo{Name: t.Name, OID: t.OID, Relfilenode: t.Rel, Columns: append([]Column(nil), t.Columns...)}
 	for _, ix := range t.Indexes {
-		ti.Indexes = append(ti.Indexes, IndexInfo{Name: ix.Name, OID: ix.OID, Column: ix.Column, Relfilenode: ix.Rel})
+		ti.Indexes = append(ti.Indexes, IndexInfo{Name: ix.Name, OID: ix.OID, Column: ix.Column, Relfilenode: ix.Rel, Unique: ix.Unique})
 	}
 	return ti
 }
@@ -99,25 +116,49 @@ func (db *DB) CreateTable(name string, cols []Column) error {
 		created: []storage.RelFileNode{t.Rel}})
 }
 
-// CreateIndex creates a B-tree index on an int64 column of table and fills
-// it from the table's existing rows (every version not yet dead, so that
-// transactions still running find their rows too).
+// CreateIndex creates a B-tree index on an integer column of table and
+// fills it bottom-up from the table's existing rows (every version not yet
+// dead, so that transactions still running find their rows too).
 func (db *DB) CreateIndex(name, table, column string) error {
+	return db.createIndex(name, table, column, false, false)
+}
+
+// CreateUniqueIndex is CreateIndex of a unique index: every later write
+// is checked against it (ErrUniqueViolation), and it is refused if two
+// rows already share a non-NULL key.
+func (db *DB) CreateUniqueIndex(name, table, column string) error {
+	return db.createIndex(name, table, column, true, false)
+}
+
+// AddPrimaryKey makes column the primary key of table, as PostgreSQL's
+// ALTER TABLE ... ADD PRIMARY KEY: a unique index named <table>_pkey and
+// the column declared NOT NULL, refused if a row holds NULL there
+// (ErrNotNull) or two rows share a key (ErrUniqueViolation).
+func (db *DB) AddPrimaryKey(table, column string) error {
+	return db.createIndex(table+"_pkey", table, column, true, true)
+}
+
+func (db *DB) createIndex(name, table, column string, unique, primary bool) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	next := db.cat.Clone()
-	ix, err := next.AddIndex(name, table, column)
+	ix, err := next.AddIndex(name, table, column, unique)
 	if err != nil {
 		return fmt.Errorf("create index: %w", err)
+	}
+	if primary {
+		if err := next.SetNotNull(table, column); err != nil {
+			return fmt.Errorf("add primary key: %w", err)
+		}
 	}
 	db.cat.NextOID = next.NextOID
 	t, _ := next.Table(table)
 	what := fmt.Sprintf("create index %q", name)
 	created := []storage.RelFileNode{ix.Rel}
-	if err := db.buildIndex(context.Background(), t, ix); err != nil {
+	if err := db.buildIndex(context.Background(), t, ix, primary); err != nil {
 		db.dropRels(what, created)
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -8,7 +8,7 @@
 //
 //	<dir>/LOCK          flock'ed by the one process that has it open (Open, Init)
 //	<dir>/control       control file (package wal): state, last checkpoint, redo LSN, next xid/oid
-//	<dir>/catalog       tables, columns, indexes, relfilenodes (package catalog)
+//	<dir>/catalog       tables, typed columns, indexes, relfilenodes (package catalog)
 //	<dir>/clog          commit log, written at each checkpoint (package txn)
 //	<dir>/wal/          WAL segments (package wal)
 //	<dir>/base/         relation files <relfilenode>[_vm|_fsm][.N] (package storage)
@@ -23,6 +23,16 @@
 //	     8    8 next transaction id
 //	    16    4 next OID
 //	    20    1 flags: 1 = shutdown checkpoint
+//
+// # Format version
+//
+// The control file records the directory's format version (DataVersion,
+// 2 in this build: rows with a null bitmap, catalog version 2). Open
+// refuses any other version with ErrUnsupportedVersion; an older one's
+// error names `vacuum-runner upgrade --data DIR`, which calls Upgrade:
+// from version 1 it rewrites the catalog, then the control file, each
+// atomically, so a crash at any point leaves a directory that Upgrade
+// finishes (TestUpgradeIsCrashSafeAtEveryStep).
 //
 // # Open and recovery
 //
@@ -60,16 +70,44 @@
 // in acquisition order: a table's lock (row operations shared, for one
 // call; VACUUM FULL exclusive via LockTable), then DB.mu (row operations
 // and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
-// then the lower packages' locks. The catalog is copy-on-write: DDL
-// changes a clone, saves it atomically, then publishes it.
+// then a unique key's stripe lock (unique.go), then the lower packages'
+// locks.
+//
+// Unique indexes: a write checks each key it claims in a unique index
+// against the versions already indexed under it (heap.ClaimOf: live,
+// gone, or pending on a running transaction) under the key's stripe lock,
+// held until its own index entry is in, so two writers of one key never
+// both pass. A pending holder is waited for with every lock released
+// (txn.Manager.Wait, cancelled by the context of BeginTx), then the check
+// runs again: the write fails with ErrUniqueViolation if the holder
+// committed, goes ahead if it aborted. Waits form a wait-for graph; the
+// wait that would close a cycle fails with ErrDeadlock instead.
+//
+// Row changes (READ COMMITTED, Tx.UpdateRow and DeleteRow): a change of a
+// row that another open transaction changed waits for it the same way; if
+// it rolled back the change is made to the same version, if it committed
+// an update the statement follows the update chain (ctid) to the newest
+// version and re-runs the caller's Recheck on it (EvalPlanQual), if it
+// committed a delete nothing is changed. The heap write comes before the
+// unique-key claim, so a concurrent updater of the same row is met as a
+// row wait. Update and Delete keep "first updater wins" (ErrConflict).
+// DB.LockStats counts waits and deadlocks.
+//
+// The catalog is copy-on-write: DDL changes a clone, saves it atomically,
+// then publishes it. Every change that adds or retires relation files
+// (CREATE TABLE/INDEX, VACUUM FULL's swap, DROP TABLE, TRUNCATE) goes
+// through one primitive, switchCatalog: once the catalog's rename may be
+// on disk no error path removes a file. DropTable and TruncateTable take
+// the table's vacuum lock, then its table lock exclusively, then DB.mu.
 //
 // # Invariants
 //
 //   - Nothing is acknowledged before it is durable: Commit returns after
 //     the commit record is fsynced (package txn).
 //   - Every index of a table holds an entry (key, TID) for every tuple
-//     version that is not dead to everyone; entries of dead versions stay
-//     until vacuum removes them. Lookups recheck visibility and the key.
+//     version that is not dead to everyone and whose key is not NULL;
+//     entries of dead versions stay until vacuum removes them. Lookups
+//     recheck visibility and the key.
 //   - OIDs and relfilenodes are never handed out twice within a run, even
 //     by a failed DDL, so WAL of one relation never applies to another.
 //   - Check verifies all of the above from the files (see Check).

@@ -21,8 +21,24 @@ import (
 )
 
 // DataVersion is the data directory format version this build writes and
-// reads (stored in the control file).
-const DataVersion = 1
+// reads (stored in the control file). Version 2: rows carry a null bitmap
+// and the catalog names PostgreSQL's types (packages row and catalog); a
+// version-1 directory is upgraded by Upgrade (`vacuum-runner upgrade`).
+const DataVersion = 2
+
+// UpgradeCommand is the command that upgrades an older data directory;
+// ErrUnsupportedVersion names it.
+const UpgradeCommand = "vacuum-runner upgrade --data DIR"
+
+// versionError refuses a directory of format version v.
+func versionError(v uint32) error {
+	if v < DataVersion {
+		return fmt.Errorf("data directory version %d, this build supports %d: upgrade it with %q: %w",
+			v, DataVersion, UpgradeCommand, ErrUnsupportedVersion)
+	}
+	return fmt.Errorf("data directory version %d, this build supports %d (written by a newer build): %w",
+		v, DataVersion, ErrUnsupportedVersion)
+}
 
 // LockFileName is the data directory's lock file.
 const LockFileName = "LOCK"
@@ -68,6 +84,7 @@ type DB struct {
 	failed atomic.Pointer[error]
 
 	usage usage.Counters // foreground (non-vacuum) usage
+	uniq  uniqueLocks    // unique-key check stripes (unique.go)
 }
 
 // Dir is the data directory.

@@ -23,6 +23,14 @@ var (
 	// ErrWrongType: a row value does not match its column type (the error
 	// is a *row.TypeError naming the column and the expected type).
 	ErrWrongType = row.ErrWrongType
+	// ErrNotNull: NULL in a NOT NULL column (a *row.ValueError naming it).
+	ErrNotNull = row.ErrNotNull
+	// ErrTooLong: text longer than its varchar(n) or char(n) column.
+	ErrTooLong = row.ErrTooLong
+	// ErrOutOfRange: an integer outside its int2 or int4 column's range.
+	ErrOutOfRange = row.ErrOutOfRange
+	// ErrInvalidText: text that is not UTF-8 or holds a NUL byte.
+	ErrInvalidText = row.ErrInvalidText
 	// ErrWrongColumnCount: a row has more or fewer values than columns.
 	ErrWrongColumnCount = row.ErrWrongColumnCount
 	// ErrTupleTooLarge: an encoded row does not fit in a page.
@@ -32,6 +40,7 @@ var (
 	ErrNotFound = heap.ErrNotFound
 	// ErrConflict: Update or Delete of a row another transaction changed
 	// concurrently (first updater wins; retry in a new transaction).
+	// UpdateRow and DeleteRow wait and re-check instead (READ COMMITTED).
 	ErrConflict = heap.ErrConcurrentUpdate
 	// ErrTableRewritten: a Scan or IndexRange whose table VACUUM FULL
 	// rewrote while the callback ran (every TID changed); start again.

@@ -57,7 +57,7 @@ func (db *DB) start() error {
 		return damaged(err)
 	}
 	if ctl.Version != DataVersion {
-		return fmt.Errorf("data directory version %d, this build supports %d: %w", ctl.Version, DataVersion, ErrUnsupportedVersion)
+		return versionError(ctl.Version)
 	}
 	cat, err := catalog.Load(db.fs, db.dir)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 type Tx struct {
 	db     *DB
 	t      *txn.Txn
+	ctx    context.Context // cancels the transaction's waits (BeginTx)
 	done   bool
 	failed error
 }
@@ -32,13 +33,17 @@ type Found struct {
 }
 
 // Begin starts a transaction.
-func (db *DB) Begin() (*Tx, error) {
+func (db *DB) Begin() (*Tx, error) { return db.BeginTx(context.Background()) }
+
+// BeginTx starts a transaction whose waits (for the inserter of a unique
+// key, say) end with ctx's error when ctx is done.
+func (db *DB) BeginTx(ctx context.Context) (*Tx, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &Tx{db: db, t: db.txns.Begin()}, nil
+	return &Tx{db: db, t: db.txns.Begin(), ctx: ctx}, nil
 }
 
 // XID is the transaction's id.
@@ -78,7 +83,7 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 	if err != nil {
 		return page.TID{}, err
 	}
-	defer unlock()
+	defer func() { unlock() }()
 	if err := tx.db.writable(); err != nil {
 		return page.TID{}, err
 	}
@@ -90,6 +95,11 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 	if err != nil {
 		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
 	}
+	release, err := tx.claimUniqueWaiting(&t, &unlock, vals, page.TID{})
+	if err != nil {
+		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
+	}
+	defer release()
 	tid, err := tx.db.heapRel(t.Rel).Insert(tx.t, data, nil)
 	if err != nil {
 		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
@@ -100,12 +110,46 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 	return tid, nil
 }
 
+// claimUniqueWaiting is claimUnique, waiting for each pending holder of
+// a key to end (with the operation's locks released: unlock is replaced
+// by the new locks' unlock, and *t by the table as now catalogued) and
+// checking again, until the write may go ahead (release frees the key
+// locks once its index entries are in) or fails.
+func (tx *Tx) claimUniqueWaiting(t **catalog.Table, unlock *func(), vals []any, replaced page.TID) (func(), error) {
+	for {
+		release, wait, err := tx.claimUnique(*t, vals, replaced)
+		if err != nil || wait == 0 {
+			return release, err
+		}
+		name, rel := (*t).Name, (*t).Rel
+		(*unlock)()
+		*unlock = func() {}
+		if err := tx.db.txns.Wait(tx.ctx, tx.t.XID(), wait); err != nil {
+			return nil, err
+		}
+		u, err := tx.enter(name)
+		if err != nil {
+			return nil, err
+		}
+		*unlock = u
+		if *t, err = tx.db.cat.Table(name); err != nil {
+			return nil, err
+		}
+		if replaced != (page.TID{}) && (*t).Rel != rel {
+			return nil, fmt.Errorf("table %q: %w", name, ErrTableRewritten)
+		}
+	}
+}
+
 // addIndexEntries inserts (key, tid) into every index of t. A failure
 // poisons the transaction: the row is stored but not fully indexed.
 func (tx *Tx) addIndexEntries(t *catalog.Table, vals []any, tid page.TID) error {
 	for i := range t.Indexes {
 		ix := &t.Indexes[i]
-		key, _ := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
+		key, ok := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
+		if !ok {
+			continue // NULL: no entry
+		}
 		if err := tx.db.indexTree(ix.Rel).Insert(key, tid, nil); err != nil {
 			tx.failed = fmt.Errorf("index %q: %w", ix.Name, err)
 			return tx.failed
@@ -123,7 +167,7 @@ func (tx *Tx) Update(table string, tid page.TID, vals []any) (page.TID, error) {
 	if err != nil {
 		return page.TID{}, err
 	}
-	defer unlock()
+	defer func() { unlock() }()
 	if err := tx.db.writable(); err != nil {
 		return page.TID{}, err
 	}
@@ -135,6 +179,11 @@ func (tx *Tx) Update(table string, tid page.TID, vals []any) (page.TID, error) {
 	if err != nil {
 		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
 	}
+	release, err := tx.claimUniqueWaiting(&t, &unlock, vals, tid)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
+	}
+	defer release()
 	ntid, err := tx.db.heapRel(t.Rel).Update(tx.t, tid, data, nil)
 	if err != nil {
 		return page.TID{}, fmt.Errorf("update %q at %v: %w", table, tid, err)
@@ -258,7 +307,7 @@ func (tx *Tx) IndexRange(index string, lo, hi int64, fn func(Found) error) error
 		if !ok {
 			continue
 		}
-		if v, _ := vals[col].(int64); v != e.key {
+		if v, ok := row.AsInt64(vals[col]); !ok || v != e.key {
 			continue
 		}
 		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.tid, Row: vals}) }); err != nil {

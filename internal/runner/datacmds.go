@@ -85,7 +85,7 @@ func cmdInit(ctx context.Context, args []string, env Env) error {
 	return err
 }
 
-// parseDataFlags parses the flags of stats and check.
+// parseDataFlags parses the flags of stats, check and upgrade.
 func parseDataFlags(name string, args []string) (dataFlags, error) {
 	var f dataFlags
 	fs := newFlagSet(name)

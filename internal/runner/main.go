@@ -67,6 +67,7 @@ commands:
           [--sslmode disable|require|verify-ca|verify-full] [--sslrootcert F]
           [--table NAME]... [throttle flags] [--json]   (a live server, online)
   check   --data DIR [--json] [--purge-quarantine]
+  upgrade --data DIR [--json]   (an older format version to this build's)
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 
@@ -76,12 +77,12 @@ run "vacuum-runner COMMAND --help" for a command's flags.`
 // ctx carries cancellation (see WithSignals).
 func Main(ctx context.Context, args []string, env Env) int {
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, run)")
+		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, upgrade, run)")
 		return 2
 	}
 	cmds := map[string]func(context.Context, []string, Env) error{
 		"init": cmdInit, "bloat": cmdBloat, "stats": cmdStats, "check": cmdCheck,
-		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun,
+		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun, "upgrade": cmdUpgrade,
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" {
@@ -90,7 +91,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	cmd, ok := cmds[name]
 	if !ok {
-		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, run)\n", name)
+		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, upgrade, run)\n", name)
 		return 2
 	}
 	err := cmd(ctx, args[1:], env)

@@ -20,12 +20,16 @@ var (
 	ErrBadDef      = errors.New("invalid definition")
 )
 
-// Index is a B-tree index on one int64 column.
+// Index is a B-tree index on one integer column. Rows whose key is NULL
+// have no entry (no lookup by key matches NULL).
 type Index struct {
 	Name   string              `json:"name"`
 	OID    uint32              `json:"oid"`
 	Column string              `json:"column"`
 	Rel    storage.RelFileNode `json:"relfilenode"`
+	// Unique: no two live rows have the same non-NULL key (the engine
+	// checks it on every write).
+	Unique bool `json:"unique,omitempty"`
 }
 
 // Table is a heap table with its indexes. Its heap has a main, a visibility
@@ -135,24 +139,30 @@ func checkColumns(cols []row.Column) error {
 	if len(cols) == 0 {
 		return fmt.Errorf("no columns: %w", ErrBadDef)
 	}
+	if len(cols) > row.MaxColumns {
+		return fmt.Errorf("%d columns, at most %d: %w", len(cols), row.MaxColumns, ErrBadDef)
+	}
 	seen := map[string]bool{}
 	for _, col := range cols {
-		if col.Name == "" {
-			return fmt.Errorf("empty column name: %w", ErrBadDef)
+		if err := col.Validate(); err != nil {
+			return fmt.Errorf("%v: %w", err, ErrBadDef)
 		}
 		if seen[col.Name] {
 			return fmt.Errorf("column %q defined twice: %w", col.Name, ErrBadDef)
 		}
 		seen[col.Name] = true
-		if !col.Type.Valid() {
-			return fmt.Errorf("column %q has unknown type %d: %w", col.Name, uint8(col.Type), ErrBadDef)
-		}
 	}
 	return nil
 }
 
-// AddIndex defines an index on an int64 column of table and returns it.
-func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
+// Indexable reports whether a B-tree index may be built on column c
+// (int2, int4 and int8 columns, keyed by their int64 value; a row whose
+// key is NULL has no index entry).
+func Indexable(c row.Column) bool { return c.Type.IsInteger() }
+
+// AddIndex defines an index (unique or not) on an integer column of table
+// and returns it.
+func (c *Catalog) AddIndex(name, table, column string, unique bool) (*Index, error) {
 	t, err := c.Table(table)
 	if err != nil {
 		return nil, err
@@ -167,14 +177,46 @@ func (c *Catalog) AddIndex(name, table, column string) (*Index, error) {
 	if ci < 0 {
 		return nil, fmt.Errorf("index %q: table %q has no column %q: %w", name, table, column, ErrBadDef)
 	}
-	if t.Columns[ci].Type != row.Int64 {
-		return nil, fmt.Errorf("index %q: column %q is %s, only int64 columns can be indexed: %w",
-			name, column, t.Columns[ci].Type, ErrBadDef)
+	if !Indexable(t.Columns[ci]) {
+		return nil, fmt.Errorf("index %q: column %q is %s, only integer columns can be indexed: %w",
+			name, column, t.Columns[ci].TypeName(), ErrBadDef)
 	}
-	ix := Index{Name: name, OID: c.AllocOID(), Column: column}
+	ix := Index{Name: name, OID: c.AllocOID(), Column: column, Unique: unique}
 	ix.Rel = storage.RelFileNode(c.AllocOID())
 	t.Indexes = append(t.Indexes, ix)
 	return &t.Indexes[len(t.Indexes)-1], nil
+}
+
+// RemoveTable removes the named table and its indexes (DROP TABLE) and
+// returns their relfilenodes, heap first, whose files the caller removes
+// once the catalog is saved.
+func (c *Catalog) RemoveTable(name string) ([]storage.RelFileNode, error) {
+	i := slices.IndexFunc(c.Tables, func(t *Table) bool { return t.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("table %q: %w", name, ErrNoSuchTable)
+	}
+	t := c.Tables[i]
+	rels := []storage.RelFileNode{t.Rel}
+	for _, ix := range t.Indexes {
+		rels = append(rels, ix.Rel)
+	}
+	c.Tables = slices.Delete(c.Tables, i, i+1)
+	return rels, nil
+}
+
+// SetNotNull declares column of table NOT NULL (ADD PRIMARY KEY; the
+// caller has checked that no row holds NULL there).
+func (c *Catalog) SetNotNull(table, column string) error {
+	t, err := c.Table(table)
+	if err != nil {
+		return err
+	}
+	ci := t.ColumnIndex(column)
+	if ci < 0 {
+		return fmt.Errorf("table %q has no column %q: %w", table, column, ErrBadDef)
+	}
+	t.Columns[ci].NotNull = true
+	return nil
 }
 
 // SwapRelfilenodes points table's heap at newHeap and each index named in
@@ -257,8 +299,8 @@ func (c *Catalog) validate() error {
 				return err
 			}
 			ci := t.ColumnIndex(ix.Column)
-			if ci < 0 || t.Columns[ci].Type != row.Int64 {
-				return fmt.Errorf("index %q on %q: not an int64 column", ix.Name, ix.Column)
+			if ci < 0 || !Indexable(t.Columns[ci]) {
+				return fmt.Errorf("index %q on %q: not an indexable column", ix.Name, ix.Column)
 			}
 			if err := id("oid", ix.OID); err != nil {
 				return err

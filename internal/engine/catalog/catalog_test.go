@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
@@ -16,13 +18,13 @@ import (
 func sample(t *testing.T) *Catalog {
 	t.Helper()
 	c := New()
-	if _, err := c.AddTable("accounts", []row.Column{{Name: "id", Type: row.Int64}, {Name: "owner", Type: row.Bytes}, {Name: "balance", Type: row.Int64}}); err != nil {
+	if _, err := c.AddTable("accounts", []row.Column{{Name: "id", Type: row.Int8}, {Name: "owner", Type: row.Bytea}, {Name: "balance", Type: row.Int8}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_id", "accounts", "id"); err != nil {
+	if _, err := c.AddIndex("accounts_id", "accounts", "id", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_balance", "accounts", "balance"); err != nil {
+	if _, err := c.AddIndex("accounts_balance", "accounts", "balance", false); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -89,20 +91,28 @@ func TestDefinitionsAreChecked(t *testing.T) {
 		do   func() error
 		want error
 	}{
-		{"duplicate table", func() error { _, err := c.AddTable("accounts", []row.Column{{Name: "a", Type: row.Int64}}); return err }, ErrExists},
+		{"duplicate table", func() error { _, err := c.AddTable("accounts", []row.Column{{Name: "a", Type: row.Int8}}); return err }, ErrExists},
 		{"table named like an index", func() error {
-			_, err := c.AddTable("accounts_id", []row.Column{{Name: "a", Type: row.Int64}})
+			_, err := c.AddTable("accounts_id", []row.Column{{Name: "a", Type: row.Int8}})
 			return err
 		}, ErrExists},
 		{"no columns", func() error { _, err := c.AddTable("t", nil); return err }, ErrBadDef},
 		{"duplicate column", func() error {
-			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Int64}, {Name: "a", Type: row.Bytes}})
+			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Int8}, {Name: "a", Type: row.Bytea}})
 			return err
 		}, ErrBadDef},
-		{"unknown type", func() error { _, err := c.AddTable("t", []row.Column{{Name: "a", Type: 9}}); return err }, ErrBadDef},
-		{"index on bytes column", func() error { _, err := c.AddIndex("ix", "accounts", "owner"); return err }, ErrBadDef},
-		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", "nope"); return err }, ErrBadDef},
-		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", "id"); return err }, ErrNoSuchTable},
+		{"unknown type", func() error { _, err := c.AddTable("t", []row.Column{{Name: "a", Type: 99}}); return err }, ErrBadDef},
+		{"char without length", func() error {
+			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Bpchar}})
+			return err
+		}, ErrBadDef},
+		{"length on int8", func() error {
+			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Int8, Length: 4}})
+			return err
+		}, ErrBadDef},
+		{"index on bytes column", func() error { _, err := c.AddIndex("ix", "accounts", "owner", false); return err }, ErrBadDef},
+		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", "nope", false); return err }, ErrBadDef},
+		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", "id", false); return err }, ErrNoSuchTable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +159,7 @@ func TestSwapRelfilenodesSwitchesHeapAndEveryIndex(t *testing.T) {
 func TestCloneIsIndependent(t *testing.T) {
 	c := sample(t)
 	d := c.Clone()
-	if _, err := d.AddIndex("another", "accounts", "id"); err != nil {
+	if _, err := d.AddIndex("another", "accounts", "id", false); err != nil {
 		t.Fatal(err)
 	}
 	tb, _ := c.Table("accounts")
@@ -160,8 +170,9 @@ func TestCloneIsIndependent(t *testing.T) {
 
 func FuzzCatalogDecode(f *testing.F) {
 	c := New()
-	_, _ = c.AddTable("t", []row.Column{{Name: "id", Type: row.Int64}, {Name: "b", Type: row.Bytes}})
-	_, _ = c.AddIndex("t_id", "t", "id")
+	_, _ = c.AddTable("t", []row.Column{{Name: "id", Type: row.Int8, NotNull: true}, {Name: "b", Type: row.Bytea},
+		{Name: "v", Type: row.Varchar, Length: 8}, {Name: "c", Type: row.Bpchar, Length: 2}})
+	_, _ = c.AddIndex("t_id", "t", "id", false)
 	good, _ := Encode(c)
 	f.Add(good)
 	empty, _ := Encode(New())
@@ -180,4 +191,43 @@ func FuzzCatalogDecode(f *testing.F) {
 			t.Fatalf("valid catalog does not re-decode: %v", err)
 		}
 	})
+}
+
+func TestDecodeV1RenamesTypesAndKeepsEverythingElse(t *testing.T) {
+	payload := []byte(`{"next_oid":16388,"tables":[{"name":"accounts","oid":16384,"relfilenode":16385,` +
+		`"columns":[{"name":"id","type":"int64"},{"name":"owner","type":"bytes"}],` +
+		`"indexes":[{"name":"accounts_id","oid":16386,"column":"id","relfilenode":16387}]}]}`)
+	b := make([]byte, headerSize, headerSize+len(payload))
+	copy(b, magic)
+	binary.LittleEndian.PutUint32(b[4:], 1)
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(b[12:], page.CRC32C(payload))
+	b = append(b, payload...)
+	if _, err := Decode(b); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("Decode of format 1: %v, want ErrUnsupportedVersion", err)
+	}
+	c, err := DecodeV1(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := c.Table("accounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row.Column{{Name: "id", Type: row.Int8}, {Name: "owner", Type: row.Bytea}}
+	if !reflect.DeepEqual(tb.Columns, want) || tb.Rel != 16385 || c.NextOID != 16388 ||
+		len(tb.Indexes) != 1 || tb.Indexes[0].Rel != 16387 {
+		t.Fatalf("upgraded catalog %+v", tb)
+	}
+	again, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(again); err != nil {
+		t.Fatalf("upgraded catalog does not decode in this format: %v", err)
+	}
+	b[len(b)-2] ^= 1
+	if _, err := DecodeV1(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged format-1 catalog: %v, want ErrCorrupt", err)
+	}
 }

@@ -1,7 +1,7 @@
 // Package catalog is the engine's system catalog: the tables, their typed
 // columns, their B-tree indexes, and the relfilenode (file name) of each
 // relation. It is small and lives in memory; the engine saves it after
-// every DDL change and at VACUUM FULL's switch.
+// every DDL change (CREATE, DROP, TRUNCATE) and at VACUUM FULL's switch.
 //
 // File <dir>/catalog, replaced atomically by Save (write <dir>/catalog.tmp,
 // fsync it, rename it over <dir>/catalog, fsync <dir>), so a crash leaves
@@ -14,9 +14,15 @@
 //	offset 12 uint32   CRC32C (Castagnoli) of the payload
 //	offset 16 [n]byte  payload: JSON of Catalog
 //
+// Version 2 (this build) names column types as PostgreSQL does (int8,
+// bytea, varchar with a length, ...; package row) and records NOT NULL.
+// Version 1 named the two types of its time int64 and bytes; Decode
+// refuses it (ErrUnsupportedVersion) and DecodeV1 reads it for the
+// upgrade.
+//
 // Invariants checked by Decode (a violation is ErrCorrupt): names of
 // tables and of indexes are unique and non-empty; column types are known;
-// an index's column exists in its table and is int64; every OID and
+// an index's column exists in its table and is an integer (Indexable); every OID and
 // relfilenode is non-zero, below NextOID, and used once. Decode never
 // panics on arbitrary bytes (FuzzCatalogDecode).
 //

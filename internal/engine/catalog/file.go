@@ -18,7 +18,7 @@ const (
 	FileName   = "catalog"
 	tmpName    = "catalog.tmp"
 	magic      = "VCAT"
-	Version    = 1
+	Version    = 2
 	headerSize = 16
 	maxPayload = 64 << 20
 )

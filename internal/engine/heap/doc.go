@@ -10,6 +10,9 @@
 //	(*Rel).Insert(t *txn.Txn, data, s) (page.TID, error)      // ErrTupleTooLarge
 //	(*Rel).Delete(t, tid, s) error                            // ErrNotFound, ErrConcurrentUpdate
 //	(*Rel).Update(t, tid, data, s) (page.TID, error)          // new version; same errors
+//	(*Rel).DeleteNewest, UpdateNewest                         // same, on a version newer than t's snapshot
+//	(*Rel).Examine(tid, s) (TupleHeader, data, ok, error)     // any version, no visibility check
+//	(*Rel).ClaimOf(h, self) Claim                             // live / gone / pending on xid (SnapshotDirty)
 //	(*Rel).Fetch(snap, tid, s) (data []byte, visible bool, err)
 //	(*Rel).Scan(ctx, snap, s, fn func(page.TID, []byte) error) error // BulkRead ring when s == nil
 //	(*Rel).NBlocks() (uint32, error), (*Rel).VM() *vm.Map, (*Rel).FSM() *fsm.Map, (*Rel).Node()
@@ -75,7 +78,11 @@
 // transaction never sees what it deleted itself. Delete and Update refuse a
 // tuple that is invisible (ErrNotFound) or whose xmax is set by another
 // transaction that is running or committed after the snapshot
-// (ErrConcurrentUpdate: first updater wins, no waiting).
+// (ErrConcurrentUpdate: first updater wins, no waiting). The error is a
+// *ConcurrentUpdateError naming that xmax, whether it still runs, and the
+// newer version's TID after an update, so the engine can wait for it and
+// follow the update chain; DeleteNewest and UpdateNewest then change a
+// version whose inserter committed after the snapshot (READ COMMITTED).
 //
 // # Vacuum classification (against a horizon, txn.Manager.OldestXmin)
 //

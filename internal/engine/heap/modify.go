@@ -13,12 +13,24 @@ import (
 // checkModifiable decides whether t may delete or update the tuple at
 // (p, off), under the page's exclusive lock. It returns the item and its
 // header with any hint bits folded in (the caller writes the header back).
-func (r *Rel) checkModifiable(p page.Page, tid page.TID, t *txn.Txn) ([]byte, TupleHeader, error) {
+//
+// With newest (READ COMMITTED's re-check of a row's newest version), the
+// tuple need not be visible to t's snapshot: its inserter must have
+// committed (or be t).
+func (r *Rel) checkModifiable(p page.Page, tid page.TID, t *txn.Txn, newest bool) ([]byte, TupleHeader, error) {
 	item, h, _, err := tupleAt(p, tid.Off)
 	if err != nil {
 		return nil, h, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, r.node, err)
 	}
-	vis, hints := r.Visible(&h, t.Snapshot())
+	var vis bool
+	var hints uint16
+	if newest && h.Xmin != t.XID() {
+		var st txn.Status
+		st, hints = r.xminStatus(&h)
+		vis = st == txn.Committed
+	} else {
+		vis, hints = r.Visible(&h, t.Snapshot())
+	}
 	h.Infomask |= hints
 	if !vis {
 		return nil, h, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, r.node, ErrNotFound)
@@ -27,11 +39,34 @@ func (r *Rel) checkModifiable(p page.Page, tid page.TID, t *txn.Txn) ([]byte, Tu
 		st, hint := r.xmaxStatus(&h)
 		h.Infomask |= hint
 		if st != txn.Aborted {
-			return nil, h, fmt.Errorf("tuple %d/%d of relation %d (xmax %d %v): %w", tid.Block, tid.Off, r.node, h.Xmax, st, ErrConcurrentUpdate)
+			return nil, h, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, r.node,
+				&ConcurrentUpdateError{Xmax: h.Xmax, InProgress: st == txn.InProgress, Updated: h.Infomask&Updated != 0, Next: h.Ctid})
 		}
 	}
 	return item, h, nil
 }
+
+// ConcurrentUpdateError is ErrConcurrentUpdate with what a waiting
+// writer needs: the transaction that changed the tuple (Xmax), whether it
+// is still running, and, when it updated rather than deleted the tuple,
+// the newer version's TID (Next).
+type ConcurrentUpdateError struct {
+	Xmax       txn.XID
+	InProgress bool
+	Updated    bool
+	Next       page.TID
+}
+
+func (e *ConcurrentUpdateError) Error() string {
+	state := "committed"
+	if e.InProgress {
+		state = "in progress"
+	}
+	return fmt.Sprintf("xmax %d %s: %v", e.Xmax, state, ErrConcurrentUpdate)
+}
+
+// Unwrap makes errors.Is(err, ErrConcurrentUpdate) true.
+func (e *ConcurrentUpdateError) Unwrap() error { return ErrConcurrentUpdate }
 
 // markDeleted sets the deleter on a tuple header: xmax = xid, xmax hints
 // cleared, ctid = next (self for a delete).
@@ -48,6 +83,17 @@ func markDeleted(item []byte, h *TupleHeader, xid txn.XID, next page.TID, update
 // Delete marks the tuple at tid deleted by t. ErrNotFound when t cannot
 // see it; ErrConcurrentUpdate when another transaction got there first.
 func (r *Rel) Delete(t *txn.Txn, tid page.TID, s *buffer.Strategy) error {
+	return r.delete(t, tid, s, false)
+}
+
+// DeleteNewest is Delete of a version t's snapshot may not see (the
+// newest of an update chain, committed after the snapshot): READ
+// COMMITTED's delete after a wait.
+func (r *Rel) DeleteNewest(t *txn.Txn, tid page.TID, s *buffer.Strategy) error {
+	return r.delete(t, tid, s, true)
+}
+
+func (r *Rel) delete(t *txn.Txn, tid page.TID, s *buffer.Strategy, newest bool) error {
 	b, err := r.readTID(tid, s)
 	if err != nil {
 		return err
@@ -56,7 +102,7 @@ func (r *Rel) Delete(t *txn.Txn, tid page.TID, s *buffer.Strategy) error {
 	b.Lock()
 	defer b.Unlock()
 	p := b.Page()
-	item, h, err := r.checkModifiable(p, tid, t)
+	item, h, err := r.checkModifiable(p, tid, t, newest)
 	if err != nil {
 		r.keepHints(b, p, tid.Off, &h, s)
 		return err
@@ -105,6 +151,16 @@ func (r *Rel) readTID(tid page.TID, s *buffer.Strategy) (*buffer.Buffer, error) 
 // xmax = t and a ctid pointing at the new one; both changes are in one WAL
 // record. Errors as Delete, plus ErrTupleTooLarge.
 func (r *Rel) Update(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy) (page.TID, error) {
+	return r.update(t, tid, data, s, false)
+}
+
+// UpdateNewest is Update of a version t's snapshot may not see (see
+// DeleteNewest).
+func (r *Rel) UpdateNewest(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy) (page.TID, error) {
+	return r.update(t, tid, data, s, true)
+}
+
+func (r *Rel) update(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy, newest bool) (page.TID, error) {
 	if len(data) > MaxTupleData {
 		return page.TID{}, fmt.Errorf("update with a %d-byte row in relation %d (max %d): %w", len(data), r.node, MaxTupleData, ErrTupleTooLarge)
 	}
@@ -116,7 +172,7 @@ func (r *Rel) Update(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy) 
 	defer old.Release()
 	old.Lock()
 	p := old.Page()
-	item, h, err := r.checkModifiable(p, tid, t)
+	item, h, err := r.checkModifiable(p, tid, t, newest)
 	if err != nil {
 		r.keepHints(old, p, tid.Off, &h, s)
 		old.Unlock()
@@ -133,7 +189,7 @@ func (r *Rel) Update(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy) 
 		if err != nil {
 			return page.TID{}, err
 		}
-		newTID, retry, err := r.updateTwoPages(old, nb, tid, tup, t, s)
+		newTID, retry, err := r.updateTwoPages(old, nb, tid, tup, t, s, newest)
 		nb.Release()
 		if !retry {
 			return newTID, err
@@ -168,7 +224,7 @@ func (r *Rel) updateSamePage(b *buffer.Buffer, tid page.TID, item []byte, h *Tup
 // updateTwoPages moves the new version to nb's page. Both pages are locked
 // in block order; the old tuple is re-checked since its lock was dropped.
 // retry is true when nb turned out to have no room.
-func (r *Rel) updateTwoPages(old, nb *buffer.Buffer, tid page.TID, tup []byte, t *txn.Txn, s *buffer.Strategy) (page.TID, bool, error) {
+func (r *Rel) updateTwoPages(old, nb *buffer.Buffer, tid page.TID, tup []byte, t *txn.Txn, s *buffer.Strategy, newest bool) (page.TID, bool, error) {
 	newBlk := uint32(nb.Tag().Block)
 	if newBlk < tid.Block {
 		nb.Lock()
@@ -180,7 +236,7 @@ func (r *Rel) updateTwoPages(old, nb *buffer.Buffer, tid page.TID, tup []byte, t
 	defer old.Unlock()
 	defer nb.Unlock()
 	op, np := old.Page(), nb.Page()
-	item, h, err := r.checkModifiable(op, tid, t)
+	item, h, err := r.checkModifiable(op, tid, t, newest)
 	if err != nil {
 		r.keepHints(old, op, tid.Off, &h, s)
 		return page.TID{}, false, err

@@ -252,3 +252,27 @@ func (r *Rel) LinePointer(tid page.TID, s *buffer.Strategy) (page.ItemID, TupleH
 	}
 	return id, h, nil
 }
+
+// Examine returns the header and a copy of the data of the tuple at tid,
+// whatever its visibility; ok is false when tid names no tuple (past the
+// end, unused or dead slot).
+func (r *Rel) Examine(tid page.TID, s *buffer.Strategy) (TupleHeader, []byte, bool, error) {
+	b, err := r.readTID(tid, s)
+	if errors.Is(err, ErrNotFound) {
+		return TupleHeader{}, nil, false, nil
+	}
+	if err != nil {
+		return TupleHeader{}, nil, false, err
+	}
+	defer b.Release()
+	b.RLock()
+	defer b.RUnlock()
+	_, h, data, err := tupleAt(b.Page(), tid.Off)
+	if errors.Is(err, ErrNotFound) {
+		return TupleHeader{}, nil, false, nil
+	}
+	if err != nil {
+		return TupleHeader{}, nil, false, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, r.node, err)
+	}
+	return h, append([]byte(nil), data...), true, nil
+}

@@ -171,3 +171,49 @@ func setHints(item []byte, h *TupleHeader, bits uint16) bool {
 	writeHeader(item, h)
 	return true
 }
+
+// Claim is what a tuple version means to a writer of transaction self
+// that checks a unique key or changes the row (PostgreSQL's
+// SnapshotDirty): ClaimLive holds the key now; ClaimGone does not
+// (aborted, or deleted by a committed transaction or by self);
+// ClaimPending is being
+// inserted or deleted by the running transaction Xid, whose end decides.
+type Claim struct {
+	State ClaimState
+	Xid   txn.XID // the transaction to wait for, with ClaimPending
+}
+
+// ClaimState is one of ClaimLive, ClaimGone, ClaimPending.
+type ClaimState uint8
+
+// Claim states.
+const (
+	ClaimLive ClaimState = iota
+	ClaimGone
+	ClaimPending
+)
+
+// ClaimOf classifies the tuple with header h for transaction self.
+func (r *Rel) ClaimOf(h *TupleHeader, self txn.XID) Claim {
+	if h.Xmin != self {
+		switch st, _ := r.xminStatus(h); st {
+		case txn.Aborted:
+			return Claim{State: ClaimGone}
+		case txn.InProgress:
+			return Claim{State: ClaimPending, Xid: h.Xmin}
+		}
+	}
+	if h.Xmax == txn.InvalidXID || h.Infomask&XmaxInvalid != 0 {
+		return Claim{State: ClaimLive}
+	}
+	if h.Xmax == self {
+		return Claim{State: ClaimGone}
+	}
+	switch st, _ := r.xmaxStatus(h); st {
+	case txn.Committed:
+		return Claim{State: ClaimGone}
+	case txn.InProgress:
+		return Claim{State: ClaimPending, Xid: h.Xmax}
+	}
+	return Claim{State: ClaimLive}
+}

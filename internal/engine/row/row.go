@@ -4,65 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
-
-// Type is a column type.
-type Type uint8
-
-// Column types.
-const (
-	Int64 Type = 1 // signed 64-bit integer; Go value int64 (int and int32 accepted by Encode)
-	Bytes Type = 2 // byte string; Go value []byte (string accepted by Encode)
-)
-
-// String names the type as the catalog stores it.
-func (t Type) String() string {
-	switch t {
-	case Int64:
-		return "int64"
-	case Bytes:
-		return "bytes"
-	}
-	return fmt.Sprintf("type(%d)", uint8(t))
-}
-
-// Valid reports whether t is a known column type.
-func (t Type) Valid() bool { return t == Int64 || t == Bytes }
-
-// MarshalText stores the type by name.
-func (t Type) MarshalText() ([]byte, error) {
-	if !t.Valid() {
-		return nil, fmt.Errorf("unknown column type %d", uint8(t))
-	}
-	return []byte(t.String()), nil
-}
-
-// UnmarshalText parses a type name ("int64" or "bytes").
-func (t *Type) UnmarshalText(b []byte) error {
-	p, err := ParseType(string(b))
-	if err != nil {
-		return err
-	}
-	*t = p
-	return nil
-}
-
-// ParseType parses a type name ("int64" or "bytes").
-func ParseType(s string) (Type, error) {
-	switch s {
-	case "int64":
-		return Int64, nil
-	case "bytes":
-		return Bytes, nil
-	}
-	return 0, fmt.Errorf("unknown column type %q (want int64 or bytes)", s)
-}
-
-// Column is one column of a schema.
-type Column struct {
-	Name string `json:"name"`
-	Type Type   `json:"type"`
-}
 
 // Errors callers branch on.
 var (
@@ -91,7 +34,12 @@ func (e *TypeError) Error() string {
 // Unwrap makes errors.Is(err, ErrWrongType) true.
 func (e *TypeError) Unwrap() error { return ErrWrongType }
 
-// Encode encodes vals, which must match schema in count and types.
+// nullFlag marks, in an encoded row's leading count, that a null bitmap
+// follows. Counts are below MaxColumns, so the two never mix.
+const nullFlag = 1 << 16
+
+// Encode encodes vals, which must match schema in count and types (see
+// Normalize for the values each type accepts and the checks made).
 func Encode(schema []Column, vals []any) ([]byte, error) {
 	return AppendEncode(nil, schema, vals)
 }
@@ -101,98 +49,187 @@ func AppendEncode(dst []byte, schema []Column, vals []any) ([]byte, error) {
 	if len(vals) != len(schema) {
 		return nil, fmt.Errorf("row has %d values, table has %d columns: %w", len(vals), len(schema), ErrWrongColumnCount)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(schema)))
+	if len(schema) > MaxColumns {
+		return nil, fmt.Errorf("%d columns, at most %d: %w", len(schema), MaxColumns, ErrWrongColumnCount)
+	}
+	norm := make([]any, len(vals))
+	nulls := false
 	for i, c := range schema {
-		switch c.Type {
-		case Int64:
-			v, ok := AsInt64(vals[i])
-			if !ok {
-				return nil, &TypeError{Column: c.Name, Want: c.Type, Got: fmt.Sprintf("%T", vals[i])}
+		v, err := Normalize(c, vals[i])
+		if err != nil {
+			return nil, err
+		}
+		norm[i] = v
+		nulls = nulls || v == nil
+	}
+	if !nulls {
+		dst = binary.AppendUvarint(dst, uint64(len(schema)))
+	} else {
+		dst = binary.AppendUvarint(dst, uint64(len(schema))|nullFlag)
+		bm := make([]byte, (len(schema)+7)/8)
+		for i, v := range norm {
+			if v == nil {
+				bm[i/8] |= 1 << (i % 8)
 			}
-			dst = binary.AppendVarint(dst, v)
-		case Bytes:
-			var b []byte
-			switch v := vals[i].(type) {
-			case []byte:
-				b = v
-			case string:
-				b = []byte(v)
-			default:
-				return nil, &TypeError{Column: c.Name, Want: c.Type, Got: fmt.Sprintf("%T", vals[i])}
-			}
-			dst = binary.AppendUvarint(dst, uint64(len(b)))
-			dst = append(dst, b...)
-		default:
-			return nil, fmt.Errorf("column %q has unknown type %d", c.Name, uint8(c.Type))
+		}
+		dst = append(dst, bm...)
+	}
+	for i, c := range schema {
+		if norm[i] != nil {
+			dst = AppendValue(dst, c.Type, norm[i])
 		}
 	}
 	return dst, nil
 }
 
-// AsInt64 converts the Go integer types Encode accepts for an int64 column.
-func AsInt64(v any) (int64, bool) {
+// AppendValue appends the encoding of v, a normalized non-NULL value of
+// type t (see Normalize), as a row stores it.
+func AppendValue(dst []byte, t Type, v any) []byte {
 	switch x := v.(type) {
 	case int64:
-		return x, true
-	case int:
-		return int64(x), true
+		return binary.AppendVarint(dst, x)
 	case int32:
-		return int64(x), true
+		return binary.AppendVarint(dst, int64(x))
+	case int16:
+		return binary.AppendVarint(dst, int64(x))
+	case Micros:
+		return binary.AppendVarint(dst, int64(x))
+	case bool:
+		if x {
+			return append(dst, 1)
+		}
+		return append(dst, 0)
+	case []byte:
+		dst = binary.AppendUvarint(dst, uint64(len(x)))
+		return append(dst, x...)
+	case string:
+		dst = binary.AppendUvarint(dst, uint64(len(x)))
+		return append(dst, x...)
 	}
-	return 0, false
+	panic(fmt.Sprintf("row: AppendValue of %T for %s (not normalized)", v, t))
 }
 
-// Decode decodes b as a row of schema: int64 columns come back as int64,
-// bytes columns as []byte (a copy, not aliasing b).
+// Decode decodes b as a row of schema, each column as its type's Go value
+// (nil for NULL; bytea as a copy, never aliasing b). Bytes that could not
+// have been written for the schema (text that Normalize would refuse, an
+// int2 out of range...) are ErrCorrupt. NOT NULL is not checked on read:
+// versions written before a column became NOT NULL (ADD PRIMARY KEY) may
+// still be visible to old snapshots.
 func Decode(schema []Column, b []byte) ([]any, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, fmt.Errorf("column count: %w", ErrCorrupt)
-	}
-	if n != uint64(len(schema)) {
-		return nil, fmt.Errorf("row has %d values, table has %d columns: %w", n, len(schema), ErrCorrupt)
-	}
-	b = b[k:]
 	vals := make([]any, len(schema))
-	for i, c := range schema {
-		switch c.Type {
-		case Int64:
-			v, k := binary.Varint(b)
-			if k <= 0 {
-				return nil, fmt.Errorf("column %q: bad integer: %w", c.Name, ErrCorrupt)
-			}
-			vals[i] = v
-			b = b[k:]
-		case Bytes:
-			l, k := binary.Uvarint(b)
-			if k <= 0 || l > uint64(len(b)-k) {
-				return nil, fmt.Errorf("column %q: bad length: %w", c.Name, ErrCorrupt)
-			}
-			vals[i] = append([]byte{}, b[k:k+int(l)]...)
-			b = b[k+int(l):]
-		default:
-			return nil, fmt.Errorf("column %q has unknown type %d: %w", c.Name, uint8(c.Type), ErrCorrupt)
-		}
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%d trailing bytes: %w", len(b), ErrCorrupt)
+	err := decode(schema, b, func(i int, v any) { vals[i] = v })
+	if err != nil {
+		return nil, err
 	}
 	return vals, nil
 }
 
-// Int64At decodes only column i of an int64 column (index maintenance
-// reads the key without decoding the whole row).
-func Int64At(schema []Column, b []byte, i int) (int64, error) {
-	vals, err := Decode(schema, b)
-	if err != nil {
-		return 0, err
+// ValueAt decodes only column i of the row (index maintenance reads the
+// key without keeping the other values); nil for NULL.
+func ValueAt(schema []Column, b []byte, i int) (any, error) {
+	if i < 0 || i >= len(schema) {
+		return nil, fmt.Errorf("column %d out of range", i)
 	}
-	if i < 0 || i >= len(vals) {
-		return 0, fmt.Errorf("column %d out of range", i)
+	var out any
+	err := decode(schema, b, func(j int, v any) {
+		if j == i {
+			out = v
+		}
+	})
+	return out, err
+}
+
+func decode(schema []Column, b []byte, put func(int, any)) error {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return fmt.Errorf("column count: %w", ErrCorrupt)
 	}
-	v, ok := vals[i].(int64)
-	if !ok {
-		return 0, &TypeError{Column: schema[i].Name, Want: Int64, Got: schema[i].Type.String()}
+	b = b[k:]
+	var bm []byte
+	if n&nullFlag != 0 {
+		n &^= nullFlag
+		if n != uint64(len(schema)) {
+			return fmt.Errorf("row has %d values, table has %d columns: %w", n, len(schema), ErrCorrupt)
+		}
+		l := (len(schema) + 7) / 8
+		if len(b) < l {
+			return fmt.Errorf("null bitmap truncated: %w", ErrCorrupt)
+		}
+		bm, b = b[:l], b[l:]
+		any1 := false
+		for _, x := range bm {
+			any1 = any1 || x != 0
+		}
+		if !any1 {
+			return fmt.Errorf("null bitmap without a NULL: %w", ErrCorrupt)
+		}
+		if r := len(schema) % 8; r != 0 && bm[l-1]>>r != 0 {
+			return fmt.Errorf("null bitmap marks columns past the last: %w", ErrCorrupt)
+		}
+	} else if n != uint64(len(schema)) {
+		return fmt.Errorf("row has %d values, table has %d columns: %w", n, len(schema), ErrCorrupt)
 	}
-	return v, nil
+	for i, c := range schema {
+		if bm != nil && bm[i/8]&(1<<(i%8)) != 0 {
+			put(i, nil)
+			continue
+		}
+		v, k, err := decodeValue(c, b)
+		if err != nil {
+			return fmt.Errorf("column %q: %v: %w", c.Name, err, ErrCorrupt)
+		}
+		put(i, v)
+		b = b[k:]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%d trailing bytes: %w", len(b), ErrCorrupt)
+	}
+	return nil
+}
+
+// decodeValue decodes one non-NULL value of c from the front of b,
+// returning it and the bytes it took.
+func decodeValue(c Column, b []byte) (any, int, error) {
+	switch c.Type {
+	case Int2, Int4, Int8, Timestamp, Timestamptz:
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return nil, 0, errors.New("bad integer")
+		}
+		switch c.Type {
+		case Int2:
+			if v < math.MinInt16 || v > math.MaxInt16 {
+				return nil, 0, fmt.Errorf("int2 %d out of range", v)
+			}
+			return int16(v), k, nil
+		case Int4:
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, 0, fmt.Errorf("int4 %d out of range", v)
+			}
+			return int32(v), k, nil
+		case Int8:
+			return v, k, nil
+		}
+		return Micros(v), k, nil
+	case Bool:
+		if len(b) < 1 || b[0] > 1 {
+			return nil, 0, errors.New("bad boolean")
+		}
+		return b[0] == 1, 1, nil
+	case Bytea, Text, Varchar, Bpchar:
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, 0, errors.New("bad length")
+		}
+		raw := b[k : k+int(l)]
+		if c.Type == Bytea {
+			return append([]byte{}, raw...), k + int(l), nil
+		}
+		s := string(raw)
+		if got, err := checkText(c, s); err != nil || got != s {
+			return nil, 0, fmt.Errorf("text not as %s stores it", c.TypeName())
+		}
+		return s, k + int(l), nil
+	}
+	return nil, 0, fmt.Errorf("unknown type %d", uint8(c.Type))
 }

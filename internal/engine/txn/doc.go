@@ -60,6 +60,15 @@
 // snapshots (NextXID when none is active). A tuple deleted by a committed
 // xid below it is dead to every present and future snapshot.
 //
+// # Waits
+//
+// Wait(ctx, self, x) blocks transaction self until x ends (or ctx is
+// done). The manager keeps the wait-for graph (self -> x); a Wait whose
+// x already waits, directly or through others, for self would close a
+// cycle and returns ErrDeadlock at once, so in every cycle exactly the
+// transaction that closed it is told. Waits and Deadlocks count them.
+// Nothing of this is on disk.
+//
 // # Clog file layout (<dir>/clog, little-endian)
 //
 //	offset size field

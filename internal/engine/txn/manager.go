@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,11 @@ type Manager struct {
 	next   XID
 	clog   []byte // 2 bits per xid, see doc.go
 	active map[XID]*Txn
+	// waitingFor is the wait-for graph: a waiting transaction -> the one
+	// it waits for (Wait).
+	waitingFor map[XID]XID
+	waits      atomic.Int64
+	deadlocks  atomic.Int64
 }
 
 // Txn is one transaction. Its methods are safe for concurrent use, but a
@@ -45,7 +51,8 @@ type Txn struct {
 	xid     XID
 	snap    *Snapshot
 	written atomic.Bool
-	done    bool // guarded by Manager.mu
+	done    bool          // guarded by Manager.mu
+	ended   chan struct{} // closed when the transaction ends (Wait)
 }
 
 // XID is the transaction's id.
@@ -69,7 +76,8 @@ func (t *Txn) Written() bool { return t.written.Load() }
 // ErrClogMissing otherwise; a damaged one is a *CorruptClogError. log may
 // be nil during recovery; attach it with SetLog before the first Commit.
 func NewManager(fs vfs.FS, dir string, log *wal.Log, nextXID XID) (*Manager, error) {
-	m := &Manager{fs: fs, dir: dir, next: max(nextXID, FirstNormalXID), active: make(map[XID]*Txn)}
+	m := &Manager{fs: fs, dir: dir, next: max(nextXID, FirstNormalXID), active: make(map[XID]*Txn),
+		waitingFor: make(map[XID]XID)}
 	if log != nil {
 		m.log = log
 	}
@@ -144,7 +152,7 @@ func (m *Manager) Begin() *Txn {
 		snap.Xmin = min(snap.Xmin, a)
 	}
 	slices.Sort(snap.XIP)
-	t := &Txn{xid: x, snap: snap}
+	t := &Txn{xid: x, snap: snap, ended: make(chan struct{})}
 	m.active[x] = t
 	return t
 }
@@ -215,8 +223,58 @@ func (m *Manager) finish(t *Txn, st Status) error {
 		m.clogSetLocked(t.xid, st)
 	}
 	delete(m.active, t.xid)
+	close(t.ended)
 	return nil
 }
+
+// Wait makes transaction self wait until transaction x is no longer
+// running in this process (committed or aborted: ask Status which), or
+// returns ctx's error. Waits form a wait-for graph: a Wait that would
+// close a cycle (x waits, directly or through others, for self) returns
+// ErrDeadlock at once instead, so of the transactions in a cycle exactly
+// the one that closed it is told. Each call that had to wait counts in
+// Waits.
+func (m *Manager) Wait(ctx context.Context, self, x XID) error {
+	m.mu.Lock()
+	t, ok := m.active[x]
+	if !ok {
+		m.mu.Unlock()
+		return nil
+	}
+	for y, n := x, 0; n <= len(m.waitingFor); n++ {
+		next, waiting := m.waitingFor[y]
+		if !waiting {
+			break
+		}
+		if next == self {
+			m.deadlocks.Add(1)
+			m.mu.Unlock()
+			return fmt.Errorf("transaction %d waits for %d, which waits for %d: %w", self, x, self, ErrDeadlock)
+		}
+		y = next
+	}
+	m.waitingFor[self] = x
+	m.mu.Unlock()
+	m.waits.Add(1)
+	defer func() {
+		m.mu.Lock()
+		delete(m.waitingFor, self)
+		m.mu.Unlock()
+	}()
+	select {
+	case <-t.ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for transaction %d: %w", x, ctx.Err())
+	}
+}
+
+// Deadlocks is the number of Wait calls refused with ErrDeadlock.
+func (m *Manager) Deadlocks() int64 { return m.deadlocks.Load() }
+
+// Waits is the number of Wait calls that found the transaction running
+// and waited for it (row and unique-key waits: lock waits, for views).
+func (m *Manager) Waits() int64 { return m.waits.Load() }
 
 // Status reports x's state: the clog's answer when it is final; otherwise
 // InProgress if x is active in this process, else Aborted (a transaction

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -380,5 +381,43 @@ func TestCommitWithRealWALIsFlushedAndReplayable(t *testing.T) {
 	}
 	if m2.NextXID() <= committed.XID() {
 		t.Errorf("NextXID %d not past the replayed xids", m2.NextXID())
+	}
+}
+
+func TestWaitEndsWithTheTransactionOrTheContextAndRefusesACycle(t *testing.T) {
+	m, _ := newTestManager(t, t.TempDir(), FirstNormalXID)
+	a, b, c := m.Begin(), m.Begin(), m.Begin()
+	if err := m.Wait(context.Background(), a.XID(), 999999); err != nil {
+		t.Fatalf("wait for a transaction that is not running: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := m.Wait(ctx, a.XID(), b.XID()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait past the deadline: %v", err)
+	}
+	// a waits for b, b for c: c waiting for a closes the cycle.
+	done := make(chan error, 2)
+	go func() { done <- m.Wait(context.Background(), a.XID(), b.XID()) }()
+	go func() { done <- m.Wait(context.Background(), b.XID(), c.XID()) }()
+	for m.Waits() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Wait(context.Background(), c.XID(), a.XID()); !errors.Is(err, ErrDeadlock) {
+		t.Fatalf("closing a cycle of three: %v, want ErrDeadlock", err)
+	}
+	if err := m.Abort(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Commit(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m.Deadlocks() != 1 {
+		t.Fatalf("Deadlocks = %d, want 1", m.Deadlocks())
 	}
 }

@@ -54,6 +54,10 @@ const (
 // aborted is committed or aborted again.
 var ErrTxnFinished = errors.New("transaction already finished")
 
+// ErrDeadlock is returned by a Wait that would close a cycle of waiting transactions
+// (PostgreSQL 40P01); the caller's transaction should roll back.
+var ErrDeadlock = errors.New("deadlock detected")
+
 // ErrNoLog is returned by Commit and Abort of a writing transaction when no
 // WAL log is attached (see SetLog).
 var ErrNoLog = errors.New("transaction manager has no WAL log")

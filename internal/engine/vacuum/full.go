@@ -130,9 +130,13 @@ func (f *full) rewrite() error {
 		}
 		kept++
 		for i, ix := range t.Indexes {
-			key, err := row.Int64At(t.Columns, data, ix.ColumnPos)
+			v, err := row.ValueAt(t.Columns, data, ix.ColumnPos)
 			if err != nil {
 				return fmt.Errorf("key of index %q for tuple %v: %w", ix.Name, tid, err)
+			}
+			key, ok := row.AsInt64(v)
+			if !ok {
+				continue // a NULL key has no entry
 			}
 			if err := sorters[i].add(btree.Entry{Key: key, TID: tid}); err != nil {
 				return err

@@ -13,10 +13,13 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
-// The test table: an id, three derived int64 keys and a payload. Index i
-// (0..3) is on column indexCols[i].
+// The test table: an id (NOT NULL, its index unique), three derived keys
+// of three integer types, the last NULL for every fifth id, a payload and
+// a text note, NULL for odd ids. Index i (0..3) is on column indexCols[i].
 var (
-	testCols  = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "a", Type: engine.Int64}, {Name: "b", Type: engine.Int64}, {Name: "c", Type: engine.Int64}, {Name: "pay", Type: engine.Bytes}}
+	testCols = []engine.Column{{Name: "id", Type: engine.Int8, NotNull: true}, {Name: "a", Type: engine.Int8},
+		{Name: "b", Type: engine.Int4}, {Name: "c", Type: engine.Int2}, {Name: "pay", Type: engine.Bytea},
+		{Name: "note", Type: engine.Text}}
 	indexCols = []string{"id", "a", "b", "c"}
 )
 
@@ -24,9 +27,40 @@ func keyA(id int64) int64 { return (id * 7919) % 1009 }
 func keyB(id int64) int64 { return -id }
 func keyC(id int64) int64 { return id % 97 }
 
+// keyOf is index i's key of row id, false when it is NULL (no entry).
+func keyOf(i int, id int64) (int64, bool) {
+	switch i {
+	case 0:
+		return id, true
+	case 1:
+		return keyA(id), true
+	case 2:
+		return keyB(id), true
+	}
+	return keyC(id), id%5 != 0
+}
+
 // rowOf is the test row of id.
 func rowOf(id int64, payload int) []any {
-	return []any{id, keyA(id), keyB(id), keyC(id), payloadOf(id, payload)}
+	var c, note any
+	if id%5 != 0 {
+		c = int16(keyC(id))
+	}
+	if id%2 == 0 {
+		note = fmt.Sprintf("n%08d", id%100_000_000) // fixed width: reinserted rows are as big
+	}
+	return []any{id, keyA(id), int32(keyB(id)), c, payloadOf(id, payload), note}
+}
+
+// withKey counts the ids whose index-i key is not NULL.
+func withKey(i int, ids []int64) int64 {
+	n := int64(0)
+	for _, id := range ids {
+		if _, ok := keyOf(i, id); ok {
+			n++
+		}
+	}
+	return n
 }
 
 func testOpts() engine.Options {
@@ -56,11 +90,12 @@ func newDB(t testing.TB, opts engine.Options) (*engine.DB, string) {
 
 // table is a loaded test table and what it should contain.
 type table struct {
-	name    string
-	indexes int
-	live    map[int64]page.TID
-	deleted int
-	payload int
+	name        string
+	indexes     int
+	live        map[int64]page.TID
+	deleted     int
+	lastDeleted []int64 // the ids the last deletePercent deleted
+	payload     int
 }
 
 func payloadOf(id int64, n int) []byte {
@@ -78,7 +113,11 @@ func createTable(t testing.TB, db *engine.DB, name string, nIdx, rows, payload i
 		t.Fatal(err)
 	}
 	for i := range nIdx {
-		if err := db.CreateIndex(fmt.Sprintf("%s_%s", name, indexCols[i]), name, indexCols[i]); err != nil {
+		create := db.CreateIndex
+		if i == 0 {
+			create = db.CreateUniqueIndex
+		}
+		if err := create(fmt.Sprintf("%s_%s", name, indexCols[i]), name, indexCols[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,6 +173,7 @@ func deletePercent(t testing.TB, db *engine.DB, tb *table, pct float64, rng *ran
 		t.Fatal(err)
 	}
 	tb.deleted += n
+	tb.lastDeleted = ids[:n]
 	return n
 }
 
@@ -172,6 +212,9 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 		if _, ok := tb.live[id]; !ok {
 			return fmt.Errorf("scan sees row %d, which was deleted", id)
 		}
+		if want := rowOf(id, tb.payload); !rowsEqual(r, want) {
+			return fmt.Errorf("row %d reads %v, want %v", id, r, want)
+		}
 		seen++
 		return nil
 	})
@@ -181,21 +224,24 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 	if seen != len(tb.live) {
 		t.Fatalf("scan sees %d rows, want %d", seen, len(tb.live))
 	}
-	keys := []func(int64) int64{func(id int64) int64 { return id }, keyA, keyB, keyC}
 	for i := range tb.indexes {
 		name := fmt.Sprintf("%s_%s", tb.name, indexCols[i])
 		for id := range tb.live {
-			found, err := tx.IndexLookup(name, keys[i](id))
+			key, ok := keyOf(i, id)
+			if !ok {
+				continue // NULL: no entry
+			}
+			found, err := tx.IndexLookup(name, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ok := false
+			hit := false
 			for _, f := range found {
 				if got, _ := f.Row[0].(int64); got == id {
-					ok = true
+					hit = true
 				}
 			}
-			if !ok {
+			if !hit {
 				t.Fatalf("row %d not found through index %s", id, name)
 			}
 		}
@@ -214,4 +260,25 @@ func heapPages(t testing.TB, db *engine.DB, name string) int64 {
 		t.Fatal(err)
 	}
 	return int64(n)
+}
+
+// rowsEqual compares a decoded row with rowOf's (NULLs, Go types).
+func rowsEqual(got, want []any) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if gb, ok := g.([]byte); ok {
+			wb, ok := w.([]byte)
+			if !ok || string(gb) != string(wb) {
+				return false
+			}
+			continue
+		}
+		if g != w {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// lockForDDL takes, for DROP TABLE and TRUNCATE, the table's vacuum lock
+// (waiting for a running vacuum, until ctx is done), then its table lock
+// exclusively (waiting for running row operations), then db.mu
+// exclusively. The returned unlock frees all three.
+func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
+	if _, err := db.Table(table); err != nil {
+		return nil, err
+	}
+	vl := db.vacuumLock(table)
+	select {
+	case vl <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
+	}
+	tl := db.tableLock(table)
+	tl.Lock()
+	db.mu.Lock()
+	return func() {
+		db.mu.Unlock()
+		tl.Unlock()
+		<-vl
+	}, nil
+}
+
+// DropTable removes a table, its indexes and their files, through the
+// catalog switch (switchCatalog): a crash before the catalog's rename
+// leaves the table whole, after it the table gone and its files orphans
+// that the next Open removes; once the rename may have reached the disk
+// no error removes a file the catalog may still name. It waits for a
+// running vacuum of the table and for running row operations on it.
+// Unlike PostgreSQL's, it does not wait for open transactions: one that
+// reads the table afterwards gets ErrNoSuchTable, and the changes one
+// made to it are dropped with it.
+func (db *DB) DropTable(ctx context.Context, name string) error {
+	unlock, err := db.lockForDDL(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	next := db.cat.Clone()
+	old, err := next.RemoveTable(name)
+	if err != nil {
+		return fmt.Errorf("drop table: %w", err)
+	}
+	return db.switchCatalog(catalogSwitch{what: fmt.Sprintf("drop table %q", name), next: next, retired: old})
+}
+
+// TruncateTable empties a table: new, empty heap and index files switched
+// into the catalog in place of the old ones (switchCatalog, crash-safe as
+// VACUUM FULL's swap), then the old files removed. Locks as DropTable. As
+// PostgreSQL's TRUNCATE, it is not MVCC-safe: a transaction whose
+// snapshot predates it sees the table empty.
+func (db *DB) TruncateTable(ctx context.Context, name string) error {
+	unlock, err := db.lockForDDL(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	what := fmt.Sprintf("truncate %q", name)
+	next := db.cat.Clone()
+	t, err := next.Table(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	newHeap := storage.RelFileNode(next.AllocOID())
+	newIndexes := map[string]storage.RelFileNode{}
+	created := []storage.RelFileNode{newHeap}
+	for _, ix := range t.Indexes {
+		r := storage.RelFileNode(next.AllocOID())
+		newIndexes[ix.Name] = r
+		created = append(created, r)
+	}
+	db.cat.NextOID = next.NextOID // never handed out twice, even on failure
+	if err := db.createHeap(newHeap); err != nil {
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
+	}
+	for _, ix := range t.Indexes {
+		tree, err := btree.Create(db.btreeDeps(), newIndexes[ix.Name], nil)
+		if err != nil {
+			db.dropRels(what, created)
+			return fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
+		}
+		db.hmu.Lock()
+		db.handles[newIndexes[ix.Name]] = tree
+		db.hmu.Unlock()
+	}
+	// The empty indexes are WAL-logged: durable before the catalog names them.
+	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	old, err := next.SwapRelfilenodes(name, newHeap, newIndexes)
+	if err != nil {
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created, retired: old})
+}

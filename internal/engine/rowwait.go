@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+)
+
+// Recheck is the caller's condition and new values for a row, called by
+// UpdateRow with the row's current version (as the statement first saw
+// it, and again with each newer version after a wait, as PostgreSQL's
+// EvalPlanQual re-evaluates a WHERE clause). It returns the values to
+// store and true, or false to leave the row alone. It runs with the
+// table's lock held: it must not use the transaction or the DB.
+type Recheck func(cur []any) (vals []any, ok bool, err error)
+
+// UpdateRow updates the row at tid as READ COMMITTED does: the values are
+// f's, computed from the row's current version. If another open
+// transaction changed the row, UpdateRow waits for it to end (cancelled
+// by BeginTx's context; ErrDeadlock if the wait would close a cycle); if
+// it rolled back, f runs again on the same version; if it committed an
+// update, UpdateRow follows the update chain to the newest version and
+// runs f on that; if it deleted the row, nothing is updated. It returns
+// the new version's TID and whether a row was updated.
+func (tx *Tx) UpdateRow(table string, tid page.TID, f Recheck) (page.TID, bool, error) {
+	return tx.modifyRow(table, tid, f)
+}
+
+// DeleteRow is UpdateRow for a delete: f's values are ignored, its ok
+// says whether the row (in its newest version) is still to be deleted.
+func (tx *Tx) DeleteRow(table string, tid page.TID, f Recheck) (bool, error) {
+	_, ok, err := tx.modifyRow(table, tid, func(cur []any) ([]any, bool, error) {
+		_, ok, err := f(cur)
+		return nil, ok, err
+	})
+	return ok, err
+}
+
+// modifyRow is UpdateRow, and DeleteRow when f returns nil values.
+func (tx *Tx) modifyRow(table string, tid page.TID, f Recheck) (page.TID, bool, error) {
+	unlock, err := tx.enter(table)
+	if err != nil {
+		return page.TID{}, false, err
+	}
+	defer func() { unlock() }()
+	if err := tx.db.writable(); err != nil {
+		return page.TID{}, false, err
+	}
+	t, err := tx.db.cat.Table(table)
+	if err != nil {
+		return page.TID{}, false, err
+	}
+	newest := false // after a wait: tid is a version the snapshot may not see
+	for {
+		cur, ok, err := tx.current(t, tid, newest)
+		if err != nil || !ok {
+			return page.TID{}, false, err
+		}
+		vals, ok, err := f(cur)
+		if err != nil || !ok {
+			return page.TID{}, false, err
+		}
+		for { // write vals over this version, waiting out its changers
+			ntid, err := tx.applyRow(&t, &unlock, tid, vals, newest)
+			var cue *heap.ConcurrentUpdateError
+			if !errors.As(err, &cue) {
+				return ntid, err == nil, err
+			}
+			if !cue.InProgress {
+				if !cue.Updated {
+					return page.TID{}, false, nil // deleted by a committed transaction
+				}
+				tid, newest = cue.Next, true
+				break // re-check f on the newer version
+			}
+			rel := t.Rel
+			unlock()
+			unlock = func() {}
+			if err := tx.db.txns.Wait(tx.ctx, tx.t.XID(), cue.Xmax); err != nil {
+				return page.TID{}, false, fmt.Errorf("update %q at %v: %w", table, tid, err)
+			}
+			if unlock, err = tx.enter(table); err != nil {
+				return page.TID{}, false, err
+			}
+			if t, err = tx.db.cat.Table(table); err != nil {
+				return page.TID{}, false, err
+			}
+			if t.Rel != rel {
+				return page.TID{}, false, fmt.Errorf("table %q: %w", table, ErrTableRewritten)
+			}
+			// The same version again: if its changer rolled back, vals
+			// (computed from it) still hold.
+		}
+	}
+}
+
+// current is the row at tid: as the snapshot sees it, or with newest
+// the version itself when its inserter committed (ok false if neither).
+func (tx *Tx) current(t *catalog.Table, tid page.TID, newest bool) ([]any, bool, error) {
+	if !newest {
+		return tx.fetch(t, tid)
+	}
+	_, data, ok, err := tx.db.heapRel(t.Rel).Examine(tid, nil)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	vals, err := row.Decode(t.Columns, data)
+	if err != nil {
+		return nil, false, fmt.Errorf("table %q at %v: %w", t.Name, tid, err)
+	}
+	return vals, true, nil
+}
+
+// applyRow writes vals over the version at tid (deletes it when vals is
+// nil). The heap write comes first, so that a concurrent change of the
+// row is met (and waited for) as a row conflict; then the unique keys are
+// claimed and the index entries added, as PostgreSQL checks uniqueness
+// when it inserts the index entry. A unique violation at that point
+// leaves a version without its index entries: the transaction can only
+// roll back (as any error does in PostgreSQL).
+func (tx *Tx) applyRow(t **catalog.Table, unlock *func(), tid page.TID, vals []any, newest bool) (page.TID, error) {
+	h := tx.db.heapRel((*t).Rel)
+	if vals == nil {
+		if newest {
+			return page.TID{}, h.DeleteNewest(tx.t, tid, nil)
+		}
+		return page.TID{}, h.Delete(tx.t, tid, nil)
+	}
+	data, err := row.Encode((*t).Columns, vals)
+	if err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", (*t).Name, err)
+	}
+	var ntid page.TID
+	if newest {
+		ntid, err = h.UpdateNewest(tx.t, tid, data, nil)
+	} else {
+		ntid, err = h.Update(tx.t, tid, data, nil)
+	}
+	if err != nil {
+		return page.TID{}, err
+	}
+	// The old version now has xmax = this transaction: no conflict.
+	release, err := tx.claimUniqueWaiting(t, unlock, vals, page.TID{})
+	if err != nil {
+		tx.failed = fmt.Errorf("update %q: %w", (*t).Name, err)
+		return page.TID{}, tx.failed
+	}
+	defer release()
+	if err := tx.addIndexEntries(*t, vals, ntid); err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", (*t).Name, err)
+	}
+	return ntid, nil
+}
+
+// LockStats counts the waits of row changes and unique-key checks since
+// Open (for the server's views: pg_locks-like figures).
+type LockStats struct {
+	Waits     int64 // waits that found the other transaction running
+	Deadlocks int64 // waits refused with ErrDeadlock
+}
+
+// LockStats returns the wait counters.
+func (db *DB) LockStats() LockStats {
+	return LockStats{Waits: db.txns.Waits(), Deadlocks: db.txns.Deadlocks()}
+}
