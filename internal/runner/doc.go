@@ -25,8 +25,8 @@
 //
 // Invariants:
 //   - Every outcome maps to one exit code (api.Exit*): bad input 2, busy 3, corruption 4,
-//     canceled 5, no space 6, anything else 1. exitCode in errors.go is the one place that
-//     decides.
+//     canceled 5, no space 6, needs crash recovery 7, anything else 1 (a recovered panic
+//     too). exitCode in errors.go is the one place that decides.
 //   - A bad flag or spec is reported on stderr in one line naming the flag and what is wrong.
 //   - Outputs never omit a field (the api types), and `run` writes a Summary of at most
 //     api.MaxSummaryBytes to --termination-log whatever the outcome, once its flags parsed.

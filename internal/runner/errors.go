@@ -67,10 +67,14 @@ func exitCode(err error, bySignal bool) int {
 	switch {
 	case err == nil:
 		return runnerwire.ExitOK
+	case isPanic(err):
+		return runnerwire.ExitInternal
 	case errors.As(err, &usage), errors.As(err, &mem),
 		errors.Is(err, engine.ErrNotDataDir), errors.Is(err, engine.ErrUnsupportedVersion),
 		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised):
 		return runnerwire.ExitBadInput
+	case errors.Is(err, engine.ErrRecoveryRefused):
+		return runnerwire.ExitNeedsRecovery
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress):
 		return runnerwire.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -295,6 +296,12 @@ func (lv *lazy) parallelHeapPass(n int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[k] = &PanicError{Value: v, Stack: debug.Stack()}
+					cancel()
+				}
+			}()
 			for j := range jobs {
 				if errs[k] != nil {
 					continue
@@ -404,6 +411,12 @@ func (lv *lazy) indexPass() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[k] = &PanicError{Value: v, Stack: debug.Stack()}
+					cancel()
+				}
+			}()
 			for i := range jobs {
 				if errs[k] != nil {
 					continue
