@@ -76,8 +76,8 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 	// A panic anywhere in a command is an internal error (exit 1, retried), never the exit
 	// status 2 Go gives it, which would read as bad input.
 	defer func() {
-		if err := recovered(recover()); err != nil {
-			pe := err.(*PanicError)
+		var pe *PanicError
+		if err := recovered(recover()); errors.As(err, &pe) {
 			_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: %v\n%s", pe, pe.Stack)
 			code = runnerwire.ExitInternal
 		}
