@@ -12,18 +12,6 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
-// copyFile copies src to dst.
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // quarantined lists the file names under the quarantine directory.
 func quarantined(t *testing.T, dir string) []string {
 	t.Helper()
@@ -80,7 +68,9 @@ func TestOrphansAfterAnUncertainCatalogSwitchAreQuarantinedAndPurgeEmptiesIt(t *
 	ti, _ := db.Table("t")
 	closeDB(t, db)
 	heapPath := filepath.Join(dir, "base", strconv.Itoa(int(ti.Relfilenode)))
-	copyFile(t, heapPath, filepath.Join(dir, "base", "90000"))
+	if err := copyFile(heapPath, filepath.Join(dir, "base", "90000")); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, uncertainSwitchName), []byte("swap \"t\": test\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -103,7 +103,7 @@ func EncodeControl(c *Control) []byte {
 	}
 	b[offCtlOpenerLen] = byte(len(opener))
 	copy(b[offCtlOpener:], opener)
-	le.PutUint32(b[offCtlCRC:], crc32.Checksum(b[:offCtlCRC], crcTable))
+	le.PutUint32(b[offCtlCRC:], page.CRC32C(b[:offCtlCRC]))
 	return b
 }
 
@@ -128,7 +128,7 @@ func DecodeControl(b []byte) (*Control, error) {
 	if len(b) != size {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorruptControl, len(b), size)
 	}
-	if got, want := crc32.Checksum(b[:crcAt], crcTable), le.Uint32(b[crcAt:]); got != want {
+	if got, want := page.CRC32C(b[:crcAt]), le.Uint32(b[crcAt:]); got != want {
 		return nil, fmt.Errorf("%w: CRC mismatch: stored %08x, computed %08x", ErrCorruptControl, want, got)
 	}
 	if layout != 1 && layout != ControlLayoutVersion {

@@ -3,12 +3,12 @@ package wal
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -53,7 +53,7 @@ func TestReadControlOfAMissingFileIsNotExist(t *testing.T) {
 func TestReadControlRejectsDamage(t *testing.T) {
 	le := binary.LittleEndian
 	reseal := func(b []byte) []byte {
-		le.PutUint32(b[offCtlCRC:], crc32.Checksum(b[:offCtlCRC], crcTable))
+		le.PutUint32(b[offCtlCRC:], page.CRC32C(b[:offCtlCRC]))
 		return b
 	}
 	cases := []struct {
@@ -97,7 +97,7 @@ func TestReadControlRejectsDamage(t *testing.T) {
 func encodeControlV1(c *Control) []byte {
 	b := EncodeControl(c)[:controlSizeV1]
 	binary.LittleEndian.PutUint32(b[offCtlLayout:], 1)
-	binary.LittleEndian.PutUint32(b[offCtlCRCv1:], crc32.Checksum(b[:offCtlCRCv1], crcTable))
+	binary.LittleEndian.PutUint32(b[offCtlCRCv1:], page.CRC32C(b[:offCtlCRCv1]))
 	return b
 }
 
