@@ -24,7 +24,7 @@ import (
 
 // advance moves a live run forward: volume lock, quiesce, token, then its current attempt.
 func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
-	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec)
+	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds

@@ -70,9 +70,12 @@ func describeThrottle(t *vacuumv1alpha1.Throttle) string {
 }
 
 // resolvedSpec checks a run's spec with the runner's own rules and returns it resolved, so
-// a spec the runner would refuse (exit 2) fails the run before any pod is made.
-func resolvedSpec(s *vacuumv1alpha1.VacuumSpec) (runnerwire.RunSpec, runnerwire.Resolved, []byte, error) {
+// a spec the runner would refuse (exit 2) fails the run before any pod is made. runID (the
+// VacuumRun's UID) lets a later attempt of the run finish a crash recovery an earlier one
+// left (exit 7 otherwise).
+func resolvedSpec(s *vacuumv1alpha1.VacuumSpec, runID string) (runnerwire.RunSpec, runnerwire.Resolved, []byte, error) {
 	rs := runSpecFor(s)
+	rs.RunID = runID
 	res, err := rs.Resolve()
 	if err != nil {
 		return rs, res, nil, fmt.Errorf("invalid run spec: %w", err)

@@ -57,7 +57,7 @@ func defaultedRun() *vacuumv1alpha1.VacuumRun {
 
 func podFor(t *testing.T, run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 	t.Helper()
-	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec)
+	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,3 +283,13 @@ func TestQuarantineIsReportedByStatsAndEmptiedByCheckPurge(t *testing.T) {
 	}
 	checkOK(t, dir)
 }
+
+// TestAPanicInTheRunnerExitsOneNotTwo fires the test-only panic trigger (the test binary is
+// built with -tags testhooks): the runner recovers it and exits 1 (internal, retried), not
+// Go's panic status 2, which the operator would read as bad input.
+func TestAPanicInTheRunnerExitsOneNotTwo(t *testing.T) {
+	r := vr(t, []string{"VACUUM_RUNNER_TEST_PANIC=command"}, "stats", "--data", copyFixture(t))
+	if r.code != runnerwire.ExitInternal || !strings.Contains(r.stderr, "panic: test panic at command") {
+		t.Fatalf("stats with a panic: exit %d, stderr %q; want exit 1 naming the panic", r.code, r.stderr)
+	}
+}

@@ -229,3 +229,55 @@ func TestRunTakesItsSpecFromAFileWithPerTableOverrides(t *testing.T) {
 		t.Errorf("after run: %+v, want no dead tuples and %d live", s, fixtureRows-fixtureDeleted)
 	}
 }
+
+// TestCrashedDirectoryExitsSevenUnlessItsLastOpenerWasThisRunOrRecoveryIsAllowed kills a run
+// (SIGKILL, so the directory needs crash recovery) and opens the directory again: a runner
+// that is not a later attempt of the same run exits 7 and leaves the directory as it was; a
+// later attempt of the same run (same runID) recovers it, as does --allow-crash-recovery.
+func TestCrashedDirectoryExitsSevenUnlessItsLastOpenerWasThisRunOrRecoveryIsAllowed(t *testing.T) {
+	s := startSlowRun(t, "--spec", `{"runID":"3f1c2a4e-run-a"}`)
+	if err := s.p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.p.wait(t, 10*time.Second)
+	control, err := os.ReadFile(filepath.Join(s.dir, "control"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"check", "--data", s.dir},
+		{"stats", "--data", s.dir},
+		{"vacuum", "--data", s.dir, "--cost-delay", "0"},
+	} {
+		r := vr(t, nil, args...)
+		if r.code != runnerwire.ExitNeedsRecovery || !strings.Contains(r.stderr, "run 3f1c2a4e-run-a") {
+			t.Fatalf("%v on a crashed directory: exit %d, stderr %q; want 7 naming the last opener", args, r.code, r.stderr)
+		}
+	}
+	other := vr(t, nil, "run", "--spec", `{"runID":"another-run"}`, "--mode", "lazy", "--data", s.dir,
+		"--listen", freeAddr(t), "--termination-log", filepath.Join(t.TempDir(), "log"), "--cost-delay", "0")
+	if other.code != runnerwire.ExitNeedsRecovery {
+		t.Fatalf("run of another run on the crashed directory: exit %d (%s), want 7", other.code, other.stderr)
+	}
+	if after, err := os.ReadFile(filepath.Join(s.dir, "control")); err != nil || string(after) != string(control) {
+		t.Fatalf("a refused runner changed the control file (%v)", err)
+	}
+	again := vr(t, nil, "run", "--spec", `{"runID":"3f1c2a4e-run-a"}`, "--mode", "lazy", "--data", s.dir,
+		"--listen", freeAddr(t), "--termination-log", filepath.Join(t.TempDir(), "log"), "--cost-delay", "0")
+	if again.code != 0 {
+		t.Fatalf("a later attempt of the same run: exit %d (%s), want 0", again.code, again.stderr)
+	}
+	checkOK(t, s.dir)
+
+	// --allow-crash-recovery recovers a directory another opener crashed.
+	s2 := startSlowRun(t)
+	if err := s2.p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s2.p.wait(t, 10*time.Second)
+	if r := vr(t, nil, "check", "--data", s2.dir); r.code != runnerwire.ExitNeedsRecovery {
+		t.Fatalf("check of the crashed directory: exit %d, want 7", r.code)
+	}
+	mustVR(t, "check", "--data", s2.dir, "--allow-crash-recovery")
+	checkOK(t, s2.dir)
+}

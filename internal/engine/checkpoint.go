@@ -116,17 +116,21 @@ func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 		state = wal.StateShutdown
 	}
 	c := &wal.Control{Version: DataVersion, State: state, CheckpointLSN: start, RedoLSN: redo,
-		NextXID: nextXID, NextOID: nextOID}
+		NextXID: nextXID, NextOID: nextOID, SystemID: db.sysID, Opener: db.opts.Opener}
 	if err := wal.WriteControl(db.fs, db.dir, c); err != nil {
 		return fmt.Errorf("checkpoint: %w", db.failIfMaybeReplaced(err))
 	}
 	db.lastRedo.Store(uint64(redo))
+	db.lastCkptXID.Store(nextXID)
 	db.ckpts.Add(1)
 	if err := db.log.RemoveBefore(redo); err != nil {
 		return fmt.Errorf("checkpoint: recycle WAL: %w", err)
 	}
 	return nil
 }
+
+// xidCheckpointInterval: see maybeCheckpoint.
+const xidCheckpointInterval = maxReplayXIDAdvance / 4
 
 // maybeCheckpoint asks the background checkpointer for a checkpoint when
 // more than CheckpointWALBytes of WAL were written since the last one
@@ -136,7 +140,11 @@ func (db *DB) maybeCheckpoint() {
 	if limit < 0 || db.log == nil {
 		return
 	}
-	if int64(db.log.InsertLSN())-int64(db.lastRedo.Load()) < limit {
+	// Transaction ids advance without WAL (read-only transactions take one
+	// too): a checkpoint every xidCheckpointInterval ids keeps the WAL's
+	// jumps within what recovery accepts (maxReplayXIDAdvance).
+	if int64(db.log.InsertLSN())-int64(db.lastRedo.Load()) < limit &&
+		uint64(db.txns.NextXID())-db.lastCkptXID.Load() < xidCheckpointInterval {
 		return
 	}
 	select {

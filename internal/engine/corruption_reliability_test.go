@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -237,13 +239,16 @@ func flipBitMask(t *testing.T, path string, off int64, bit byte) {
 	}
 }
 
-// TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord crashes a directory
-// with transactions after the last checkpoint (their pages only in WAL),
-// then, in fresh copies, flips one random bit of the WAL it must replay.
-// Replay must stop at the damaged record and report its LSN (at or before
-// the flipped byte); the table must then hold exactly the transactions
-// committed before that record, with clean indexes and Check.
-func TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord(t *testing.T) {
+// TestRandomBitFlipsInWALAreCorruptionUnlessInTheLastRecord crashes a
+// directory with transactions after the last checkpoint (their pages only
+// in WAL), then, in fresh copies, flips one random bit of the WAL it must
+// replay. A damaged record followed by valid ones is damage in the middle
+// of the log: Open must refuse with ErrCorrupt naming both LSNs, never
+// replay up to it and drop the committed work after it. Damage in the
+// last record is indistinguishable from a torn write: replay stops there,
+// reports its LSN, and the table holds exactly the transactions committed
+// before it, with clean indexes and Check.
+func TestRandomBitFlipsInWALAreCorruptionUnlessInTheLastRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bit-flip sweep skipped in -short mode")
 	}
@@ -274,15 +279,19 @@ func TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord(t *testing.T) {
 	}
 	end := db.log.FlushedLSN()
 	abandon(t, db)
+	lastStart := lastRecordStart(t, base, redo, opts)
 
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d; WAL to replay %X..%X, %d commits", seed, uint64(redo), uint64(end), len(ends)-1)
+	t.Logf("seed %d; WAL to replay %X..%X, %d commits, last record at %X", seed, uint64(redo), uint64(end), len(ends)-1, uint64(lastStart))
 	rng := rand.New(rand.NewPCG(seed, 2))
-	torn, whole, refused := 0, 0, 0
+	torn, mid, refused := 0, 0, 0
 	for i := range *flipsPerKind + 10 {
 		lsn := redo + wal.LSN(rng.Int64N(int64(end-redo)))
-		if i%8 == 0 { // the checkpoint record itself: the control file says it is durable
+		switch {
+		case i%8 == 0: // the checkpoint record itself: the control file says it is durable
 			lsn = redo + wal.LSN(rng.Int64N(int64(ckptEnd-redo)))
+		case i%4 == 1: // the last record: a torn end
+			lsn = lastStart + wal.LSN(rng.Int64N(int64(end-lastStart)))
 		}
 		seg := int64(lsn) / opts.WALSegmentSize * opts.WALSegmentSize
 		dir := filepath.Join(t.TempDir(), "d")
@@ -292,7 +301,8 @@ func TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord(t *testing.T) {
 		what := fmt.Sprintf("WAL flip %d at LSN %X bit %#x", i, uint64(lsn), bit)
 
 		db, err := Open(dir, opts)
-		if lsn < ckptEnd {
+		switch {
+		case lsn < ckptEnd:
 			// Damage at or before the last checkpoint record: the WAL the
 			// control file relies on is gone, Open must refuse.
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "LSN") {
@@ -300,25 +310,24 @@ func TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord(t *testing.T) {
 			}
 			refused++
 			continue
+		case lsn < lastStart:
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "middle of the log") {
+				t.Fatalf("%s (before the last record at %X): Open = %v, want ErrCorrupt for damage in the middle of the log", what, uint64(lastStart), err)
+			}
+			mid++
+			continue
 		}
 		if err != nil {
-			t.Fatalf("%s: Open: %v", what, err)
+			t.Fatalf("%s (in the last record): Open: %v", what, err)
 		}
 		ri := db.RecoveryInfo()
+		if ri.TornTail == nil || ri.TornTail.LSN != lastStart || ri.EndLSN != lastStart {
+			t.Fatalf("%s: replay ended at %v (end %X), want the damaged last record at %X", what, ri.TornTail, uint64(ri.EndLSN), uint64(lastStart))
+		}
+		torn++
 		k := len(ends) - 1
-		if ri.TornTail != nil {
-			torn++
-			if ri.TornTail.LSN > lsn || ri.EndLSN != ri.TornTail.LSN {
-				t.Fatalf("%s: replay ended at %v (end %X), want a damaged record at or before the flip", what, ri.TornTail, uint64(ri.EndLSN))
-			}
-			for k > 0 && ends[k] > ri.TornTail.LSN {
-				k--
-			}
-			if !strings.Contains(ri.TornTail.Error(), fmt.Sprintf("%X", uint64(ri.TornTail.LSN))) {
-				t.Errorf("%s: torn-tail report %q does not name its LSN", what, ri.TornTail)
-			}
-		} else {
-			whole++
+		for k > 0 && ends[k] > ri.TornTail.LSN {
+			k--
 		}
 		got, err := visibleState(db)
 		if err != nil {
@@ -329,12 +338,75 @@ func TestRandomBitFlipsInWALEndReplayAtTheDamagedRecord(t *testing.T) {
 		}
 		verifyIndexes(t, db, snaps[k])
 		checkClean(t, db)
+		if qi, err := db.Quarantine(); err != nil || qi.Files == 0 {
+			t.Fatalf("%s: the discarded WAL tail was not moved aside: %+v, %v", what, qi, err)
+		}
 		closeDB(t, db)
 	}
-	t.Logf("%d WAL bit flips: %d ended replay at the damaged record, %d damaged the checkpoint record (Open refused), %d landed where replay never reads",
-		torn+whole+refused, torn, refused, whole)
-	if torn == 0 {
-		t.Fatal("no flip ended replay: the test does not hit the WAL it replays")
+	t.Logf("%d WAL bit flips: %d in the middle of the log (Open refused), %d damaged the checkpoint record (Open refused), %d in the last record (replay ended there)",
+		torn+mid+refused, mid, refused, torn)
+	if torn == 0 || mid == 0 {
+		t.Fatal("the flips did not cover both the middle and the end of the log")
+	}
+}
+
+// TestZeroedStretchInTheMiddleOfTheWALIsCorruption zeroes 4 KiB in the
+// middle of the WAL to replay (a lost sector reads as zeros, which looks
+// like the clean end of the log): the valid records after it make it
+// damage, and Open refuses.
+func TestZeroedStretchInTheMiddleOfTheWALIsCorruption(t *testing.T) {
+	opts := corruptOpts()
+	base := filepath.Join(t.TempDir(), "base")
+	db, _ := buildCorruptionBase(t, base, opts)
+	w, err := newWriter(db, 12, "wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		if err := w.step(func(int64, []workOp) error { return nil }, func(int64) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := db.log.FlushedLSN()
+	redo := wal.LSN(db.lastRedo.Load())
+	abandon(t, db)
+	mid := redo + (end-redo)/2
+	seg := int64(mid) / opts.WALSegmentSize * opts.WALSegmentSize
+	f, err := os.OpenFile(filepath.Join(base, "wal", fmt.Sprintf("%016X", seg)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(int64(4096), opts.WALSegmentSize-(int64(mid)-seg))
+	if _, err := f.WriteAt(make([]byte, n), int64(mid)-seg); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(base, opts); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "middle of the log") {
+		t.Fatalf("Open with 4 KiB zeroed at LSN %X of a WAL ending at %X = %v, want ErrCorrupt for damage in the middle of the log", uint64(mid), uint64(end), err)
+	}
+}
+
+// lastRecordStart reads the WAL of dir from redo and returns where its last
+// record starts.
+func lastRecordStart(t *testing.T, dir string, redo wal.LSN, opts Options) wal.LSN {
+	t.Helper()
+	rd, err := wal.NewReader(vfs.OS(), dir, redo, wal.Options{SegmentSize: opts.WALSegmentSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rd.Close() }()
+	var last wal.LSN
+	for {
+		rec, err := rd.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("read the intact WAL: %v", err)
+			}
+			return last
+		}
+		last = rec.StartLSN
 	}
 }
 

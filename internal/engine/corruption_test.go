@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -102,7 +103,13 @@ func TestBitFlipInHeapPageIsReportedWithFileAndBlock(t *testing.T) {
 	}
 }
 
-func TestBitFlipInWALEndsReplayAtTheDamagedRecord(t *testing.T) {
+// TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed damages
+// the first record of the 6th of 10 committed transactions: the valid
+// records after it make it damage in the middle of the log, so Open
+// refuses with ErrCorrupt naming both LSNs, and leaves the WAL as it was
+// (replaying up to the damage would drop the last 5 commits, and Open
+// would then have zeroed the log after it).
+func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.T) {
 	opts := testOpts()
 	db, dir := newDB(t, opts)
 	if err := db.CreateTable("t", accountCols); err != nil {
@@ -147,6 +154,65 @@ func TestBitFlipInWALEndsReplayAtTheDamagedRecord(t *testing.T) {
 	seg := int64(target.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
 	segFile := filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg))
 	flipBit(t, segFile, int64(target.StartLSN)-seg+20)
+	before, err := os.ReadFile(segFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Open(dir, opts)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "middle of the log") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%X", uint64(target.StartLSN))) {
+		t.Fatalf("Open with a damaged record at LSN %X followed by valid ones = %v, want ErrCorrupt naming it", uint64(target.StartLSN), err)
+	}
+	if after, err := os.ReadFile(segFile); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the refused Open changed the WAL segment (%v)", err)
+	}
+}
+
+// TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail damages the
+// last record (a torn end looks the same): replay ends there, the rows of
+// the transactions before it are all there, and the discarded tail is
+// kept in the quarantine.
+func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
+	opts := testOpts()
+	db, dir := newDB(t, opts)
+	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int64}, {Name: "v", Type: Bytes}, {Name: "n", Type: Int64}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	redoLSN := wal.LSN(db.lastRedo.Load())
+	for batch := int64(0); batch < 5; batch++ {
+		tx := mustTx(t, db)
+		for i := int64(0); i < 10; i++ {
+			if _, err := tx.Insert("t", []any{batch*10 + i, "x", i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abandon(t, db)
+	rd, err := wal.NewReader(vfs.OS(), dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *wal.Record
+	for {
+		rec, err := rd.Next()
+		if err != nil {
+			break
+		}
+		last = rec
+	}
+	_ = rd.Close()
+	if last == nil || last.Rmgr != wal.RmgrXact {
+		t.Fatalf("the last WAL record is %+v, want the last commit", last)
+	}
+	seg := int64(last.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
+	flipBit(t, filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg)), int64(last.StartLSN)-seg+20)
 
 	db, err = Open(dir, opts)
 	if err != nil {
@@ -154,11 +220,14 @@ func TestBitFlipInWALEndsReplayAtTheDamagedRecord(t *testing.T) {
 	}
 	defer closeDB(t, db)
 	ri := db.RecoveryInfo()
-	if ri.TornTail == nil || ri.TornTail.LSN != target.StartLSN || ri.EndLSN != target.StartLSN {
-		t.Fatalf("recovery %+v: want replay to end at the damaged record at LSN %X", ri, uint64(target.StartLSN))
+	if ri.TornTail == nil || ri.TornTail.LSN != last.StartLSN || ri.EndLSN != last.StartLSN {
+		t.Fatalf("recovery %+v: want replay to end at the damaged last record at LSN %X", ri, uint64(last.StartLSN))
 	}
-	if rows := scanAll(t, db, "t"); len(rows) != 50 {
-		t.Fatalf("%d rows after replay up to the damage, want the 50 of the 5 transactions before it", len(rows))
+	if rows := scanAll(t, db, "t"); len(rows) != 40 {
+		t.Fatalf("%d rows after replay up to the damage, want the 40 of the 4 transactions before it", len(rows))
+	}
+	if qi, err := db.Quarantine(); err != nil || qi.Files == 0 {
+		t.Fatalf("the discarded WAL tail is not in the quarantine: %+v, %v", qi, err)
 	}
 	checkClean(t, db)
 }

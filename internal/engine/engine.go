@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -66,11 +68,13 @@ type DB struct {
 	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock
 	vlocks  map[string]chan struct{}    // per-table vacuum locks by name, see vacuumLock
 
-	closed   atomic.Bool
-	ckptMu   sync.Mutex // one checkpoint at a time
-	lastRedo atomic.Uint64
-	ckpts    atomic.Int64 // checkpoints completed since Open
-	recovery RecoveryInfo
+	sysID       uint64 // the directory's system identifier (control file)
+	closed      atomic.Bool
+	ckptMu      sync.Mutex // one checkpoint at a time
+	lastRedo    atomic.Uint64
+	lastCkptXID atomic.Uint64 // next xid at the last checkpoint
+	ckpts       atomic.Int64  // checkpoints completed since Open
+	recovery    RecoveryInfo
 
 	ckptReq chan struct{}
 	stop    chan struct{}
@@ -89,6 +93,23 @@ type DB struct {
 
 // Dir is the data directory.
 func (db *DB) Dir() string { return db.dir }
+
+// SystemID is the data directory's system identifier: a random 64-bit
+// number made at Init and kept in the control file (as PostgreSQL's
+// pg_control_system() reports it). A directory initialized before the
+// identifier existed gets one at its first Open by this build.
+func (db *DB) SystemID() uint64 { return db.sysID }
+
+// newSystemID returns a random non-zero system identifier.
+func newSystemID() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
 
 // takeLock acquires <dir>/LOCK, polling until timeout.
 func takeLock(fsys vfs.FS, dir string, timeout time.Duration) (io.Closer, error) {
@@ -157,7 +178,7 @@ func Init(dir string, opts Options) error {
 	// The control file is written last: its presence is what makes dir a
 	// data directory.
 	c := &wal.Control{Version: DataVersion, State: wal.StateShutdown, CheckpointLSN: start,
-		RedoLSN: redo, NextXID: ck.NextXID, NextOID: cat.NextOID}
+		RedoLSN: redo, NextXID: ck.NextXID, NextOID: cat.NextOID, SystemID: newSystemID(), Opener: opts.Opener}
 	if err := wal.WriteControl(fsys, dir, c); err != nil {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}

@@ -68,6 +68,10 @@ var (
 	// which still covers them, and reads the catalog that survived).
 	// Reads keep working.
 	ErrNeedsRecovery = errors.New("writes refused after a failed fsync: reopen the data directory to recover")
+	// ErrRecoveryRefused: Open of a directory that needs crash recovery,
+	// which Options.AllowRecovery refused for the opener the control file
+	// names (the error says which). Nothing was changed.
+	ErrRecoveryRefused = errors.New("data directory needs crash recovery, not allowed for this opener")
 	// ErrUnsupportedVersion: the directory was written by an unknown
 	// format version.
 	ErrUnsupportedVersion = errors.New("unsupported data directory version")

@@ -38,6 +38,16 @@ type Options struct {
 	LockTimeout time.Duration
 	// Logf receives operational messages (recovery, warnings); nil = discard.
 	Logf func(format string, args ...any)
+	// Opener names this opener in the control file (at most
+	// wal.MaxOpenerLen bytes), so the next opener knows who had the
+	// directory last: a runner records its run and attempt there.
+	Opener string
+	// AllowRecovery, when set, is asked before Open replays the WAL of a
+	// directory that was not shut down cleanly, with the opener the
+	// control file names ("" for a directory written before openers were
+	// recorded); false makes Open fail with ErrRecoveryRefused without
+	// changing anything. Nil allows recovery.
+	AllowRecovery func(lastOpener string) bool
 }
 
 func (o Options) withDefaults() Options {

@@ -15,9 +15,9 @@ import (
 
 // QuarantineDirName is the directory of a data directory where Open moves
 // the relation files no catalog entry names when the directory looks
-// inconsistent, instead of deleting them: one subdirectory per Open that
-// quarantined anything, named for its time (UTC). Nothing in it is read
-// by the engine; `vacuum-runner stats` reports its size and
+// inconsistent, instead of deleting them, and the WAL tail recovery
+// discards after a damaged record: one subdirectory each, named for its
+// time (UTC) and content. Nothing in it is read by the engine; `vacuum-runner stats` reports its size and
 // `vacuum-runner check --purge-quarantine` empties it.
 const QuarantineDirName = "quarantine"
 
@@ -181,9 +181,9 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 		db.opts.Logf("removed orphan relation files %v", orphans)
 		return nil
 	}
-	qdir := filepath.Join(db.dir, QuarantineDirName, time.Now().UTC().Format("20060102T150405.000000000Z"))
-	if err := db.fs.MkdirAll(qdir, 0o700); err != nil {
-		return fmt.Errorf("create quarantine directory: %w", err)
+	qdir, err := db.makeQuarantineDir("relations")
+	if err != nil {
+		return err
 	}
 	for _, r := range orphans {
 		db.pool.DropRel(r)
@@ -193,7 +193,7 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 		info.OrphansQuarantined = append(info.OrphansQuarantined, r)
 	}
 	// The renames are durable once both directories are fsynced.
-	for _, d := range []string{qdir, filepath.Dir(qdir), db.dir, filepath.Join(db.dir, "base")} {
+	for _, d := range []string{qdir, filepath.Join(db.dir, "base")} {
 		if err := db.fs.SyncDir(d); err != nil {
 			db.fail(err)
 			return fmt.Errorf("quarantine: fsync directory %s: %w", d, err)
@@ -203,6 +203,22 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 	db.opts.Logf("quarantined orphan relation files %v in %s, since %s; `vacuum-runner check --purge-quarantine` removes them",
 		orphans, qdir, info.QuarantineReason)
 	return db.removeMarker(marker, len(missing) == 0)
+}
+
+// makeQuarantineDir creates a new subdirectory of the quarantine, named
+// for the time and what (and fsyncs its parents so it persists).
+func (db *DB) makeQuarantineDir(what string) (string, error) {
+	q := filepath.Join(db.dir, QuarantineDirName)
+	d := filepath.Join(q, time.Now().UTC().Format("20060102T150405.000000000Z")+"-"+what)
+	if err := db.fs.MkdirAll(d, 0o700); err != nil {
+		return "", fmt.Errorf("create quarantine directory: %w", err)
+	}
+	for _, p := range []string{q, db.dir} {
+		if err := db.fs.SyncDir(p); err != nil {
+			return "", fmt.Errorf("create quarantine directory: fsync %s: %w", p, err)
+		}
+	}
+	return d, nil
 }
 
 // removeMarker removes the uncertain-switch marker once its orphans are

@@ -41,6 +41,9 @@ type RecoveryInfo struct {
 	QuarantineReason   string
 	// Duration is the time replay took.
 	Duration time.Duration
+	// LastOpener is the opener the control file named before this Open
+	// (Options.Opener of the last one; "" if none was recorded).
+	LastOpener string
 }
 
 // RecoveryInfo returns what the last Open found and did.
@@ -49,6 +52,7 @@ func (db *DB) RecoveryInfo() RecoveryInfo { return db.recovery }
 // start opens every component, replays the WAL, cleans up orphans and
 // takes the first checkpoint.
 func (db *DB) start() error {
+	var info RecoveryInfo
 	ctl, err := wal.ReadControl(db.fs, db.dir)
 	if err != nil {
 		if errors.Is(err, wal.ErrUnsupportedVersion) {
@@ -59,6 +63,19 @@ func (db *DB) start() error {
 	if ctl.Version != DataVersion {
 		return versionError(ctl.Version)
 	}
+	if ctl.State != wal.StateShutdown && db.opts.AllowRecovery != nil && !db.opts.AllowRecovery(ctl.Opener) {
+		last := ctl.Opener
+		if last == "" {
+			last = "not recorded"
+		}
+		return fmt.Errorf("%w (last opener: %s)", ErrRecoveryRefused, last)
+	}
+	db.sysID = ctl.SystemID
+	if db.sysID == 0 {
+		db.sysID = newSystemID()
+		db.opts.Logf("the control file has no system identifier (written by an older build): assigned %d", db.sysID)
+	}
+	info.LastOpener = ctl.Opener
 	cat, err := catalog.Load(db.fs, db.dir)
 	if err != nil {
 		if errors.Is(err, catalog.ErrUnsupportedVersion) {
@@ -84,7 +101,7 @@ func (db *DB) start() error {
 	}
 
 	t0 := time.Now()
-	info := RecoveryInfo{CleanShutdown: ctl.State == wal.StateShutdown, StartLSN: ctl.RedoLSN}
+	info.CleanShutdown, info.StartLSN = ctl.State == wal.StateShutdown, ctl.RedoLSN
 	if err := db.replay(ctl.RedoLSN, &info); err != nil {
 		return err
 	}
@@ -108,7 +125,15 @@ func (db *DB) start() error {
 			info.Replayed, uint64(info.StartLSN), uint64(info.EndLSN), info.Duration)
 	}
 
-	db.log, err = wal.Open(db.fs, db.dir, info.EndLSN, wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf})
+	wopts := wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf}
+	if info.TornTail != nil {
+		// The bytes after the end are discarded: keep them for forensics.
+		if wopts.TailAside, err = db.makeQuarantineDir(fmt.Sprintf("wal-%016X", uint64(info.EndLSN))); err != nil {
+			return err
+		}
+		db.opts.Logf("recovery: the discarded WAL after LSN %X is kept in %s", uint64(info.EndLSN), wopts.TailAside)
+	}
+	db.log, err = wal.Open(db.fs, db.dir, info.EndLSN, wopts)
 	if err != nil {
 		return err
 	}
@@ -144,6 +169,7 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 	}
 	defer func() { _ = rd.Close() }() // read-only: nothing to lose
 	rels := db.cat.Rels()
+	xidLimit := replayXIDLimit(db.txns.NextXID())
 	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: func(r storage.RelFileNode) bool { return !rels[r] }}
 	info.EndLSN = start
 	for {
@@ -160,9 +186,12 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 			return fmt.Errorf("recovery: read WAL after LSN %X: %w", uint64(info.EndLSN), err)
 		}
 		if rec.XID != 0 {
+			if err := checkReplayXID(rec.XID, xidLimit, rec.StartLSN); err != nil {
+				return err
+			}
 			db.txns.AdvanceNextXID(txn.XID(rec.XID) + 1)
 		}
-		counted, err := db.redoRecord(env, rec)
+		counted, err := db.redoRecord(env, rec, xidLimit)
 		if err != nil {
 			return fmt.Errorf("recovery: %w", err)
 		}
@@ -174,18 +203,38 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 	if e := rd.EndLSN(); e > info.EndLSN {
 		info.EndLSN = e
 	}
+	// A bad record (or a zeroed stretch) followed by valid records of the
+	// same log is damage in the middle of the WAL, not its end: treating it
+	// as the end would drop every later committed transaction.
+	resume, err := rd.ResumeAfterEnd()
+	if err != nil {
+		return fmt.Errorf("recovery: look past the end of the WAL at LSN %X: %w", uint64(info.EndLSN), err)
+	}
+	if resume != 0 {
+		what := "ends"
+		if info.TornTail != nil {
+			what = "is damaged (" + info.TornTail.Error() + ")"
+		}
+		return &corruptError{msg: fmt.Sprintf("%v: the WAL %s at LSN %X, but a valid record follows at LSN %X: damage in the middle of the log, not a torn end",
+			ErrCorrupt, what, uint64(info.EndLSN), uint64(resume))}
+	}
 	return nil
 }
 
 // redoRecord dispatches one record to its resource manager. It reports
 // whether the record counts as replayed work (checkpoint records do not).
-func (db *DB) redoRecord(env *redo.Env, rec *wal.Record) (bool, error) {
+func (db *DB) redoRecord(env *redo.Env, rec *wal.Record, xidLimit uint64) (bool, error) {
 	switch rec.Rmgr {
 	case wal.RmgrXLOG:
 		if rec.Info == xlogCheckpoint {
 			ck, err := decodeCheckpoint(rec.Main)
 			if err != nil {
 				return false, fmt.Errorf("record at LSN %X: %w", uint64(rec.StartLSN), err)
+			}
+			if ck.NextXID > 0 {
+				if err := checkReplayXID(ck.NextXID-1, xidLimit, rec.StartLSN); err != nil {
+					return false, err
+				}
 			}
 			db.txns.AdvanceNextXID(txn.XID(ck.NextXID))
 			return false, nil
@@ -239,3 +288,25 @@ func (e *corruptError) Error() string { return e.msg }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *corruptError) Unwrap() error { return ErrCorrupt }
+
+// maxReplayXIDAdvance bounds how far replay may move the next transaction
+// id past the one recovery started with. The checkpointer takes a
+// checkpoint whenever ids advance by xidCheckpointInterval, so the WAL of
+// a real directory never holds a larger jump; a record beyond it is damage
+// or forgery, and honouring it would grow the commit log (two bits per
+// id, all in memory) by up to a gigabyte.
+const maxReplayXIDAdvance = 1 << 24
+
+// replayXIDLimit is the largest transaction id replay accepts.
+func replayXIDLimit(start txn.XID) uint64 {
+	return min(uint64(start)+maxReplayXIDAdvance, uint64(txn.MaxXID)-1)
+}
+
+// checkReplayXID refuses a transaction id beyond limit as corruption.
+func checkReplayXID(xid, limit uint64, at wal.LSN) error {
+	if xid > limit {
+		return &corruptError{msg: fmt.Sprintf("%v: WAL record at LSN %X names transaction id %d, beyond the %d this directory can have reached",
+			ErrCorrupt, uint64(at), xid, limit)}
+	}
+	return nil
+}

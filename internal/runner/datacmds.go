@@ -67,6 +67,7 @@ type dataFlags struct {
 	json        bool
 	lockTimeout time.Duration
 	purge       bool
+	allowRecov  bool
 }
 
 func cmdInit(ctx context.Context, args []string, env Env) error {
@@ -92,6 +93,8 @@ func parseDataFlags(name string, args []string) (dataFlags, error) {
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 0, "how long to wait for a busy data directory")
+	fs.BoolVar(&f.allowRecov, "allow-crash-recovery", false,
+		"replay the WAL of a data directory that was not shut down cleanly (else exit 7)")
 	if name == "check" {
 		fs.BoolVar(&f.purge, "purge-quarantine", false,
 			"when the check is clean, remove the relation files Open moved into the quarantine directory")
@@ -110,7 +113,7 @@ func cmdStats(ctx context.Context, args []string, env Env) (err error) {
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, f.data, engine.Options{Logf: engineLog(env.Stderr)}, f.lockTimeout)
+	db, err := openDB(ctx, f.data, recoveryGate(engine.Options{Logf: engineLog(env.Stderr)}, "", f.allowRecov), f.lockTimeout)
 	if err != nil {
 		return err
 	}
@@ -168,7 +171,7 @@ func cmdCheck(ctx context.Context, args []string, env Env) (err error) {
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, f.data, engine.Options{Logf: engineLog(env.Stderr)}, f.lockTimeout)
+	db, err := openDB(ctx, f.data, recoveryGate(engine.Options{Logf: engineLog(env.Stderr)}, "", f.allowRecov), f.lockTimeout)
 	if err != nil {
 		return err
 	}

@@ -69,11 +69,15 @@ func exitCode(err error, bySignal bool) int {
 	switch {
 	case err == nil:
 		return runnerwire.ExitOK
+	case isPanic(err):
+		return runnerwire.ExitInternal
 	case errors.As(err, &usage), errors.As(err, &mem),
 		errors.Is(err, engine.ErrNotDataDir), errors.Is(err, engine.ErrUnsupportedVersion),
 		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised),
 		errors.As(err, &field), errors.Is(err, online.ErrAuth), errors.Is(err, online.ErrUnsupportedServer):
 		return runnerwire.ExitBadInput
+	case errors.Is(err, engine.ErrRecoveryRefused):
+		return runnerwire.ExitNeedsRecovery
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress),
 		errors.Is(err, online.ErrUnreachable):
 		return runnerwire.ExitBusy

@@ -69,6 +69,7 @@ type vacuumFlags struct {
 	parallelism, indexWorkers, minDead int32
 	noTruncate                         bool
 	json                               bool
+	allowRecovery                      bool
 }
 
 // addVacuumFlags registers the vacuum flags on fs; withMode adds --mode (run only).
@@ -101,6 +102,8 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 	fs.BoolVar(&f.noTruncate, "no-truncate", false, "keep empty pages at the end of tables (lazy)")
 	fs.Int32Var(&f.minDead, "min-dead-percent", 0, "skip tables whose dead share is below this percentage (0-100)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fs.BoolVar(&f.allowRecovery, "allow-crash-recovery", false,
+		"replay the WAL of a data directory that was not shut down cleanly (else exit 7)")
 	return f
 }
 
@@ -111,6 +114,9 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 	i32 := func(v int32) *int32 { return &v }
 	if set("data") {
 		s.DataDir = f.data
+	}
+	if set("allow-crash-recovery") {
+		s.AllowCrashRecovery = f.allowRecovery
 	}
 	if set("mode") {
 		s.Mode = runnerwire.Mode(f.mode)

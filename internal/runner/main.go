@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // SignalError is the cause of a context canceled by SIGTERM or SIGINT.
@@ -75,7 +77,16 @@ run "vacuum-runner COMMAND --help" for a command's flags.`
 
 // Main runs vacuum-runner with args (without the program name) and returns its exit code.
 // ctx carries cancellation (see WithSignals).
-func Main(ctx context.Context, args []string, env Env) int {
+func Main(ctx context.Context, args []string, env Env) (code int) {
+	// A panic anywhere in a command is an internal error (exit 1, retried), never the exit
+	// status 2 Go gives it, which would read as bad input.
+	defer func() {
+		var pe *PanicError
+		if err := recovered(recover()); errors.As(err, &pe) {
+			_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: %v\n%s", pe, pe.Stack)
+			code = runnerwire.ExitInternal
+		}
+	}()
 	if len(args) == 0 {
 		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, upgrade, run)")
 		return 2
@@ -94,6 +105,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, upgrade, run)\n", name)
 		return 2
 	}
+	testPanic("command")
 	err := cmd(ctx, args[1:], env)
 	if err == nil {
 		return 0
@@ -109,7 +121,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return coded.code
 	}
 	canceled := context.Cause(ctx) != nil && ctx.Err() != nil
-	code := exitCode(err, canceled)
+	code = exitCode(err, canceled)
 	msg := oneLine(err)
 	if canceled {
 		if c := context.Cause(ctx); c != nil {

@@ -44,8 +44,30 @@ func openDB(ctx context.Context, dir string, opts engine.Options, lockTimeout ti
 	}
 }
 
-// closeDB closes db and joins its error to err.
+// recoveryGate returns the engine's Opener and AllowRecovery for a runner: the opener names
+// the run (runID, the VacuumRun's UID; empty outside a run, for the CLI commands), and
+// crash recovery is allowed when allow is set or the last opener was an earlier attempt of
+// the same run. Otherwise the app's own engine should recover its directory: Open fails
+// with engine.ErrRecoveryRefused (exit 7) and changes nothing.
+func recoveryGate(opts engine.Options, runID string, allow bool) engine.Options {
+	opts.Opener = "vacuum-runner"
+	if runID != "" {
+		opts.Opener = "vacuum-runner run " + runID
+	}
+	opts.AllowRecovery = func(last string) bool {
+		return allow || (runID != "" && last == opts.Opener)
+	}
+	return opts
+}
+
+// closeDB closes db and joins its error to err. After a recovered panic it does not: the
+// panic may have left a lock or a page half changed, and Close's checkpoint could wait on it
+// forever or write it out. The process exits instead (the lock goes with it) and the next
+// attempt of the run recovers the directory from the WAL.
 func closeDB(db *engine.DB, err *error) {
+	if isPanic(*err) {
+		return
+	}
 	if cerr := db.Close(); cerr != nil && *err == nil {
 		*err = fmt.Errorf("close data directory: %w", cerr)
 	}

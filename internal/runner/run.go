@@ -153,7 +153,8 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		return vacuumServer(ctx, spec, r, fromFlags, onlineTarget(*spec.Server), state)
 	}
 
-	db, err := openDB(ctx, r.DataDir, engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)}, f.lockTimeout)
+	db, err := openDB(ctx, r.DataDir, recoveryGate(engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)},
+		r.RunID, r.AllowCrashRecovery), f.lockTimeout)
 	if err != nil {
 		return none, err
 	}

@@ -37,7 +37,8 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	if err := checkMemory(r); err != nil {
 		return err
 	}
-	db, err := openDB(ctx, r.DataDir, engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)}, *lockTimeout)
+	db, err := openDB(ctx, r.DataDir, recoveryGate(engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)},
+		"", r.AllowCrashRecovery), *lockTimeout)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,10 @@ const (
 	maxClogXIDs = 1 << 32
 )
 
+// MaxXID bounds the transaction ids the commit log holds; a next
+// transaction id beyond it (in a control file or a WAL record) is damage.
+const MaxXID XID = maxClogXIDs
+
 // CorruptClogError reports a clog file that failed verification.
 type CorruptClogError struct {
 	File   string

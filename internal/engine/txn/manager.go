@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,14 @@ func NewManager(fs vfs.FS, dir string, log *wal.Log, nextXID XID) (*Manager, err
 	}
 	if !ok && nextXID > FirstNormalXID {
 		return nil, fmt.Errorf("open transaction manager in %s (nextXID %d): %w", dir, nextXID, ErrClogMissing)
+	}
+	if ok && nextXID > fileNext {
+		// The commit log is written before the control file at every
+		// checkpoint, with a next xid at least the checkpoint's: a larger
+		// one comes from a damaged or forged control file, and growing the
+		// log to it could take gigabytes.
+		return nil, &CorruptClogError{File: filepath.Join(dir, clogFileName),
+			Reason: fmt.Sprintf("it covers transactions below %d, but the control file's next transaction id is %d", fileNext, nextXID)}
 	}
 	if ok {
 		m.clog = data

@@ -28,7 +28,11 @@ func runPool[J any](lv *lazy, n int, do func(w *worker, k int, job J) error, fee
 				if errs[k] != nil {
 					continue // drain: feed must never block on a stopped worker
 				}
-				if errs[k] = do(w, k, j); errs[k] != nil {
+				errs[k] = func() (err error) {
+					defer recoverInto(&err) // a panic is the job's error, not the process's end
+					return do(w, k, j)
+				}()
+				if errs[k] != nil {
 					cancel()
 				}
 			}

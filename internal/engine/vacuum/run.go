@@ -256,7 +256,10 @@ func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(con
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := r.vacuumOne(ctx, name, resolve)
+			err := func() (err error) {
+				defer recoverInto(&err)
+				return r.vacuumOne(ctx, name, resolve)
+			}()
 			if err != nil {
 				errMu.Lock()
 				if firstErr == nil {

@@ -95,3 +95,20 @@ func TestOneVacuumOfATableAtATime(t *testing.T) {
 	refreshTIDs(t, db, tb)
 	verifyRows(t, db, tb)
 }
+
+// TestAPanicInAVacuumWorkerIsReturnedAsAnError panics inside a table's
+// worker goroutine (here in the callback that resolves the table): the run
+// returns a *PanicError instead of the process dying.
+func TestAPanicInAVacuumWorkerIsReturnedAsAnError(t *testing.T) {
+	run, err := vacuum.NewRun(vacuum.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run.VacuumTables(context.Background(), []string{"t"}, func(context.Context, string) (*vacuum.Target, error) {
+		panic("boom")
+	})
+	var pe *vacuum.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" {
+		t.Fatalf("VacuumTables with a panicking worker = %v, want a *vacuum.PanicError", err)
+	}
+}

@@ -30,17 +30,29 @@ type Control struct {
 	RedoLSN       LSN    // replay starts here
 	NextXID       uint64 // first transaction id not yet assigned
 	NextOID       uint32 // first relfilenode/oid not yet assigned
+	// SystemID identifies the data directory (a random number made at
+	// init, kept by copies of it); 0 in a layout 1 file, which had none.
+	SystemID uint64
+	// Opener names who opened the directory last (Options.Opener of the
+	// engine: a runner's run and attempt, an engine server), at most
+	// MaxOpenerLen bytes; empty in a layout 1 file.
+	Opener string
 }
 
-// Control file layout (see doc.go).
+// Control file layout (see doc.go). Layout 2 appends the system
+// identifier and the opener to layout 1 and moves the CRC to the end;
+// both are read, layout 2 is written.
 const (
 	// ControlFileName is the control file's name in the data directory.
 	ControlFileName = "control"
-	// ControlSize is the exact size of the control file.
-	ControlSize = 48
-	// ControlLayoutVersion is the control file layout this package writes
-	// and the only one it reads.
-	ControlLayoutVersion = 1
+	// ControlSize is the exact size of a layout 2 control file.
+	ControlSize = 128
+	// controlSizeV1 is the exact size of a layout 1 control file.
+	controlSizeV1 = 48
+	// ControlLayoutVersion is the control file layout this package writes.
+	ControlLayoutVersion = 2
+	// MaxOpenerLen bounds Control.Opener.
+	MaxOpenerLen = 64
 
 	controlMagic    = 0x46434f56 // "VOCF" little-endian
 	offCtlMagic     = 0
@@ -51,8 +63,16 @@ const (
 	offCtlRedo      = 24
 	offCtlNextXID   = 32
 	offCtlNextOID   = 40
-	offCtlCRC       = 44
+	offCtlCRCv1     = 44 // layout 1: CRC of bytes [0, 44)
+	offCtlSystemID  = 44 // layout 2 from here
+	offCtlOpenerLen = 52
+	offCtlOpener    = 53              // MaxOpenerLen bytes, zero-padded
+	offCtlCRC       = ControlSize - 4 // layout 2: CRC of bytes [0, 124)
 	controlTempName = "control.tmp"
+
+	// MaxNextXID bounds the next transaction id a control file may hold:
+	// the commit log holds at most this many transactions (txn.MaxXID).
+	MaxNextXID = 1 << 32
 )
 
 // ErrUnsupportedVersion is wrapped by ReadControl and DecodeControl when the
@@ -63,7 +83,8 @@ var ErrUnsupportedVersion = errors.New("unsupported control file version")
 // control file is damaged (wrong size, magic, CRC or state).
 var ErrCorruptControl = errors.New("control file is corrupt")
 
-// EncodeControl returns the ControlSize bytes of c.
+// EncodeControl returns the ControlSize bytes of c (layout 2). An opener
+// longer than MaxOpenerLen is cut.
 func EncodeControl(c *Control) []byte {
 	b := make([]byte, ControlSize)
 	le := binary.LittleEndian
@@ -75,25 +96,43 @@ func EncodeControl(c *Control) []byte {
 	le.PutUint64(b[offCtlRedo:], uint64(c.RedoLSN))
 	le.PutUint64(b[offCtlNextXID:], c.NextXID)
 	le.PutUint32(b[offCtlNextOID:], c.NextOID)
+	le.PutUint64(b[offCtlSystemID:], c.SystemID)
+	opener := c.Opener
+	if len(opener) > MaxOpenerLen {
+		opener = opener[:MaxOpenerLen]
+	}
+	b[offCtlOpenerLen] = byte(len(opener))
+	copy(b[offCtlOpener:], opener)
 	le.PutUint32(b[offCtlCRC:], page.CRC32C(b[:offCtlCRC]))
 	return b
 }
 
-// DecodeControl parses and verifies control file bytes. Errors wrap
-// ErrCorruptControl or ErrUnsupportedVersion.
+// DecodeControl parses and verifies control file bytes, of layout 1 or 2.
+// Errors wrap ErrCorruptControl or ErrUnsupportedVersion. Values no
+// directory can hold (a redo pointer after the checkpoint, a next
+// transaction id beyond MaxNextXID) are corruption: they would otherwise
+// make recovery allocate without bound.
 func DecodeControl(b []byte) (*Control, error) {
 	le := binary.LittleEndian
-	if len(b) != ControlSize {
+	if len(b) < 8 {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorruptControl, len(b), ControlSize)
 	}
 	if m := le.Uint32(b[offCtlMagic:]); m != controlMagic {
 		return nil, fmt.Errorf("%w: bad magic %08x", ErrCorruptControl, m)
 	}
-	if got, want := page.CRC32C(b[:offCtlCRC]), le.Uint32(b[offCtlCRC:]); got != want {
+	layout := le.Uint32(b[offCtlLayout:])
+	size, crcAt := ControlSize, offCtlCRC
+	if layout == 1 {
+		size, crcAt = controlSizeV1, offCtlCRCv1
+	}
+	if len(b) != size {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorruptControl, len(b), size)
+	}
+	if got, want := page.CRC32C(b[:crcAt]), le.Uint32(b[crcAt:]); got != want {
 		return nil, fmt.Errorf("%w: CRC mismatch: stored %08x, computed %08x", ErrCorruptControl, want, got)
 	}
-	if v := le.Uint32(b[offCtlLayout:]); v != ControlLayoutVersion {
-		return nil, fmt.Errorf("%w: layout version %d, this build reads %d", ErrUnsupportedVersion, v, ControlLayoutVersion)
+	if layout != 1 && layout != ControlLayoutVersion {
+		return nil, fmt.Errorf("%w: layout version %d, this build reads 1 and %d", ErrUnsupportedVersion, layout, ControlLayoutVersion)
 	}
 	c := &Control{
 		Version:       le.Uint32(b[offCtlVersion:]),
@@ -103,11 +142,29 @@ func DecodeControl(b []byte) (*Control, error) {
 		NextXID:       le.Uint64(b[offCtlNextXID:]),
 		NextOID:       le.Uint32(b[offCtlNextOID:]),
 	}
+	if layout == ControlLayoutVersion {
+		c.SystemID = le.Uint64(b[offCtlSystemID:])
+		n := int(b[offCtlOpenerLen])
+		if n > MaxOpenerLen {
+			return nil, fmt.Errorf("%w: opener length %d exceeds %d", ErrCorruptControl, n, MaxOpenerLen)
+		}
+		c.Opener = string(b[offCtlOpener : offCtlOpener+n])
+		if !allZero(b[offCtlOpener+n : offCtlCRC]) {
+			return nil, fmt.Errorf("%w: bytes after the opener are not zero", ErrCorruptControl)
+		}
+	}
 	if c.State != StateShutdown && c.State != StateInProduction {
 		return nil, fmt.Errorf("%w: unknown state %d", ErrCorruptControl, c.State)
 	}
 	if b[13]|b[14]|b[15] != 0 {
 		return nil, fmt.Errorf("%w: reserved bytes are not zero", ErrCorruptControl)
+	}
+	if c.RedoLSN < FirstLSN || c.RedoLSN > c.CheckpointLSN {
+		return nil, fmt.Errorf("%w: redo LSN %X is not between the first LSN %X and the checkpoint LSN %X",
+			ErrCorruptControl, uint64(c.RedoLSN), uint64(FirstLSN), uint64(c.CheckpointLSN))
+	}
+	if c.NextXID > MaxNextXID {
+		return nil, fmt.Errorf("%w: next transaction id %d exceeds the supported %d", ErrCorruptControl, c.NextXID, uint64(MaxNextXID))
 	}
 	return c, nil
 }

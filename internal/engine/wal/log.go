@@ -61,7 +61,9 @@ type Log struct {
 // destroyed before Open returns: the rest of end's segment is zeroed and
 // fsynced and later segments are removed (all-zero ones, created ahead of
 // need, are kept), so no reader can ever see a stale record past the new
-// end. The redo pointer starts at end.
+// end. With Options.TailAside, end's segment is first copied there and
+// the later segments are moved there instead of removed. The redo pointer
+// starts at end.
 func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 	size, err := opts.segmentSize()
 	if err != nil {
@@ -89,6 +91,11 @@ func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 	}
 	s := newSegments(fsys, wdir, size, opts.NoPrealloc)
 	endSeg := uint64(end) / uint64(size)
+	if opts.TailAside != "" {
+		if err := s.copyAside(endSeg, opts.TailAside); err != nil {
+			return nil, fmt.Errorf("wal: move the log tail after %X aside: %w", uint64(end), err)
+		}
+	}
 	removed := 0
 	for _, segno := range present {
 		if segno > endSeg {
@@ -97,10 +104,20 @@ func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 			} else if fresh {
 				continue // created ahead of need and never written: nothing stale to hide
 			}
-			if err := s.remove(segno); err != nil {
+			if opts.TailAside != "" {
+				err = s.moveAside(segno, opts.TailAside)
+			} else {
+				err = s.remove(segno)
+			}
+			if err != nil {
 				return nil, err
 			}
 			removed++
+		}
+	}
+	if opts.TailAside != "" {
+		if err := fsys.SyncDir(opts.TailAside); err != nil {
+			return nil, fmt.Errorf("fsync directory %s: %w", opts.TailAside, err)
 		}
 	}
 	if removed > 0 {

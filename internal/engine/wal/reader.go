@@ -207,3 +207,58 @@ func (r *Reader) segment(segno uint64) (vfs.File, int64, error) {
 	}
 	return r.file, min(fsize, r.size), nil
 }
+
+// ResumeAfterEnd looks past the point where Next stopped (io.EOF or a
+// *CorruptRecordError) for a valid record of the same log: one whose CRC
+// checks and whose prev-record link points at or after the position where
+// reading stopped, so the chain resumes after the damage. Stale records
+// of a recycled segment link to older positions and do not count. It
+// scans to the end of the segment after the one reading stopped in (a
+// mid-log damage is followed by valid records there or sooner). It
+// returns the start of the first such record, or 0 when there is none: a
+// torn or clean end.
+func (r *Reader) ResumeAfterEnd() (LSN, error) {
+	stop := r.pos
+	limit := LSN((uint64(stop)/uint64(r.size) + 2) * uint64(r.size))
+	chunk := make([]byte, 0, readAhead+recHeaderSize)
+	for base := stop + 1; base < limit; {
+		n := min(int(limit-base), readAhead)
+		buf := chunk[:n+recHeaderSize]
+		got, err := r.readAt(base, buf)
+		if err != nil {
+			return 0, err
+		}
+		if got < MinRecordSize {
+			// The data ends here; a segment after a missing one is not read.
+			if got == 0 && uint64(base)%uint64(r.size) != 0 {
+				base = LSN((uint64(base)/uint64(r.size) + 1) * uint64(r.size))
+				continue
+			}
+			return 0, nil
+		}
+		for i := 0; i+MinRecordSize <= got && i < n; i++ {
+			total := int(binary.LittleEndian.Uint32(buf[i:]))
+			if total < MinRecordSize || total > MaxRecordSize {
+				continue
+			}
+			q := base + LSN(i)
+			prev := LSN(binary.LittleEndian.Uint64(buf[i+offRecPrev:]))
+			if prev < stop || prev >= q {
+				continue
+			}
+			rec := make([]byte, total)
+			m, err := r.readAt(q, rec)
+			if err != nil {
+				return 0, err
+			}
+			if m < total {
+				continue
+			}
+			if _, _, err := Decode(rec); err == nil {
+				return q, nil
+			}
+		}
+		base += LSN(n)
+	}
+	return 0, nil
+}

@@ -319,3 +319,54 @@ func (s *segments) zeroTail(segno uint64, from int64) error {
 	}
 	return nil
 }
+
+// copyAside copies segment segno, as it is, into dir (which exists) and
+// fsyncs the copy: Open keeps a discarded log tail before it zeroes it.
+func (s *segments) copyAside(segno uint64, dir string) error {
+	src, err := s.fs.OpenFile(s.path(segno), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open WAL segment %s: %w", s.path(segno), err)
+	}
+	defer func() { _ = src.Close() }() // read-only
+	size, err := src.Size()
+	if err != nil {
+		return fmt.Errorf("size of WAL segment %s: %w", s.path(segno), err)
+	}
+	name := filepath.Join(dir, filepath.Base(s.path(segno)))
+	dst, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	buf := make([]byte, zeroChunk)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		n := min(int64(len(buf)), size-off)
+		if _, err := src.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
+			return errors.Join(fmt.Errorf("read WAL segment %s: %w", s.path(segno), err), dst.Close())
+		}
+		if _, err := dst.WriteAt(buf[:n], off); err != nil {
+			return errors.Join(fmt.Errorf("write %s: %w", name, err), dst.Close())
+		}
+	}
+	if err := dst.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("fsync %s: %w", name, err), dst.Close())
+	}
+	return dst.Close()
+}
+
+// moveAside renames segment segno into dir.
+func (s *segments) moveAside(segno uint64, dir string) error {
+	s.adoptPrealloc(segno)
+	if f, ok := s.open[segno]; ok {
+		_ = f.Close()
+		delete(s.open, segno)
+		delete(s.dirty, segno)
+	}
+	to := filepath.Join(dir, filepath.Base(s.path(segno)))
+	if err := s.fs.Rename(s.path(segno), to); err != nil {
+		return fmt.Errorf("move WAL segment %s to %s: %w", s.path(segno), to, err)
+	}
+	return nil
+}

@@ -86,7 +86,12 @@ type Options struct {
 	// a segment is opened for writing (the writer then creates each new
 	// segment itself, zero-fill and fsyncs included, when it reaches it).
 	NoPrealloc bool
-	Logf       func(format string, args ...any)
+	// TailAside, for Open: a directory (created by the caller) where the
+	// log tail Open discards is kept instead of destroyed: a copy of the
+	// end's segment as it was, and the later segments moved there. The
+	// engine sets it when recovery ended at a damaged record.
+	TailAside string
+	Logf      func(format string, args ...any)
 }
 
 // Stats are the log-wide counters.

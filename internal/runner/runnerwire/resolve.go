@@ -89,6 +89,9 @@ type Resolved struct {
 	MinDeadTuplePercent int
 	// TableThrottles holds the limits of each table that has an override.
 	TableThrottles map[string]Limits
+	// RunID and AllowCrashRecovery are the RunSpec's, unchanged.
+	RunID              string
+	AllowCrashRecovery bool
 }
 
 // LimitsFor returns the limits that apply to table: its override, or the run's.
@@ -132,7 +135,8 @@ func ParseMode(s string) (Mode, error) {
 // problem.
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
-	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{}}
+	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{},
+		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery}
 	switch {
 	case s.Server != nil && s.DataDir != "":
 		errs.add("dataDir", "a run has a data directory or a server, not both")

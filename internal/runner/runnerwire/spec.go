@@ -49,6 +49,14 @@ type RunSpec struct {
 	MinDeadTuplePercent *int32 `json:"minDeadTuplePercent,omitempty"`
 	// TableOverrides give single tables their own throttle; unset fields inherit Throttle.
 	TableOverrides []TableOverride `json:"tableOverrides,omitempty"`
+	// RunID identifies the run across its attempts (the operator sets the VacuumRun's UID).
+	// The runner records it as the data directory's opener, so a later attempt of the same
+	// run may finish the crash recovery an earlier one needed.
+	RunID string `json:"runID,omitempty"`
+	// AllowCrashRecovery lets the runner replay the WAL of a data directory that was not
+	// shut down cleanly even when its last opener was not an earlier attempt of this run
+	// (else exit 7, NeedsRecovery: the app's own engine should recover it).
+	AllowCrashRecovery bool `json:"allowCrashRecovery,omitempty"`
 }
 
 // Throttle is a set of vacuum limits. In a RunSpec or a PUT /throttle body an absent field

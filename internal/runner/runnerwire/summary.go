@@ -14,6 +14,10 @@ const (
 	ExitCorruption = 4 // corruption found; file and block named on stderr
 	ExitCancelled  = 5 // SIGTERM or SIGINT; the summary is still written
 	ExitNoSpace    = 6 // not enough free space for VACUUM FULL; nothing changed
+	// ExitNeedsRecovery: the data directory needs crash recovery and its last opener was not
+	// an earlier attempt of this run (and allowCrashRecovery is not set); nothing changed.
+	// Not corruption and not retried: reason NeedsRecovery.
+	ExitNeedsRecovery = 7
 )
 
 // Summary phases: the outcome the runner reports in its termination log.

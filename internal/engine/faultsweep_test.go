@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs/faultfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+)
+
+// sweepAll runs every fault point of TestFaultSweep (make soak); without it
+// the sweep tries the last point of each kind, with or without a power cut
+// (alternating), to keep its share of make test small.
+var sweepAll = flag.Bool("faultsweep.all", false, "TestFaultSweep: fail every fault point, not a sample")
+
+// sweepOp is one operation of the fault sweep, run on a directory holding
+// the work table (at most 20 pages, with its index).
+type sweepOp struct {
+	name string
+	// prepare runs before the fault is armed (its commits are in the ledger).
+	prepare func(e *faultEnv)
+	run     func(db *DB) error
+}
+
+var sweepOps = []sweepOp{
+	{name: "vacuum full", run: func(db *DB) error {
+		opts := vacuum.DefaultOptions()
+		opts.Throttle = &throttle.Settings{}
+		_, err := db.VacuumFull(context.Background(), workTable, opts)
+		return err
+	}},
+	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int64}}) }},
+	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") }},
+	{name: "checkpoint and WAL recycling", prepare: func(e *faultEnv) { e.mustInsert(60) }, run: func(db *DB) error {
+		return db.Checkpoint()
+	}},
+}
+
+var sweepKinds = []struct {
+	name string
+	op   faultfs.Op
+}{
+	{"write", faultfs.OpWrite},
+	{"fsync", faultfs.OpSync},
+	{"directory fsync", faultfs.OpSyncDir},
+	{"rename", faultfs.OpRename},
+}
+
+// newSweepEnv is a faultEnv with small WAL segments (so a checkpoint
+// recycles some) and the work table with its index, 120 rows inserted and
+// every other one deleted: 8 heap pages.
+func newSweepEnv(t *testing.T) *faultEnv {
+	t.Helper()
+	e := &faultEnv{t: t, dir: filepath.Join(t.TempDir(), "data"), opts: testOpts(), committed: map[int64]rowVal{}}
+	e.opts.CheckpointWALBytes = -1
+	e.opts.WALSegmentSize = wal.MinSegmentSize
+	if err := Init(e.dir, e.opts); err != nil {
+		t.Fatal(err)
+	}
+	e.ffs = faultfs.New(vfs.NewOS(t.Logf))
+	o := e.opts
+	o.FS = e.ffs
+	db, err := Open(e.dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.db = db
+	t.Cleanup(func() { abandonAfterPowerLoss(e.db) })
+	if err := db.CreateTable(workTable, workCols); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateIndex(workTable+"_id", workTable, "id"); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		e.mustInsert(30)
+	}
+	tx := mustTx(t, db)
+	var dead []page.TID
+	err = tx.Scan(workTable, func(tid page.TID, r []any) error {
+		if i64(r[0])%2 == 0 {
+			dead = append(dead, tid)
+			delete(e.committed, i64(r[0]))
+		}
+		return nil
+	})
+	for _, tid := range dead {
+		if err == nil {
+			err = tx.Delete(workTable, tid)
+		}
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.Stats(context.Background()); err != nil || st[0].Pages > 20 {
+		t.Fatalf("work table of %+v pages (%v), want at most 20", st, err)
+	}
+	return e
+}
+
+// TestFaultSweep fails the Nth write, fsync, directory fsync or rename of
+// VACUUM FULL, CREATE TABLE, CREATE INDEX and a checkpoint that recycles
+// WAL, with and without a power cut right after, and reopens: every
+// committed row must be there, the index must find them, Check must be
+// clean, and the directory must be usable (old state or new, complete).
+// By default it tries one fault point of each kind (the last); with
+// -faultsweep.all every point, with and without a power cut.
+func TestFaultSweep(t *testing.T) {
+	cases, points := 0, map[string]int{}
+	for _, op := range sweepOps {
+		for _, kind := range sweepKinds {
+			// Count the operation's fault points of this kind.
+			e := newSweepEnv(t)
+			if op.prepare != nil {
+				op.prepare(e)
+			}
+			count := e.ffs.Inject(faultfs.Rule{Ops: kind.op, Path: e.dir, After: 1 << 30})
+			if err := op.run(e.db); err != nil {
+				t.Fatalf("%s without a fault: %v", op.name, err)
+			}
+			total := count.Matched()
+			points[op.name+"/"+kind.name] = total
+			closeDB(t, e.db)
+			ns := sampleFaultPoints(total)
+			cuts := []bool{false, true}
+			if !*sweepAll {
+				cuts = cuts[len(points)%2 : len(points)%2+1] // alternate, one case per point
+			}
+			for _, n := range ns {
+				for _, cut := range cuts {
+					cases++
+					name := fmt.Sprintf("%s/%s %d of %d/power cut %v", op.name, kind.name, n+1, total, cut)
+					t.Run(name, func(t *testing.T) { runSweepCase(t, op, kind.op, n, cut) })
+				}
+			}
+		}
+	}
+	t.Logf("fault sweep: %d cases over fault points %v (all=%v)", cases, points, *sweepAll)
+}
+
+// sampleFaultPoints returns the fault points to try among total.
+func sampleFaultPoints(total int) []int {
+	if total == 0 {
+		return nil
+	}
+	if *sweepAll {
+		ns := make([]int, total)
+		for i := range ns {
+			ns[i] = i
+		}
+		return ns
+	}
+	return []int{total - 1} // the last: for a DDL or swap, the catalog's rename or directory fsync
+}
+
+func runSweepCase(t *testing.T, op sweepOp, kind faultfs.Op, n int, cut bool) {
+	e := newSweepEnv(t)
+	if op.prepare != nil {
+		op.prepare(e)
+	}
+	rule := e.ffs.Inject(faultfs.Rule{Ops: kind, Path: e.dir, After: n, Times: 1, Fault: faultfs.EIO})
+	err := op.run(e.db)
+	if rule.Fired() != 1 {
+		// A background WAL segment creation may not have happened this
+		// time: the case still checks a reopen after the operation.
+		t.Logf("fault point %d not reached this time (op err %v)", n+1, err)
+	}
+	if cut {
+		if perr := e.ffs.PowerLoss(faultfs.PowerLossOptions{TearProb: 0.5, Seed: uint64(n) + 1}); perr != nil {
+			t.Fatal(perr)
+		}
+		abandonAfterPowerLoss(e.db)
+	} else if cerr := e.db.Close(); cerr != nil && !errors.Is(cerr, ErrNeedsRecovery) && err == nil {
+		t.Fatalf("Close after a succeeded %s: %v", op.name, cerr)
+	}
+	db, oerr := Open(e.dir, e.opts)
+	if oerr != nil {
+		t.Fatalf("reopen after %s failed with %v: %v", op.name, err, oerr)
+	}
+	e.db = db
+	defer closeDB(t, db)
+	verifyAgainstLedger(t, db, e.committed, nil)
+	verifyIndexes(t, db, e.committed)
+	checkClean(t, db)
+	e.mustInsert(3) // writable again
+}
