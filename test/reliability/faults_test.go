@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -41,7 +42,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		before := waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		before := waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("killing the API server while the runner works")
 		// SIGKILL, as a crash or an OOM kill does. (A graceful SIGTERM is no quicker: the API
@@ -84,7 +85,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver-end", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("killing the API server, then the runner, and keeping the API server down")
 		killAPIServer()
@@ -109,7 +110,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("crashing the node: cut off from the API server, its runner killed, stopped")
 		crashNode(pod)
@@ -140,7 +141,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash-final", 0)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		crashNode(pod)
 		node = startNode(true)
@@ -179,8 +180,8 @@ func newRun(ns, name string, backoffLimit int32) *vacuumv1alpha1.VacuumRun {
 	run.Spec.Mode = vacuumv1alpha1.VacuumModeLazy
 	run.Spec.BackoffLimit = backoffLimit
 	run.Spec.Throttle = vacuumv1alpha1.Throttle{
-		CostDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, CostLimit: ptrTo(int32(10)),
-		PageHitCost: ptrTo(int32(1)), PageMissCost: ptrTo(int32(2)), PageDirtyCost: ptrTo(int32(20)),
+		CostDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, CostLimit: ptr.To(int32(10)),
+		PageHitCost: ptr.To(int32(1)), PageMissCost: ptr.To(int32(2)), PageDirtyCost: ptr.To(int32(20)),
 	}
 	Expect(k8s.Create(faultCtx, run)).To(Succeed())
 	return run
@@ -244,8 +245,6 @@ func apiServerPid() int {
 	Fail("no kube-apiserver process with certificate directory " + apiCertDir)
 	return 0
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // getRunG re-reads a run inside an Eventually.
 func getRunG(g Gomega, run *vacuumv1alpha1.VacuumRun) *vacuumv1alpha1.VacuumRun {
@@ -380,7 +379,7 @@ func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwi
 
 // progressed says whether the runner did more work than at before.
 func progressed(p, before runnerwire.Progress) bool {
-	return p.HeapBlocksScanned > before.HeapBlocksScanned || p.BufferHits+p.BufferMisses > before.BufferHits+before.BufferMisses
+	return p.PagesScanned > before.PagesScanned || p.BufferHits+p.BufferMisses > before.BufferHits+before.BufferMisses
 }
 
 // runnerPid is the runner's process id, from the local node's pid file.
