@@ -366,11 +366,6 @@ func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 	return e2eutil.RunningPod(faultCtx, k8s, run, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
 }
 
-// progress reads a runner pod's GET /progress.
-func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	return e2eutil.Progress(faultCtx, pod, 5*time.Second)
-}
-
 // waitProgress waits until the pod's progress satisfies cond and returns it.
 func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
