@@ -232,7 +232,7 @@ demo-real: image-tar ## The demo on a real single-node cluster (root); KEEP=1 le
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: ## Reproduce the field reports with the engine: docs/benchmarks/REPORT.md, CSVs, PNGs (~20 min).
+bench: ## Measure the field reports with the engine: docs/benchmarks/REPORT.md, CSVs, PNGs (3m35s at load 0.1-0.8, 14m4s at load 30).
 	go run ./cmd/vacbench --out docs/benchmarks $(BENCH_ARGS)
 
 ##@ Reliability
@@ -242,7 +242,7 @@ SOAK_KILLS ?= 250
 SOAK_ARGS ?=
 
 .PHONY: soak
-soak: $(LOCALBIN) ## Crash soak: $(SOAK_KILLS) SIGKILLs/power losses of a writer+vacuum child, ledger compared after each (~8-10 min).
+soak: $(LOCALBIN) ## Crash soak: $(SOAK_KILLS) SIGKILLs/power losses of a writer+vacuum child, ledger compared after each (2m14s at load 1, 12m29s at load 30).
 	go build -o $(LOCALBIN)/soak ./cmd/soak
 	$(LOCALBIN)/soak --kills $(SOAK_KILLS) --quiet $(SOAK_ARGS)
 

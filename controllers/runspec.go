@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
@@ -14,7 +16,6 @@ import (
 // sub-path) at runnerwire.DefaultDataDir. Every field is carried over as the API server stored it,
 // defaults included, so the pod's args say exactly what the run says.
 func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
-	i32 := func(v int32) *int32 { return &v }
 	out := runnerwire.RunSpec{
 		DataDir:             runnerwire.DefaultDataDir,
 		Mode:                runnerwire.Mode(s.Mode),
@@ -22,11 +23,11 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 		Throttle:            wireThrottle(&s.Throttle),
 		RingSize:            s.RingSize,
 		BufferPoolSize:      s.BufferPoolSize,
-		Parallelism:         i32(s.Parallelism),
-		IndexWorkers:        i32(s.IndexWorkers),
+		Parallelism:         ptr.To(s.Parallelism),
+		IndexWorkers:        ptr.To(s.IndexWorkers),
 		MaintenanceWorkMem:  s.MaintenanceWorkMem,
 		Truncate:            s.Truncate,
-		MinDeadTuplePercent: i32(s.MinDeadTuplePercent),
+		MinDeadTuplePercent: ptr.To(s.MinDeadTuplePercent),
 	}
 	if out.Parallelism != nil && *out.Parallelism == 0 {
 		out.Parallelism = nil // a Go client that left it out: the default applies

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
@@ -111,7 +112,6 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 	set := f.fs.Changed
 	q := func(v quantityValue) *resource.Quantity { c := v.q.DeepCopy(); return &c }
-	i32 := func(v int32) *int32 { return &v }
 	if set("data") {
 		s.DataDir = f.data
 	}
@@ -134,16 +134,16 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 		th.CostDelay = &metav1.Duration{Duration: f.costDelay}
 	}
 	if mark("cost-limit") {
-		th.CostLimit = i32(f.costLimit)
+		th.CostLimit = ptr.To(f.costLimit)
 	}
 	if mark("page-hit-cost") {
-		th.PageHitCost = i32(f.hit)
+		th.PageHitCost = ptr.To(f.hit)
 	}
 	if mark("page-miss-cost") {
-		th.PageMissCost = i32(f.miss)
+		th.PageMissCost = ptr.To(f.miss)
 	}
 	if mark("page-dirty-cost") {
-		th.PageDirtyCost = i32(f.dirty)
+		th.PageDirtyCost = ptr.To(f.dirty)
 	}
 	if mark("max-read-rate") {
 		th.MaxReadBytesPerSecond = q(f.readRate)
@@ -164,10 +164,10 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 		s.BufferPoolSize = q(f.bufferPool)
 	}
 	if set("parallelism") {
-		s.Parallelism = i32(f.parallelism)
+		s.Parallelism = ptr.To(f.parallelism)
 	}
 	if set("index-workers") {
-		s.IndexWorkers = i32(f.indexWorkers)
+		s.IndexWorkers = ptr.To(f.indexWorkers)
 	}
 	if set("maintenance-work-mem") {
 		s.MaintenanceWorkMem = q(f.workMem)
@@ -177,7 +177,7 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 		s.Truncate = &t
 	}
 	if set("min-dead-percent") {
-		s.MinDeadTuplePercent = i32(f.minDead)
+		s.MinDeadTuplePercent = ptr.To(f.minDead)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -117,13 +118,11 @@ func policy(ns, name, claim string, mode vacuumv1alpha1.VacuumMode, th vacuumv1a
 	return p
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // costThrottle is a pure cost throttle: limit units per delay, PostgreSQL's page costs.
 func costThrottle(delay time.Duration, limit int32) vacuumv1alpha1.Throttle {
 	return vacuumv1alpha1.Throttle{
-		CostDelay: &metav1.Duration{Duration: delay}, CostLimit: ptrTo(limit),
-		PageHitCost: ptrTo(int32(1)), PageMissCost: ptrTo(int32(2)), PageDirtyCost: ptrTo(int32(20)),
+		CostDelay: &metav1.Duration{Duration: delay}, CostLimit: ptr.To(limit),
+		PageHitCost: ptr.To(int32(1)), PageMissCost: ptr.To(int32(2)), PageDirtyCost: ptr.To(int32(20)),
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 	"os/exec"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL, as in the suites that call these
-	. "github.com/onsi/gomega"    //nolint:revive
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,25 +31,25 @@ type Runner struct {
 // Run runs the binary with args and returns its standard output; a non-zero exit fails the spec
 // with the command's standard error.
 func (r Runner) Run(args ...string) []byte {
-	GinkgoHelper()
+	ginkgo.GinkgoHelper()
 	out, err := exec.CommandContext(r.Ctx, r.Bin, args...).Output()
 	var stderr []byte
 	if ee, ok := err.(*exec.ExitError); ok {
 		stderr = ee.Stderr
 	}
-	Expect(err).NotTo(HaveOccurred(), "vacuum-runner %v: %s", args, stderr)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "vacuum-runner %v: %s", args, stderr)
 	return out
 }
 
 // ExpectCheckClean runs `vacuum-runner check --json` on dir and expects no problems.
 func (r Runner) ExpectCheckClean(dir string) {
-	GinkgoHelper()
+	ginkgo.GinkgoHelper()
 	var c struct {
 		OK       bool              `json:"ok"`
 		Problems []json.RawMessage `json:"problems"`
 	}
-	Expect(json.Unmarshal(r.Run("check", "--data", dir, "--json"), &c)).To(Succeed())
-	Expect(c.OK).To(BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
+	gomega.Expect(json.Unmarshal(r.Run("check", "--data", dir, "--json"), &c)).To(gomega.Succeed())
+	gomega.Expect(c.OK).To(gomega.BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
 }
 
 // Wait bounds a wait: how long, and how often to look.
@@ -60,9 +60,9 @@ type Wait struct {
 // RunningPod waits until the run has a pod that is Running with an address and not being
 // deleted, and returns it.
 func RunningPod(ctx context.Context, c client.Reader, run *vacuumv1alpha1.VacuumRun, w Wait) *corev1.Pod {
-	GinkgoHelper()
+	ginkgo.GinkgoHelper()
 	var pod *corev1.Pod
-	Eventually(func() error {
+	gomega.Eventually(func() error {
 		var list corev1.PodList
 		if err := c.List(ctx, &list, client.InNamespace(run.Namespace),
 			client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
@@ -76,7 +76,7 @@ func RunningPod(ctx context.Context, c client.Reader, run *vacuumv1alpha1.Vacuum
 			}
 		}
 		return fmt.Errorf("no running pod of run %s among %d", run.Name, len(list.Items))
-	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(Succeed())
+	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(gomega.Succeed())
 	return pod
 }
 
@@ -111,9 +111,9 @@ func Progress(ctx context.Context, c client.Reader, pod *corev1.Pod, timeout tim
 func WaitProgress(ctx context.Context, c client.Reader, pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool,
 	request time.Duration, w Wait,
 ) runnerwire.Progress {
-	GinkgoHelper()
+	ginkgo.GinkgoHelper()
 	var p runnerwire.Progress
-	Eventually(func() error {
+	gomega.Eventually(func() error {
 		var err error
 		if p, err = Progress(ctx, c, pod, request); err != nil {
 			return err
@@ -122,6 +122,6 @@ func WaitProgress(ctx context.Context, c client.Reader, pod *corev1.Pod, what st
 			return fmt.Errorf("progress not yet %s: %+v", what, p)
 		}
 		return nil
-	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(Succeed())
+	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(gomega.Succeed())
 	return p
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -179,8 +180,8 @@ func newRun(ns, name string, backoffLimit int32) *vacuumv1alpha1.VacuumRun {
 	run.Spec.Mode = vacuumv1alpha1.VacuumModeLazy
 	run.Spec.BackoffLimit = backoffLimit
 	run.Spec.Throttle = vacuumv1alpha1.Throttle{
-		CostDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, CostLimit: ptrTo(int32(10)),
-		PageHitCost: ptrTo(int32(1)), PageMissCost: ptrTo(int32(2)), PageDirtyCost: ptrTo(int32(20)),
+		CostDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, CostLimit: ptr.To(int32(10)),
+		PageHitCost: ptr.To(int32(1)), PageMissCost: ptr.To(int32(2)), PageDirtyCost: ptr.To(int32(20)),
 	}
 	Expect(k8s.Create(faultCtx, run)).To(Succeed())
 	return run
@@ -244,8 +245,6 @@ func apiServerPid() int {
 	Fail("no kube-apiserver process with certificate directory " + apiCertDir)
 	return 0
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // getRunG re-reads a run inside an Eventually.
 func getRunG(g Gomega, run *vacuumv1alpha1.VacuumRun) *vacuumv1alpha1.VacuumRun {
@@ -365,11 +364,6 @@ func (w *podWatch) max() int {
 func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 	GinkgoHelper()
 	return e2eutil.RunningPod(faultCtx, k8s, run, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
-}
-
-// progress reads a runner pod's GET /progress.
-func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	return e2eutil.Progress(faultCtx, k8s, pod, 5*time.Second)
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.

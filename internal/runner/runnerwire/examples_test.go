@@ -5,12 +5,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // The examples behind the golden files. The runner's tests regenerate the output files
 // (progress, summary, report) from the real binary; these keep the shapes reviewable until then.
-
-func ptr[T any](v T) *T { return &v }
 
 func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 
@@ -21,21 +20,21 @@ func exampleRunSpec() RunSpec {
 		Tables:  []string{"orders", "events"},
 		Throttle: &Throttle{
 			CostDelay:              &metav1.Duration{Duration: 2 * time.Millisecond},
-			CostLimit:              ptr[int32](200),
-			PageHitCost:            ptr[int32](1),
-			PageMissCost:           ptr[int32](2),
-			PageDirtyCost:          ptr[int32](20),
+			CostLimit:              ptr.To[int32](200),
+			PageHitCost:            ptr.To[int32](1),
+			PageMissCost:           ptr.To[int32](2),
+			PageDirtyCost:          ptr.To[int32](20),
 			MaxReadBytesPerSecond:  qty("50Mi"),
 			MaxWriteBytesPerSecond: qty("20Mi"),
 			MaxWALBytesPerSecond:   qty("10Mi"),
 		},
 		RingSize:            qty("2Mi"),
 		BufferPoolSize:      qty("128Mi"),
-		Parallelism:         ptr[int32](2),
-		IndexWorkers:        ptr[int32](0),
+		Parallelism:         ptr.To[int32](2),
+		IndexWorkers:        ptr.To[int32](0),
 		MaintenanceWorkMem:  qty("64Mi"),
-		Truncate:            ptr(true),
-		MinDeadTuplePercent: ptr[int32](0),
+		Truncate:            ptr.To(true),
+		MinDeadTuplePercent: ptr.To[int32](0),
 		TableOverrides: []TableOverride{{
 			Table:    "events",
 			Throttle: Throttle{CostDelay: &metav1.Duration{Duration: 10 * time.Millisecond}},
@@ -56,17 +55,17 @@ func exampleServerRunSpec() RunSpec {
 		Tables: []string{"public.orders"},
 		Throttle: &Throttle{
 			CostDelay: &metav1.Duration{Duration: 2 * time.Millisecond},
-			CostLimit: ptr[int32](200),
+			CostLimit: ptr.To[int32](200),
 		},
-		Parallelism:         ptr[int32](2),
-		MinDeadTuplePercent: ptr[int32](10),
+		Parallelism:         ptr.To[int32](2),
+		MinDeadTuplePercent: ptr.To[int32](10),
 	}
 }
 
 func exampleThrottle() Throttle {
 	return Throttle{
 		CostDelay:             &metav1.Duration{Duration: 5 * time.Millisecond},
-		CostLimit:             ptr[int32](400),
+		CostLimit:             ptr.To[int32](400),
 		MaxReadBytesPerSecond: qty("100Mi"),
 	}
 }

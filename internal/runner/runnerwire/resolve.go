@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults and ranges of a RunSpec. The CRD's markers state the same numbers; the operator's
@@ -210,14 +211,13 @@ func (t *Throttle) resolve(errs *fieldErrors, prefix string, base Limits) Limits
 
 // Throttle returns l as a Throttle with every field set.
 func (l Limits) Throttle() Throttle {
-	i32 := func(v int) *int32 { x := int32(v); return &x }
 	q := func(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
 	return Throttle{
 		CostDelay:              durationPtr(l.CostDelay),
-		CostLimit:              i32(l.CostLimit),
-		PageHitCost:            i32(l.PageHitCost),
-		PageMissCost:           i32(l.PageMissCost),
-		PageDirtyCost:          i32(l.PageDirtyCost),
+		CostLimit:              ptr.To(int32(l.CostLimit)),
+		PageHitCost:            ptr.To(int32(l.PageHitCost)),
+		PageMissCost:           ptr.To(int32(l.PageMissCost)),
+		PageDirtyCost:          ptr.To(int32(l.PageDirtyCost)),
 		MaxReadBytesPerSecond:  q(l.MaxReadBytesPerSecond),
 		MaxWriteBytesPerSecond: q(l.MaxWriteBytesPerSecond),
 		MaxWALBytesPerSecond:   q(l.MaxWALBytesPerSecond),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestResolveAppliesTheDocumentedDefaults(t *testing.T) {
@@ -77,19 +78,19 @@ func TestResolveRejectsOutOfRangeValuesNamingFieldAndRange(t *testing.T) {
 			"throttle.costDelay", "between 0 and 100ms"},
 		{"negative delay", func(s *RunSpec) { s.Throttle.CostDelay = &metav1.Duration{Duration: -time.Millisecond} },
 			"throttle.costDelay", "between 0 and 100ms"},
-		{"cost limit 0", func(s *RunSpec) { s.Throttle.CostLimit = ptr[int32](0) }, "throttle.costLimit", "between 1 and 10000"},
-		{"cost limit too high", func(s *RunSpec) { s.Throttle.CostLimit = ptr[int32](10001) }, "throttle.costLimit", "between 1 and 10000"},
-		{"negative hit cost", func(s *RunSpec) { s.Throttle.PageHitCost = ptr[int32](-1) }, "throttle.pageHitCost", "between 0 and 10000"},
+		{"cost limit 0", func(s *RunSpec) { s.Throttle.CostLimit = ptr.To[int32](0) }, "throttle.costLimit", "between 1 and 10000"},
+		{"cost limit too high", func(s *RunSpec) { s.Throttle.CostLimit = ptr.To[int32](10001) }, "throttle.costLimit", "between 1 and 10000"},
+		{"negative hit cost", func(s *RunSpec) { s.Throttle.PageHitCost = ptr.To[int32](-1) }, "throttle.pageHitCost", "between 0 and 10000"},
 		{"negative read rate", func(s *RunSpec) { s.Throttle.MaxReadBytesPerSecond = qty("-1") }, "throttle.maxReadBytesPerSecond", "non-negative"},
 		{"fractional write rate", func(s *RunSpec) { s.Throttle.MaxWriteBytesPerSecond = qty("0.5") }, "throttle.maxWriteBytesPerSecond", "whole"},
 		{"ring too small", func(s *RunSpec) { s.RingSize = qty("64Ki") }, "ringSize", "0 or between 128Ki and 16Gi"},
 		{"ring too big", func(s *RunSpec) { s.RingSize = qty("17Gi") }, "ringSize", "0 or between 128Ki and 16Gi"},
 		{"pool too small", func(s *RunSpec) { s.BufferPoolSize = qty("512Ki") }, "bufferPoolSize", "between 1Mi and 1Ti"},
-		{"parallelism 0", func(s *RunSpec) { s.Parallelism = ptr[int32](0) }, "parallelism", "between 1 and 64"},
-		{"parallelism 65", func(s *RunSpec) { s.Parallelism = ptr[int32](65) }, "parallelism", "between 1 and 64"},
-		{"index workers 65", func(s *RunSpec) { s.IndexWorkers = ptr[int32](65) }, "indexWorkers", "between 0 and 64"},
+		{"parallelism 0", func(s *RunSpec) { s.Parallelism = ptr.To[int32](0) }, "parallelism", "between 1 and 64"},
+		{"parallelism 65", func(s *RunSpec) { s.Parallelism = ptr.To[int32](65) }, "parallelism", "between 1 and 64"},
+		{"index workers 65", func(s *RunSpec) { s.IndexWorkers = ptr.To[int32](65) }, "indexWorkers", "between 0 and 64"},
 		{"work mem too small", func(s *RunSpec) { s.MaintenanceWorkMem = qty("1Ki") }, "maintenanceWorkMem", "between 1Mi and 1Ti"},
-		{"dead percent 101", func(s *RunSpec) { s.MinDeadTuplePercent = ptr[int32](101) }, "minDeadTuplePercent", "between 0 and 100"},
+		{"dead percent 101", func(s *RunSpec) { s.MinDeadTuplePercent = ptr.To[int32](101) }, "minDeadTuplePercent", "between 0 and 100"},
 		{"empty table name", func(s *RunSpec) { s.Tables = []string{""} }, "tables[0]", "empty"},
 		{"long table name", func(s *RunSpec) { s.Tables = []string{strings.Repeat("t", 64)} }, "tables[0]", "at most 63"},
 		{"override delay", func(s *RunSpec) { s.TableOverrides[0].Throttle.CostDelay = &metav1.Duration{Duration: time.Second} },
