@@ -155,13 +155,6 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 			target = append(target, i)
 		}
 	}
-	if len(target) < len(ti.Columns) {
-		for i, col := range ti.Columns {
-			if !contains(target, i) {
-				return nil, pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint (the engine stores no NULLs and no defaults yet)", col.Name, ti.Name)
-			}
-		}
-	}
 	rets, retCols, err := s.returning(ins.ReturningList, ti, ptypes)
 	if err != nil {
 		return nil, err
@@ -248,6 +241,13 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 				}
 			}
 			return rows, nil
+		}
+	}
+	if len(target) < len(ti.Columns) {
+		for i, col := range ti.Columns {
+			if !contains(target, i) {
+				return nil, pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint (the engine stores no NULLs and no defaults yet)", col.Name, ti.Name)
+			}
 		}
 	}
 	return &plan{cols: retCols, run: func(x *execCtx) (*Result, error) {

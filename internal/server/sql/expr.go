@@ -140,6 +140,9 @@ func (c *compiler) constant(k *pg.A_Const) (*expr, error) {
 		s := v.Fval.Fval
 		if b, ok := new(big.Int).SetString(s, 10); ok {
 			if b.IsInt64() {
+				if v := b.Int64(); v >= math.MinInt32 && v <= math.MaxInt32 {
+					return constExpr(types.Int4, v), nil // -2147483648 arrives here, as in PostgreSQL
+				}
 				return constExpr(types.Int8, b.Int64()), nil
 			}
 			return constExpr(types.Numeric, b), nil

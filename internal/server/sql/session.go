@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -91,9 +92,11 @@ func NewSession(c Config) *Session {
 		case "user", "database", "options", "replication":
 			continue
 		}
-		// Unknown or unchangeable startup parameters are ignored, as they would be
-		// rejected one by one otherwise; only the ones clients send matter here.
-		_ = s.settings.set(k, v, false)
+		// A startup parameter is the session's default (RESET returns to it), as in
+		// PostgreSQL. Unknown or unchangeable ones are ignored.
+		if s.settings.set(k, v, false) == nil {
+			s.settings.defaults[strings.ToLower(k)] = s.settings.values[strings.ToLower(k)]
+		}
 	}
 	s.settings.changed = map[string]bool{}
 	return s
@@ -360,6 +363,9 @@ func (s *Session) transaction(t *pg.TransactionStmt) (*Result, error) {
 	switch t.Kind {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
 		res := &Result{Tag: "BEGIN"}
+		if t.Kind == pg.TransactionStmtKind_TRANS_STMT_START {
+			res.Tag = "START TRANSACTION"
+		}
 		if s.state != txIdle {
 			res.Notices = append(res.Notices, warning(pgerr.ActiveTransaction, "there is already a transaction in progress"))
 			return res, nil

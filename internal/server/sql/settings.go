@@ -106,12 +106,14 @@ func checkOn(name string, only ...string) func(string) (string, error) {
 
 // settings is a session's parameter values.
 type settings struct {
-	values  map[string]string // by lower-case name
-	changed map[string]bool   // reported parameters changed since the last TakeReports
+	values map[string]string // by lower-case name
+	// defaults are the values RESET returns to when the startup packet set them.
+	defaults map[string]string
+	changed  map[string]bool // reported parameters changed since the last TakeReports
 }
 
 func newSettings(overrides map[string]string) *settings {
-	s := &settings{values: map[string]string{}, changed: map[string]bool{}}
+	s := &settings{values: map[string]string{}, defaults: map[string]string{}, changed: map[string]bool{}}
 	for _, k := range knownSettings {
 		s.values[strings.ToLower(k.name)] = k.def
 	}
@@ -147,7 +149,9 @@ func (s *settings) set(name, value string, reset bool) error {
 	}
 	key := strings.ToLower(name)
 	if reset {
-		if known {
+		if d, ok := s.defaults[key]; ok {
+			value = d
+		} else if known {
 			value = k.def
 		} else {
 			delete(s.values, key)
