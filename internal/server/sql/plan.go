@@ -71,7 +71,7 @@ func (s *Session) plan(n *pg.Node, ptypes *[]*types.T) (*plan, error) {
 	case *pg.Node_VacuumStmt:
 		return nil, pgerr.Unsupported("VACUUM and ANALYZE through SQL (use vacuum-runner)")
 	case *pg.Node_CopyStmt:
-		return nil, pgerr.Unsupported("COPY")
+		return s.planCopy(x.CopyStmt)
 	case *pg.Node_ExplainStmt:
 		return nil, pgerr.Unsupported("EXPLAIN")
 	}

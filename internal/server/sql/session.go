@@ -78,6 +78,7 @@ type Session struct {
 	state    txState
 	implicit bool // tx was opened implicitly (autocommit, a multi-statement Query, extended batch)
 	txTime   time.Time
+	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.

@@ -167,6 +167,7 @@ func (c *conn) startup() error {
 	}
 	c.sess = sql.NewSession(sql.Config{DB: c.srv.cfg.DB, PID: c.pid, User: user, Database: db,
 		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections})
+	c.sess.SetCopySource(c)
 	c.be.Send(&pgproto3.AuthenticationOk{})
 	for _, r := range c.sess.ParameterReports() {
 		c.be.Send(&pgproto3.ParameterStatus{Name: r.Name, Value: r.Value})
@@ -565,4 +566,49 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 	}
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(p.res.Tag)})
 	return nil
+}
+
+// Start answers a COPY FROM STDIN with CopyInResponse (text format).
+func (c *conn) Start(ncols int) error {
+	c.be.Send(&pgproto3.CopyInResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, ncols)})
+	return c.be.Flush()
+}
+
+// Next returns the next CopyData payload, io.EOF at CopyDone.
+func (c *conn) Next() ([]byte, error) {
+	for {
+		msg, err := c.be.Receive()
+		if err != nil {
+			return nil, fmt.Errorf("COPY data: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			return m.Data, nil
+		case *pgproto3.CopyDone:
+			return nil, io.EOF
+		case *pgproto3.CopyFail:
+			return nil, pgerr.New(pgerr.QueryCanceled, "COPY from stdin failed: %s", m.Message)
+		case *pgproto3.Flush, *pgproto3.Sync:
+			// Allowed during COPY and ignored, as PostgreSQL does.
+		default:
+			return nil, pgerr.New(pgerr.ProtocolViolation, "unexpected message type %T during COPY from stdin", msg)
+		}
+	}
+}
+
+// Drain discards the rest of a failed COPY's stream.
+func (c *conn) Drain() error {
+	for {
+		_, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var pe *pgerr.Error
+		if errors.As(err, &pe) {
+			return nil // CopyFail or a wrong message: the stream is over either way
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

@@ -101,3 +101,29 @@ RESET application_name;
 SHOW application_name;
 SET no_such_setting = 1;
 SHOW no_such_setting;
+-- COPY FROM STDIN (text)
+CREATE TABLE copied (id bigint PRIMARY KEY, n integer NOT NULL, raw bytea NOT NULL);
+COPY copied FROM STDIN;
+1	10	\\x00ff
+2	20	plain
+3	-30	tab\\011here
+\.
+BEGIN;
+CREATE TABLE frozen (id bigint NOT NULL, raw bytea NOT NULL);
+COPY frozen (raw, id) FROM STDIN WITH (FREEZE);
+\\x01	4
+\.
+COMMIT;
+SELECT * FROM frozen;
+SELECT * FROM copied ORDER BY id;
+COPY copied FROM STDIN;
+5	50	ok
+6	not-a-number	bad
+\.
+COPY copied FROM STDIN;
+7	70
+\.
+COPY copied FROM STDIN;
+1	1	dup
+\.
+SELECT count(*) FROM copied;
