@@ -69,7 +69,14 @@ func (s *Session) plan(n *pg.Node, ptypes *[]*types.T) (*plan, error) {
 	case *pg.Node_TruncateStmt:
 		return nil, pgerr.Unsupported("TRUNCATE (the engine cannot truncate tables yet)")
 	case *pg.Node_VacuumStmt:
-		return nil, pgerr.Unsupported("VACUUM and ANALYZE through SQL (use vacuum-runner)")
+		return s.planVacuum(x.VacuumStmt)
+	case *pg.Node_CheckPointStmt:
+		return &plan{noTx: true, run: func(*execCtx) (*Result, error) {
+			if err := s.db.Checkpoint(); err != nil {
+				return nil, engineError(err)
+			}
+			return &Result{Tag: "CHECKPOINT"}, nil
+		}}, nil
 	case *pg.Node_CopyStmt:
 		return s.planCopy(x.CopyStmt)
 	case *pg.Node_ExplainStmt:
