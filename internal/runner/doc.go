@@ -1,7 +1,7 @@
 // Package runner is vacuum-runner: the program every runner pod executes and the CLI a person
 // runs against a local data directory. cmd/vacuum-runner is a thin main over Main.
 //
-// Commands (flags and JSON are a public contract, see internal/runner/runnerwire and issue 4):
+// Commands (flags and JSON are a public contract, see internal/runner/runnerwire):
 //
 //	init    create a data directory
 //	bloat   create a table, load rows, delete and update a fraction of them

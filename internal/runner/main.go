@@ -13,6 +13,7 @@ import (
 // SignalError is the cause of a context canceled by SIGTERM or SIGINT.
 type SignalError struct{ Signal os.Signal }
 
+// Error names the signal.
 func (e *SignalError) Error() string { return "canceled by " + signalName(e.Signal) }
 
 func signalName(s os.Signal) string {

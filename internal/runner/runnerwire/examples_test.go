@@ -54,7 +54,7 @@ func exampleThrottle() Throttle {
 func exampleProgress() Progress {
 	return Progress{
 		Phase: PhaseVacuumingIndexes, Table: "events", TablesDone: 1, TablesTotal: 2,
-		HeapBlocksTotal: 12000, HeapBlocksScanned: 9000, HeapBlocksVacuumed: 4500, IndexPasses: 1,
+		PagesTotal: 12000, PagesScanned: 9000, PagesVacuumed: 4500, IndexPasses: 1,
 		DeadTuples: 150000, DeadTupleBytes: 900000, TuplesRemoved: 250000,
 		BytesRead: 98304000, BytesWritten: 41943040, WALBytes: 20971520, WALFlushes: 310,
 		BufferHits: 1200, BufferMisses: 12000, BuffersDirtied: 5120,
