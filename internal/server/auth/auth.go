@@ -104,7 +104,11 @@ func Derive(password string, salt []byte, iters int) (scram.StoredCredentials, e
 	if err != nil {
 		return scram.StoredCredentials{}, fmt.Errorf("password: %w", err)
 	}
-	return c.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: iters}), nil
+	creds, err := c.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iters})
+	if err != nil {
+		return scram.StoredCredentials{}, fmt.Errorf("derive SCRAM credentials: %w", err)
+	}
+	return creds, nil
 }
 
 // Verifier renders credentials as PostgreSQL's SCRAM verifier text.

@@ -101,7 +101,14 @@ func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *test
 		t.Fatal(err)
 	}
 	var ids []int64
-	if err := tx.Scan("t", func(_ page.TID, row []any) error { ids = append(ids, row[0].(int64)); return nil }); err != nil {
+	if err := tx.Scan("t", func(_ page.TID, row []any) error {
+		id, ok := row[0].(int64)
+		if !ok {
+			return fmt.Errorf("id is %T", row[0])
+		}
+		ids = append(ids, id)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	_ = tx.Rollback()

@@ -41,7 +41,10 @@ func (s *Session) planCopy(cs *pg.CopyStmt) (*plan, error) {
 		return nil, pgerr.Unsupported("COPY ... WHERE")
 	}
 	for _, o := range cs.Options {
-		d := o.Node.(*pg.Node_DefElem).DefElem
+		d := o.GetDefElem()
+		if d == nil {
+			return nil, pgerr.Unsupported("this COPY option")
+		}
 		switch d.Defname {
 		case "format":
 			if v := strVal(d.Arg); v != "text" {

@@ -69,7 +69,10 @@ func (w *writer) checkKey(x *execCtx, vals []any, self page.TID) error {
 	if w.pkey == "" {
 		return nil
 	}
-	key := vals[w.pkCol].(int64)
+	key, err := asInt(vals[w.pkCol])
+	if err != nil {
+		return err
+	}
 	found, err := x.tx.IndexLookup(w.pkey, key)
 	if err != nil {
 		return engineError(err)
@@ -140,7 +143,10 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 	} else {
 		seen := map[int]bool{}
 		for _, n := range ins.Cols {
-			rt := n.Node.(*pg.Node_ResTarget).ResTarget
+			rt := n.GetResTarget()
+			if rt == nil {
+				return nil, pgerr.Unsupported("this INSERT target")
+			}
 			if len(rt.Indirection) > 0 {
 				return nil, pgerr.Unsupported("INSERT into a subfield or array element")
 			}
@@ -168,7 +174,11 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 		c := &compiler{sess: s, params: ptypes}
 		var rows [][]*expr
 		for _, l := range lists {
-			items := l.Node.(*pg.Node_List).List.Items
+			list := l.GetList()
+			if list == nil {
+				return nil, pgerr.Unsupported("this VALUES list")
+			}
+			items := list.Items
 			if len(items) != len(target) {
 				if len(items) > len(target) {
 					return nil, pgerr.New(pgerr.SyntaxError, "INSERT has more expressions than target columns")
@@ -363,7 +373,10 @@ func (s *Session) planUpdate(up *pg.UpdateStmt, ptypes *[]*types.T) (*plan, erro
 	}
 	var sets []set
 	for _, n := range up.TargetList {
-		rt := n.Node.(*pg.Node_ResTarget).ResTarget
+		rt := n.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			return nil, pgerr.Unsupported("this UPDATE target")
+		}
 		if len(rt.Indirection) > 0 {
 			return nil, pgerr.Unsupported("UPDATE of a subfield or array element")
 		}
@@ -410,7 +423,7 @@ func (s *Session) planUpdate(up *pg.UpdateStmt, ptypes *[]*types.T) (*plan, erro
 			if err != nil {
 				return nil, err
 			}
-			if w.pkey != "" && sv[w.pkCol].(int64) != r.row[w.pkCol].(int64) {
+			if w.pkey != "" && compareValues(sv[w.pkCol], r.row[w.pkCol]) != 0 {
 				if err := w.checkKey(x, sv, r.tid); err != nil {
 					return nil, err
 				}
@@ -509,7 +522,10 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 		return nil, pgerr.Unsupported("CREATE TABLE OF type")
 	}
 	for _, o := range cs.Options {
-		d := o.Node.(*pg.Node_DefElem).DefElem
+		d := o.GetDefElem()
+		if d == nil {
+			return nil, pgerr.Unsupported("this storage parameter")
+		}
 		if d.Defname == "fillfactor" {
 			if v, ok := d.Arg.Node.(*pg.Node_Integer); ok && v.Integer.Ival == 100 {
 				continue // the default: every page filled
@@ -587,7 +603,11 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 				return nil, pgerr.Unsupported("COLLATE")
 			}
 			for _, cn := range cd.Constraints {
-				if err := constraint(cn.Node.(*pg.Node_Constraint).Constraint, cd.Colname); err != nil {
+				con := cn.GetConstraint()
+				if con == nil {
+					return nil, pgerr.Unsupported("this column constraint")
+				}
+				if err := constraint(con, cd.Colname); err != nil {
 					return nil, err
 				}
 			}
@@ -661,8 +681,8 @@ func (s *Session) planCreateIndex(is *pg.IndexStmt) (*plan, error) {
 	case len(is.IndexParams) != 1:
 		return nil, pgerr.Unsupported("indexes on several columns")
 	}
-	el := is.IndexParams[0].Node.(*pg.Node_IndexElem).IndexElem
-	if el.Expr != nil || el.Name == "" {
+	el := is.IndexParams[0].GetIndexElem()
+	if el == nil || el.Expr != nil || el.Name == "" {
 		return nil, pgerr.Unsupported("expression indexes")
 	}
 	if el.Ordering == pg.SortByDir_SORTBY_DESC || len(el.Opclass) > 0 || len(el.Collation) > 0 {

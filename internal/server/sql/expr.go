@@ -1,7 +1,10 @@
 package sql
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -89,7 +92,9 @@ func (c *compiler) compile(n *pg.Node, hint *types.T) (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.settle(arg, types.Text)
+		if err := c.settle(arg, types.Text); err != nil {
+			return nil, err
+		}
 		not := x.NullTest.Nulltesttype == pg.NullTestType_IS_NOT_NULL
 		return &expr{t: types.Bool, col: -1, constant: arg.constant, eval: func(e *env) (any, error) {
 			v, err := arg.eval(e)
@@ -295,7 +300,7 @@ func (c *compiler) castExpr(e *expr, t *types.T) *expr {
 func (c *compiler) typeCast(tc *pg.TypeCast) (*expr, error) {
 	t, err := typeOf(tc.TypeName)
 	if err != nil {
-		return nil, c.errAt(err.(*pgerr.Error), tc.Location)
+		return nil, c.errAt(pgerr.As(err), tc.Location)
 	}
 	arg, err := c.compile(tc.Arg, t)
 	if err != nil {
@@ -376,24 +381,35 @@ func castValue(from, to *types.T, v any) (any, error) {
 		b, err := types.FormatText(from, v)
 		return string(b), err
 	case from == types.Text || from == types.Unknown:
-		return types.ParseText(to, v.(string))
+		s, err := asString(v)
+		if err != nil {
+			return nil, err
+		}
+		return types.ParseText(to, s)
 	case from.IsInt() && to.IsInt():
-		i := v.(int64)
+		i, err := asInt(v)
+		if err != nil {
+			return nil, err
+		}
 		if err := types.Range(to, i); err != nil {
 			return nil, err
 		}
 		return i, nil
 	case from.IsInt() && to == types.Numeric:
-		return big.NewInt(v.(int64)), nil
+		return asBig(v)
 	case from.IsInt() && to == types.Bool:
-		return v.(int64) != 0, nil
+		i, err := asInt(v)
+		return i != 0, err
 	case from == types.Bool && to == types.Int4:
-		if v.(bool) {
+		if v == true {
 			return int64(1), nil
 		}
 		return int64(0), nil
 	case from == types.Numeric && to.IsInt():
-		b := v.(*big.Int)
+		b, err := asBig(v)
+		if err != nil {
+			return nil, err
+		}
 		if !b.IsInt64() || types.Range(to, b.Int64()) != nil {
 			return nil, types.Range(to, math.MaxInt64)
 		}
@@ -467,7 +483,7 @@ func (c *compiler) boolExpr(b *pg.BoolExpr) (*expr, error) {
 			if err != nil || v == nil {
 				return nil, err
 			}
-			return !v.(bool), nil
+			return v != true, nil
 		}
 	case pg.BoolExprType_AND_EXPR, pg.BoolExprType_OR_EXPR:
 		and := b.Boolop == pg.BoolExprType_AND_EXPR
@@ -482,7 +498,7 @@ func (c *compiler) boolExpr(b *pg.BoolExpr) (*expr, error) {
 					sawNull = true
 					continue
 				}
-				if v.(bool) != and {
+				if (v == true) != and {
 					return !and, nil
 				}
 			}
@@ -590,7 +606,7 @@ func (c *compiler) aExpr(a *pg.A_Expr, hint *types.T) (*expr, error) {
 			if err != nil || v == nil {
 				return nil, err
 			}
-			return v.(bool) != not, nil
+			return (v == true) != not, nil
 		}}, nil
 	case pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
 		le, re, err := c.pair(a.Lexpr, a.Rexpr, hint)
@@ -618,7 +634,7 @@ func (c *compiler) aExpr(a *pg.A_Expr, hint *types.T) (*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			return v.(bool) != distinct, nil
+			return (v == true) != distinct, nil
 		}}, nil
 	}
 	return nil, c.errAt(pgerr.Unsupported("the operator kind "+strings.TrimPrefix(a.Kind.String(), "AEXPR_")), a.Location)
@@ -674,7 +690,7 @@ func (c *compiler) in(a *pg.A_Expr, not bool) (*expr, error) {
 				sawNull = true
 				continue
 			}
-			if v.(bool) {
+			if v == true {
 				return !not, nil
 			}
 		}
@@ -701,7 +717,10 @@ func (c *compiler) unary(op string, a *pg.A_Expr, hint *types.T) (*expr, error) 
 			if err != nil || v == nil {
 				return nil, err
 			}
-			i := v.(int64)
+			i, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
 			if i == math.MinInt64 {
 				return nil, types.Range(types.Int4, i) // "bigint out of range" below
 			}
@@ -716,7 +735,11 @@ func (c *compiler) unary(op string, a *pg.A_Expr, hint *types.T) (*expr, error) 
 			if err != nil || v == nil {
 				return nil, err
 			}
-			return new(big.Int).Neg(v.(*big.Int)), nil
+			b, err := asBig(v)
+			if err != nil {
+				return nil, err
+			}
+			return new(big.Int).Neg(b), nil
 		}}, nil
 	case op == "+" && (arg.t.IsInt() || arg.t == types.Numeric):
 		return arg, nil
@@ -827,11 +850,28 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 	case "+", "-", "*", "/", "%":
 		if lt.IsInt() && rt.IsInt() {
 			t := wider(lt, rt)
-			return mk(t, func(l, r any) (any, error) { return arith(op, t, l.(int64), r.(int64)) }), nil
+			return mk(t, func(l, r any) (any, error) {
+				a, err := asInt(l)
+				if err != nil {
+					return nil, err
+				}
+				b, err := asInt(r)
+				if err != nil {
+					return nil, err
+				}
+				return arith(op, t, a, b)
+			}), nil
 		}
 		if isNumericish(lt) && isNumericish(rt) && (op == "+" || op == "-" || op == "*") {
 			return mk(types.Numeric, func(l, r any) (any, error) {
-				a, b := toBig(l), toBig(r)
+				a, err := asBig(l)
+				if err != nil {
+					return nil, err
+				}
+				b, err := asBig(r)
+				if err != nil {
+					return nil, err
+				}
 				switch op {
 				case "+":
 					return new(big.Int).Add(a, b), nil
@@ -852,11 +892,19 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 				if err != nil {
 					return nil, err
 				}
-				return ls.(string) + rs.(string), nil
+				a, err := asString(ls)
+				if err != nil {
+					return nil, err
+				}
+				b, err := asString(rs)
+				if err != nil {
+					return nil, err
+				}
+				return a + b, nil
 			}), nil
 		}
 	case "=", "<>", "!=", "<", "<=", ">", ">=":
-		if comparable(lt, rt) {
+		if comparableTypes(lt, rt) {
 			return mk(types.Bool, func(l, r any) (any, error) {
 				return cmpResult(op, compareValues(l, r)), nil
 			}), nil
@@ -869,14 +917,36 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 
 func isNumericish(t *types.T) bool { return t.IsInt() || t == types.Numeric }
 
-func toBig(v any) *big.Int {
-	if i, ok := v.(int64); ok {
-		return big.NewInt(i)
-	}
-	return v.(*big.Int)
+func typeBug(v any, want string) error {
+	return pgerr.New(pgerr.InternalError, "internal error: value of Go type %T where %s was planned", v, want)
 }
 
-func comparable(a, b *types.T) bool {
+func asInt(v any) (int64, error) {
+	if i, ok := v.(int64); ok {
+		return i, nil
+	}
+	return 0, typeBug(v, "an integer")
+}
+
+func asString(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	return "", typeBug(v, "text")
+}
+
+// asBig returns an integer or numeric value as a *big.Int.
+func asBig(v any) (*big.Int, error) {
+	switch x := v.(type) {
+	case int64:
+		return big.NewInt(x), nil
+	case *big.Int:
+		return x, nil
+	}
+	return nil, typeBug(v, "a number")
+}
+
+func comparableTypes(a, b *types.T) bool {
 	if isNumericish(a) && isNumericish(b) {
 		return true
 	}
@@ -899,37 +969,43 @@ func cmpResult(op string, c int) bool {
 	return c >= 0
 }
 
-// compareValues orders two non-NULL values of comparable types.
+// compareValues orders two non-NULL values of comparable types (values of types that do not
+// compare, which planning rules out, order by their Go type's name).
 func compareValues(a, b any) int {
 	switch x := a.(type) {
 	case int64:
-		if y, ok := b.(int64); ok {
-			switch {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
+		switch y := b.(type) {
+		case int64:
+			return cmp.Compare(x, y)
+		case *big.Int:
+			return big.NewInt(x).Cmp(y)
 		}
-		return big.NewInt(x).Cmp(b.(*big.Int))
 	case *big.Int:
-		return x.Cmp(toBig(b))
-	case string:
-		return strings.Compare(x, b.(string))
-	case []byte:
-		return strings.Compare(string(x), string(b.([]byte)))
-	case bool:
-		y := b.(bool)
-		switch {
-		case x == y:
-			return 0
-		case !x:
-			return -1
+		if y, err := asBig(b); err == nil {
+			return x.Cmp(y)
 		}
-		return 1
+	case string:
+		if y, ok := b.(string); ok {
+			return strings.Compare(x, y)
+		}
+	case []byte:
+		if y, ok := b.([]byte); ok {
+			return bytes.Compare(x, y)
+		}
+	case bool:
+		if y, ok := b.(bool); ok {
+			switch {
+			case x == y:
+				return 0
+			case !x:
+				return -1
+			}
+			return 1
+		}
 	case time.Time:
-		return x.Compare(b.(time.Time))
+		if y, ok := b.(time.Time); ok {
+			return x.Compare(y)
+		}
 	}
-	return 0
+	return strings.Compare(fmt.Sprintf("%T", a), fmt.Sprintf("%T", b))
 }

@@ -59,16 +59,23 @@ func (a *aggregate) step(st *aggState, e *env) error {
 	case "count":
 	case "sum":
 		if a.t == types.Numeric {
-			if st.v == nil {
-				st.v = new(big.Int)
+			sum, _ := st.v.(*big.Int)
+			if sum == nil {
+				sum = new(big.Int)
 			}
-			st.v.(*big.Int).Add(st.v.(*big.Int), toBig(v))
+			b, err := asBig(v)
+			if err != nil {
+				return err
+			}
+			st.v = sum.Add(sum, b)
 			return nil
 		}
-		if st.v == nil {
-			st.v = int64(0)
+		sum, _ := st.v.(int64)
+		i, err := asInt(v)
+		if err != nil {
+			return err
 		}
-		r, err := arith("+", types.Int8, st.v.(int64), v.(int64))
+		r, err := arith("+", types.Int8, sum, i)
 		if err != nil {
 			return err
 		}
@@ -124,10 +131,10 @@ func (c *compiler) aggregateCall(name string, f *pg.FuncCall) (*expr, error) {
 	case "count":
 		a.t = types.Int8
 	case "sum":
-		switch {
-		case a.arg.t == types.Int2 || a.arg.t == types.Int4:
+		switch a.arg.t {
+		case types.Int2, types.Int4:
 			a.t = types.Int8
-		case a.arg.t == types.Int8 || a.arg.t == types.Numeric:
+		case types.Int8, types.Numeric:
 			a.t = types.Numeric
 		default:
 			return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "function sum(%s) does not exist", a.arg.t.Name), f.Location)
@@ -226,12 +233,16 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 				}
 				missingOK = m == true
 			}
-			s, ok := e.sess.settings.get(v.(string))
+			name, err := asString(v)
+			if err != nil {
+				return nil, err
+			}
+			s, ok := e.sess.settings.get(name)
 			if !ok {
 				if missingOK {
 					return nil, nil
 				}
-				return nil, pgerr.New(pgerr.UndefinedParameter, "unrecognized configuration parameter \"%s\"", v.(string))
+				return nil, pgerr.New(pgerr.UndefinedParameter, "unrecognized configuration parameter \"%s\"", name)
 			}
 			return s, nil
 		}}, nil
@@ -247,7 +258,11 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			if err != nil || v == nil {
 				return types.Void{}, err
 			}
-			t := time.NewTimer(time.Duration(v.(int64)) * time.Second)
+			secs, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			t := time.NewTimer(time.Duration(secs) * time.Second)
 			defer t.Stop()
 			select {
 			case <-e.ctx.Done():
@@ -272,7 +287,10 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			if err != nil || v == nil {
 				return nil, err
 			}
-			s := v.(string)
+			s, err := asString(v)
+			if err != nil {
+				return nil, err
+			}
 			switch name {
 			case "upper":
 				return strings.ToUpper(s), nil
@@ -297,7 +315,11 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			if err != nil || v == nil {
 				return nil, err
 			}
-			if i := v.(int64); i < 0 {
+			i, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			if i < 0 {
 				return arith("-", a.t, 0, i)
 			}
 			return v, nil

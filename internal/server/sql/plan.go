@@ -170,7 +170,10 @@ func (src *source) keyRange(x *execCtx) (lo, hi int64, empty bool, err error) {
 		if v == nil {
 			return 0, 0, true, nil
 		}
-		k := v.(int64)
+		k, err := asInt(v)
+		if err != nil {
+			return 0, 0, false, err
+		}
 		switch b.op {
 		case "=":
 			lo, hi = max(lo, k), min(hi, k)
@@ -273,7 +276,7 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 		alias = rf.Alias.Aliasname
 		colName = alias
 		if len(rf.Alias.Colnames) == 1 {
-			colName = rf.Alias.Colnames[0].Node.(*pg.Node_String_).String_.Sval
+			colName = strVal(rf.Alias.Colnames[0])
 		}
 	}
 	return &source{cols: []column{{table: alias, name: colName, t: t}}, rowsFn: func(x *execCtx, fn func([]any) error) error {
@@ -287,7 +290,9 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 			if v == nil {
 				return nil
 			}
-			vals[i] = v.(int64)
+			if vals[i], err = asInt(v); err != nil {
+				return err
+			}
 		}
 		start, stop, step := vals[0], vals[1], vals[2]
 		if step == 0 {
@@ -555,7 +560,7 @@ func (s *Session) targetList(list []*pg.Node, c *compiler, src *source) ([]*expr
 			if _, star := cr.ColumnRef.Fields[len(cr.ColumnRef.Fields)-1].Node.(*pg.Node_AStar); star {
 				table := ""
 				if len(cr.ColumnRef.Fields) == 2 {
-					table = cr.ColumnRef.Fields[0].Node.(*pg.Node_String_).String_.Sval
+					table = strVal(cr.ColumnRef.Fields[0])
 				}
 				if len(src.cols) == 0 && src.table == nil && table == "" {
 					return nil, nil, pgerr.New(pgerr.SyntaxError, "SELECT * with no tables specified is not valid").WithPosition(cr.ColumnRef.Location + 1)
@@ -717,7 +722,10 @@ func (q *query) rows(x *execCtx) ([][]any, error) {
 			return nil, err
 		}
 		if v != nil {
-			if off = v.(int64); off < 0 {
+			if off, err = asInt(v); err != nil {
+				return nil, err
+			}
+			if off < 0 {
 				return nil, pgerr.New("2201X", "OFFSET must not be negative")
 			}
 		}
@@ -728,7 +736,10 @@ func (q *query) rows(x *execCtx) ([][]any, error) {
 			return nil, err
 		}
 		if v != nil {
-			if lim = v.(int64); lim < 0 {
+			if lim, err = asInt(v); err != nil {
+				return nil, err
+			}
+			if lim < 0 {
 				return nil, pgerr.New("2201W", "LIMIT must not be negative")
 			}
 		}

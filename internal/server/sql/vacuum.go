@@ -25,7 +25,10 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 	verbose := false
 	opts := vacuum.Options{}
 	for _, o := range vs.Options {
-		d := o.Node.(*pg.Node_DefElem).DefElem
+		d := o.GetDefElem()
+		if d == nil {
+			return nil, pgerr.Unsupported("this VACUUM option")
+		}
 		on := d.Arg == nil || defBool(d.Arg)
 		switch d.Defname {
 		case "verbose":
@@ -62,7 +65,10 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 	}
 	var tables []string
 	for _, r := range vs.Rels {
-		vr := r.Node.(*pg.Node_VacuumRelation).VacuumRelation
+		vr := r.GetVacuumRelation()
+		if vr == nil || vr.Relation == nil {
+			return nil, pgerr.Unsupported("this VACUUM target")
+		}
 		if len(vr.VaCols) > 0 {
 			return nil, pgerr.Unsupported("VACUUM of a column list (that is ANALYZE's)")
 		}

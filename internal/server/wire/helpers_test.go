@@ -10,7 +10,7 @@ import (
 type pgtypeNumeric struct{ pgtype.Numeric }
 
 func (n *pgtypeNumeric) String() string {
-	v, err := n.Numeric.Int64Value()
+	v, err := n.Int64Value()
 	if err != nil || !v.Valid {
 		return "invalid"
 	}

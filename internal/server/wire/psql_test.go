@@ -240,7 +240,11 @@ func startPostgres(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("listener address %v is not TCP", ln.Addr())
+	}
+	port := tcp.Port
 	_ = ln.Close()
 	var logBuf bytes.Buffer
 	srv := run(context.Background(), postgres, "-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",

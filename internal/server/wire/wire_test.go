@@ -141,7 +141,7 @@ func TestPgxPreparedStatementsInferParameterTypesAndReturnBinaryResults(t *testi
 	if err := c.QueryRow(ctx, "SELECT note FROM acc WHERE id = $1", int64(4)).Scan(&note); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(note) != "[4 0 255]" {
+	if string(note) != "\x04\x00\xff" {
 		t.Fatalf("bytea round trip: %v", note)
 	}
 	rows, err := c.Query(ctx, "UPDATE acc SET bal = bal + $1 WHERE id BETWEEN $2 AND $3 RETURNING id, bal", int64(1), int64(2), int64(3))
