@@ -1,6 +1,6 @@
 // Package command is engine-server's command line: `init` creates a data directory, `serve`
 // serves one over the PostgreSQL protocol (holding its lock, as a runner does), with the
-// flags decisions name (--data, --buffer-pool, --listen, --metrics-listen, --users-file,
+// flags shared with the runner and the online-runs design (--data, --buffer-pool, --listen, --metrics-listen, --users-file,
 // --auth, --database-name, --max-connections, --tls-cert, --tls-key). SIGTERM or SIGINT
 // shuts down gracefully: running statements finish, open transactions roll back, and the
 // engine's Close takes the final checkpoint.
