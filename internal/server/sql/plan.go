@@ -207,6 +207,9 @@ func (s *Session) fromClause(from []*pg.Node, c *compiler) (*source, error) {
 	}
 	switch x := from[0].Node.(type) {
 	case *pg.Node_RangeVar:
+		if v := s.systemView(x.RangeVar); v != nil {
+			return v, nil
+		}
 		ti, err := s.tableRef(x.RangeVar)
 		if err != nil {
 			return nil, err

@@ -65,6 +65,8 @@ type Config struct {
 	Startup map[string]string
 	// MaxConnections is reported as the max_connections setting.
 	MaxConnections int
+	// Activity lists every session for pg_stat_activity (nil: the view is empty).
+	Activity func() []Activity
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -79,6 +81,7 @@ type Session struct {
 	implicit bool // tx was opened implicitly (autocommit, a multi-statement Query, extended batch)
 	txTime   time.Time
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
+	activity func() []Activity
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -87,7 +90,7 @@ func NewSession(c Config) *Session {
 	if c.MaxConnections > 0 {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
-	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over)}
+	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":

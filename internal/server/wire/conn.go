@@ -33,6 +33,7 @@ type conn struct {
 	cancelFn context.CancelFunc // the running statement's, nil when none
 	base     context.Context
 	baseStop context.CancelFunc
+	act      sql.Activity // what pg_stat_activity shows of this session, guarded by mu
 
 	stmts   map[string]*sql.Statement
 	portals map[string]*portal
@@ -166,8 +167,13 @@ func (c *conn) startup() error {
 		startup[k] = v
 	}
 	c.sess = sql.NewSession(sql.Config{DB: c.srv.cfg.DB, PID: c.pid, User: user, Database: db,
-		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections})
+		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity})
 	c.sess.SetCopySource(c)
+	app, _ := c.sess.Setting("application_name")
+	c.mu.Lock()
+	c.act = sql.Activity{PID: int64(c.pid), Database: db, User: user, AppName: app, State: "idle",
+		ClientAddr: clientAddr(c.nc.RemoteAddr()), BackendStart: time.Now()}
+	c.mu.Unlock()
 	c.be.Send(&pgproto3.AuthenticationOk{})
 	for _, r := range c.sess.ParameterReports() {
 		c.be.Send(&pgproto3.ParameterStatus{Name: r.Name, Value: r.Value})
@@ -346,7 +352,30 @@ func (c *conn) sendError(err error) {
 	c.be.Send(errorResponse(e))
 }
 
+// running records that a query starts (pg_stat_activity's state active).
+func (c *conn) running(query string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.act.State, c.act.Query, c.act.QueryStart = "active", query, now
+	if c.act.XactStart.IsZero() {
+		c.act.XactStart = now
+	}
+}
+
 func (c *conn) readyForQuery() {
+	app, _ := c.sess.Setting("application_name")
+	c.mu.Lock()
+	c.act.AppName = app
+	switch c.sess.TxStatus() {
+	case 'T':
+		c.act.State = "idle in transaction"
+	case 'E':
+		c.act.State = "idle in transaction (aborted)"
+	default:
+		c.act.State, c.act.XactStart = "idle", time.Time{}
+	}
+	c.mu.Unlock()
 	for _, r := range c.sess.ChangedReports() {
 		c.be.Send(&pgproto3.ParameterStatus{Name: r.Name, Value: r.Value})
 	}
@@ -369,6 +398,7 @@ func (c *conn) statementContext() (context.Context, func()) {
 }
 
 func (c *conn) simpleQuery(q string) {
+	c.running(q)
 	ctx, done := c.statementContext()
 	defer done()
 	err := c.sess.Query(ctx, q, func(res *sql.Result) error {
@@ -537,6 +567,7 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 		return nil
 	}
 	if p.res == nil {
+		c.running(p.stmt.Query)
 		ctx, done := c.statementContext()
 		res, err := c.sess.Execute(ctx, p.stmt, p.params)
 		done()

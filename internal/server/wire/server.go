@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
+	"github.com/vacuumops/vacuum-operator/internal/server/sql"
 )
 
 // Auth methods.
@@ -165,6 +167,34 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	<-done
 	return ctx.Err()
+}
+
+// activity lists the sessions past startup for pg_stat_activity, in process-id order.
+func (s *Server) activity() []sql.Activity {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := make([]sql.Activity, 0, len(conns))
+	for _, c := range conns {
+		c.mu.Lock()
+		if c.act.PID != 0 {
+			out = append(out, c.act)
+		}
+		c.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// clientAddr is the client's IP address as pg_stat_activity shows it ("" when not TCP).
+func clientAddr(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	return ""
 }
 
 // register admits a session past startup, or refuses it (53300, or 57P03 when stopping).

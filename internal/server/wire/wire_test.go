@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -415,4 +416,49 @@ func selfSigned(t *testing.T) *tls.Config {
 		t.Fatal(err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
+
+func TestPgStatActivityShowsEverySessionAndItsState(t *testing.T) {
+	s := startServer(t, wire.Config{})
+	ctx := context.Background()
+	a := connect(t, s.url("app", "", "postgres")+"&application_name=watcher")
+	b := connect(t, s.url("app", "", "postgres")+"&application_name=worker")
+	mustExec(t, b, "BEGIN")
+	mustExec(t, b, "SELECT 1")
+	rows, err := a.Query(ctx, `SELECT pid, usename, datname, application_name, state, query, backend_type,
+		xact_start IS NOT NULL AS in_xact FROM pg_stat_activity ORDER BY pid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type act struct {
+		pid                                  int32
+		user, db, app, state, query, backend string
+		inXact                               bool
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (act, error) {
+		var x act
+		err := r.Scan(&x.pid, &x.user, &x.db, &x.app, &x.state, &x.query, &x.backend, &x.inXact)
+		return x, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("pg_stat_activity rows: %+v, want 2", got)
+	}
+	byApp := map[string]act{got[0].app: got[0], got[1].app: got[1]}
+	w, ok1 := byApp["watcher"]
+	k, ok2 := byApp["worker"]
+	if !ok1 || !ok2 {
+		t.Fatalf("application names: %+v", got)
+	}
+	if w.pid != int32(a.PgConn().PID()) || k.pid != int32(b.PgConn().PID()) {
+		t.Fatalf("pids %d %d, want %d %d (BackendKeyData)", w.pid, k.pid, a.PgConn().PID(), b.PgConn().PID())
+	}
+	if w.state != "active" || !strings.Contains(w.query, "pg_stat_activity") || w.user != "app" || w.db != "postgres" || w.backend != "client backend" {
+		t.Fatalf("the watching session: %+v", w)
+	}
+	if k.state != "idle in transaction" || k.query != "SELECT 1" || !k.inXact {
+		t.Fatalf("the session in a block: %+v", k)
+	}
 }
