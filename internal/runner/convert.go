@@ -65,7 +65,7 @@ func tableResultFrom(r *vacuum.Report) runnerwire.TableResult {
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		WALRecords: u.WALRecords, WALFullPageImages: u.WALFPIs, RingDirtyEvictions: u.RingDirtyEvictions,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
-		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{},
+		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{}, Notices: []string{},
 		CostRate: rateFrom(r.Rates.Cost), ReadRate: rateFrom(r.Rates.Read),
 		WriteRate: rateFrom(r.Rates.Write), WALRate: rateFrom(r.Rates.WAL),
 	}
@@ -118,6 +118,7 @@ func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 		PagesPerSecond: s.PagesPerSecond, ReadBytesPerSecond: s.ReadBytesPerSecond,
 		WriteBytesPerSecond: s.WriteBytesPerSecond, WALBytesPerSecond: s.WALBytesPerSecond,
 		Percent: s.Percent, Tables: []runnerwire.TableProgress{},
+		ThrottleApplies: runnerwire.ThrottleAppliesImmediately,
 	}
 	for _, t := range s.Tables {
 		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: wirePhase(t.Phase), Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
@@ -153,5 +154,6 @@ func wirePhase(engine string) runnerwire.Phase {
 // initialProgress is /progress before the run has started (opening, waiting for the lock).
 func initialProgress(tables int, since time.Time) runnerwire.Progress {
 	return runnerwire.Progress{Phase: runnerwire.PhaseInitializing, TablesTotal: int64(tables),
-		ElapsedSeconds: time.Since(since).Seconds(), Tables: []runnerwire.TableProgress{}}
+		ElapsedSeconds: time.Since(since).Seconds(), Tables: []runnerwire.TableProgress{},
+		ThrottleApplies: runnerwire.ThrottleAppliesImmediately}
 }

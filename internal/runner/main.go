@@ -63,7 +63,10 @@ commands:
   stats   --data DIR [--json]
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]
-  check   --data DIR [--json]
+  vacuum|full --server HOST:PORT --database DB [--user U] [--password-file F]
+          [--sslmode disable|require|verify-ca|verify-full] [--sslrootcert F]
+          [--table NAME]... [throttle flags] [--json]   (a live server, online)
+  check   --data DIR [--json] [--purge-quarantine]
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 

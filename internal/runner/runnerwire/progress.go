@@ -28,6 +28,15 @@ func Phases() []Phase {
 	}
 }
 
+// When a throttle change (PUT /throttle) takes effect, as Progress.ThrottleApplies says.
+const (
+	// ThrottleAppliesImmediately: at the vacuum's next delay point (the engine).
+	ThrottleAppliesImmediately = "Immediately"
+	// ThrottleAppliesNextTable: from the next table started (PostgreSQL, which cannot
+	// re-throttle a running manual VACUUM).
+	ThrottleAppliesNextTable = "NextTable"
+)
+
 // Progress is the body of GET /progress: a snapshot of the whole run. Phase and Table are
 // those of the table started last; counters are sums over the run so far; per-second rates
 // cover the last 5 seconds. A figure has one Go name wherever it goes (PagesScanned here, in
@@ -60,6 +69,8 @@ type Progress struct {
 	WALBytesPerSecond   float64         `json:"walBytesPerSecond"`
 	Percent             float64         `json:"percent"`
 	Tables              []TableProgress `json:"tables"`
+	// ThrottleApplies says when a PUT /throttle takes effect: Immediately or NextTable.
+	ThrottleApplies string `json:"throttleApplies"`
 }
 
 // TableProgress is one table done or in flight.

@@ -133,7 +133,14 @@ func ParseMode(s string) (Mode, error) {
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
 	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{}}
-	if s.DataDir == "" {
+	switch {
+	case s.Server != nil && s.DataDir != "":
+		errs.add("dataDir", "a run has a data directory or a server, not both")
+	case s.Server != nil && s.BufferPoolSize != nil:
+		errs.add("bufferPoolSize", "is the runner's own buffer pool, which a server target does not use")
+	case s.Server != nil:
+		checkServer(&errs, *s.Server)
+	case s.DataDir == "":
 		errs.add("dataDir", "required")
 	}
 	mode, err := ParseMode(string(s.Mode))
@@ -218,6 +225,21 @@ func (l Limits) Throttle() Throttle {
 // smaller cgroup limit; the operator requests and limits exactly this much by default.
 func MemoryRequirement(r Resolved) int64 {
 	return r.BufferPoolSize + int64(r.Parallelism)*r.MaintenanceWorkMem + MemoryOverhead
+}
+
+// checkServer checks what a server target needs before connecting.
+func checkServer(errs *fieldErrors, t ServerTarget) {
+	if t.Address == "" {
+		errs.add("server.address", "required")
+	}
+	if t.Database == "" {
+		errs.add("server.database", "required")
+	}
+	switch t.SSLMode {
+	case "", "disable", "require", "verify-ca", "verify-full":
+	default:
+		errs.add("server.sslMode", "must be disable, require, verify-ca or verify-full, got %q", t.SSLMode)
+	}
 }
 
 func checkTableName(errs *fieldErrors, field, name string) {
