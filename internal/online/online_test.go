@@ -492,3 +492,32 @@ func writeStrangerCA(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+func TestATableTheRoleMayNotVacuumIsSkippedWithTheServersWarning(t *testing.T) {
+	db, conn := newDB(t)
+	bloat(t, conn, "owned_by_postgres", 2000, 10)
+	exec(t, conn, "CREATE ROLE outsider LOGIN PASSWORD '"+pgtest.Password+"'")
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP OWNED BY outsider; DROP ROLE outsider") // best effort
+	})
+	tg := target(db)
+	tg.User = "outsider"
+	run, err := online.New(context.Background(), tg, online.Options{Parallelism: 1, Tables: []string{"owned_by_postgres"},
+		Throttle: limits(0, 200)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Close() }()
+	rep, err := run.Vacuum(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Tables[0]
+	if !tr.Skipped || rep.Totals.TablesSkipped != 1 || rep.Totals.TablesVacuumed != 0 ||
+		!strings.Contains(strings.Join(tr.Notices, "\n"), "WARNING:") {
+		t.Errorf("report %+v: want the table skipped with the server's warning", rep)
+	}
+	if n := waitDead(t, conn, "owned_by_postgres", func(int64) bool { return true }); n != 1000 {
+		t.Errorf("%d dead tuples, want the 1000 left alone", n)
+	}
+}

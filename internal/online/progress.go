@@ -3,6 +3,7 @@ package online
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,6 +70,11 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	} else {
 		res.PagesScanned, res.PagesRemoved, res.PagesRemaining = v.PagesScanned, v.PagesRemoved, v.PagesRemaining
 	}
+	if err == nil && !v.Found && warned(notices) {
+		// The server skipped the table with a warning (a role that may not vacuum it):
+		// skipped, as vacuumdb reports it, with the warning in the notices.
+		res.Skipped = true
+	}
 	for _, ix := range v.Indexes {
 		res.Indexes = append(res.Indexes, runnerwire.IndexResult{Name: ix.Name, Pages: ix.Pages, EntriesRemoved: ix.EntriesRemoved})
 	}
@@ -84,6 +90,16 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 		st.done = true
 		st.phase = runnerwire.PhaseDone
 	}
+}
+
+// warned says whether a notice is a WARNING.
+func warned(notices []string) bool {
+	for _, n := range notices {
+		if strings.HasPrefix(n, "WARNING:") {
+			return true
+		}
+	}
+	return false
 }
 
 // rates are the configured against achieved rates of a table or run.

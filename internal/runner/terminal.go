@@ -55,6 +55,14 @@ func progressBar(w io.Writer, progress func() runnerwire.Progress) (stop func())
 func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 	p := &printer{w: w}
 	for _, t := range rep.Tables {
+		if t.Skipped && len(t.Notices) > 0 {
+			p.printf("%s of %q: skipped by the server:\n", modeVerb(t.Mode), t.Table)
+			for _, n := range t.Notices {
+				p.printf("    %s\n", strings.ReplaceAll(n, "\n", "\n    "))
+			}
+			p.printf("\n")
+			continue
+		}
 		if t.Skipped {
 			p.printf("%s of %q: skipped (dead tuples below --min-dead-percent)\n\n", modeVerb(t.Mode), t.Table)
 			continue
