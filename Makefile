@@ -135,6 +135,17 @@ build: ## Build all packages, and bin/manager and bin/vacuum-runner once their c
 		echo "go build -o bin/$$cmd ./cmd/$$cmd"; go build -o "$(LOCALBIN)/$$cmd" "./cmd/$$cmd"; \
 	done
 
+## engine-server is the one cgo binary (PostgreSQL's own parser through pg_query_go), linked
+## static so it runs in the distroless image; manager and vacuum-runner stay cgo-free
+## (CGO_ENABLED=0 in image-tar and the Dockerfile). The first build compiles PostgreSQL's
+## parser in C (minutes); later builds reuse the Go build cache.
+ENGINE_SERVER_TAGS ?= netgo,osusergo
+
+.PHONY: engine-server
+engine-server: $(LOCALBIN) ## Build the static cgo binary bin/engine-server.
+	CGO_ENABLED=1 go build -trimpath -tags $(ENGINE_SERVER_TAGS) \
+		-ldflags "-s -w -linkmode external -extldflags -static" -o $(LOCALBIN)/engine-server ./cmd/engine-server
+
 .PHONY: demo
 demo: envtest ## The whole product on the local dev cluster; KEEP=1 keeps it up until Ctrl-C.
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go run ./cmd/demo $(if $(filter-out 0,$(KEEP)),--keep)

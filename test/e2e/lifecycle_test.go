@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -94,7 +95,7 @@ var _ = Describe("A vacuum run on the local dev cluster", func() {
 		// entries) spill a sort run, into pgsql_tmp in the data directory.
 		dir, dead := makeVolume(ns, "data", bloatTable{name: "t", rows: 70_000, payload: 8, deleted: 0.05})
 		p := policy(ns, "spill", "data", vacuumv1alpha1.VacuumModeFull, vacuumv1alpha1.Throttle{})
-		p.Spec.MaintenanceWorkMem = ptrTo(resource.MustParse("1Mi"))
+		p.Spec.MaintenanceWorkMem = ptr.To(resource.MustParse("1Mi"))
 		Expect(cluster.Client.Create(suiteCtx, p)).To(Succeed())
 		run := waitPhase(runOf(ns, "spill"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
 		Expect(run.Status.Totals.TuplesRemoved).To(Equal(dead["t"]))

@@ -1,0 +1,308 @@
+// Package command is engine-server's command line: `init` creates a data directory, `serve`
+// serves one over the PostgreSQL protocol (holding its lock, as a runner does), with the
+// flags shared with the runner and the online-runs design (--data, --buffer-pool, --listen, --metrics-listen, --users-file,
+// --auth, --database-name, --max-connections, --tls-cert, --tls-key). SIGTERM or SIGINT
+// shuts down gracefully: running statements finish, open transactions roll back, and the
+// engine's Close takes the final checkpoint.
+//
+// Exit codes follow the runner's: 0 ok, 1 internal error, 2 bad input, 3 busy (the data
+// directory is locked by another process).
+package command
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/server/auth"
+	"github.com/vacuumops/vacuum-operator/internal/server/wire"
+)
+
+// Exit codes.
+const (
+	ExitOK       = 0
+	ExitInternal = 1
+	ExitUsage    = 2
+	ExitBusy     = 3
+)
+
+// ShutdownGrace is how long a graceful shutdown lets running statements finish before it
+// cancels them.
+const ShutdownGrace = 30 * time.Second
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// Main runs engine-server with args (without the program name) until ctx ends (a signal),
+// and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "engine-server: %v\n", err)
+		return ExitUsage
+	case errors.Is(err, engine.ErrInUse):
+		fmt.Fprintf(stderr, "engine-server: %v\n", err)
+		return ExitBusy
+	}
+	fmt.Fprintf(stderr, "engine-server: %v\n", err)
+	return ExitInternal
+}
+
+const usage = `usage: engine-server <command> [flags]
+
+commands:
+  init    create an empty data directory (--data)
+  serve   serve a data directory over the PostgreSQL protocol (--init creates it first)
+
+Run engine-server <command> --help for its flags.`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("%s", usage)
+	}
+	switch args[0] {
+	case "init":
+		return runInit(args[1:], stdout)
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q\n%s", args[0], usage)
+}
+
+// quantityValue is a pflag.Value holding a Kubernetes quantity ("128Mi"), as the runner's
+// --buffer-pool takes it.
+type quantityValue struct{ q resource.Quantity }
+
+func (v *quantityValue) String() string { return v.q.String() }
+func (v *quantityValue) Type() string   { return "quantity" }
+func (v *quantityValue) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return errors.New("not a Kubernetes quantity such as 128Mi or 1Gi")
+	}
+	v.q = q
+	return nil
+}
+
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	return fs
+}
+
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return usagef("usage: engine-server %s [flags]\n%s", fs.Name(), fs.FlagUsages())
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	return nil
+}
+
+func runInit(args []string, stdout io.Writer) error {
+	fs := newFlagSet("init")
+	data := fs.String("data", "", "data directory to create")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *data == "" {
+		return usagef("init: --data is required")
+	}
+	if err := engine.Init(*data, engine.Options{}); err != nil {
+		if errors.Is(err, engine.ErrAlreadyInitialised) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "initialized %s\n", *data)
+	return nil
+}
+
+// serveFlags are serve's flags.
+type serveFlags struct {
+	data, listen, metricsListen, usersFile, authMethod, database, tlsCert, tlsKey string
+	bufferPool                                                                    quantityValue
+	maxConnections                                                                int
+	init                                                                          bool
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	f := serveFlags{}
+	fs := newFlagSet("serve")
+	fs.StringVar(&f.data, "data", "", "data directory")
+	fs.BoolVar(&f.init, "init", false, "initialize the data directory first if it is empty or missing")
+	f.bufferPool.q = resource.MustParse("128Mi")
+	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
+	fs.StringVar(&f.usersFile, "users-file", "", "users file: user:password or user:SCRAM-SHA-256$... lines")
+	fs.StringVar(&f.authMethod, "auth", wire.AuthSCRAM, "scram or trust (trust only on a loopback --listen)")
+	fs.StringVar(&f.database, "database-name", "postgres", "the database name clients connect to")
+	fs.IntVar(&f.maxConnections, "max-connections", 100, "concurrent sessions (53300 beyond)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "engine-server: "+format+"\n", a...) }
+	if f.init {
+		if err := engine.Init(f.data, engine.Options{}); err != nil && !errors.Is(err, engine.ErrAlreadyInitialised) {
+			return err
+		}
+	}
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.q.Value(), Logf: func(format string, a ...any) {
+		logf("engine: "+format, a...)
+	}})
+	if err != nil {
+		if errors.Is(err, engine.ErrNotDataDir) {
+			return usagef("%s is not a data directory (create it with engine-server init, or serve --init): %v", f.data, err)
+		}
+		return err
+	}
+	cfg.DB, cfg.Logf = db, logf
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen on %s: %w", f.listen, err), db.Close())
+	}
+	srv := wire.New(cfg)
+	var metrics *http.Server
+	if f.metricsListen != "" {
+		mln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("listen on %s: %w", f.metricsListen, err), ln.Close(), db.Close())
+		}
+		metrics = metricsServer(srv)
+		go func() { _ = metrics.Serve(mln) }()
+		logf("metrics on http://%s/metrics", mln.Addr())
+	}
+	logf("listening on %s (database %q, auth %s, data %s)", ln.Addr(), cfg.Database, cfg.Auth, f.data)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logf("shutting down: running statements finish, open transactions roll back")
+	case err := <-serveErr:
+		runErr = err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logf("shutdown: statements still running after %v were canceled", ShutdownGrace)
+	}
+	if metrics != nil {
+		_ = metrics.Close()
+	}
+	if err := db.Close(); err != nil {
+		return errors.Join(runErr, fmt.Errorf("final checkpoint: %w", err))
+	}
+	logf("shut down cleanly (final checkpoint taken)")
+	if errors.Is(runErr, wire.ErrServerClosed) {
+		return nil
+	}
+	return runErr
+}
+
+// config validates the flags into a wire configuration.
+func (f *serveFlags) config() (wire.Config, error) {
+	cfg := wire.Config{Auth: f.authMethod, Database: f.database, MaxConnections: f.maxConnections}
+	if f.data == "" {
+		return cfg, usagef("serve: --data is required")
+	}
+	if f.maxConnections < 1 {
+		return cfg, usagef("serve: --max-connections must be at least 1")
+	}
+	if f.database == "" {
+		return cfg, usagef("serve: --database-name must not be empty")
+	}
+	switch f.authMethod {
+	case wire.AuthTrust:
+		if !loopback(f.listen) {
+			return cfg, usagef("serve: --auth trust is allowed only on a loopback --listen address, not %q", f.listen)
+		}
+	case wire.AuthSCRAM:
+		if f.usersFile == "" {
+			return cfg, usagef("serve: --auth scram needs --users-file")
+		}
+	default:
+		return cfg, usagef("serve: --auth must be scram or trust, not %q", f.authMethod)
+	}
+	if f.usersFile != "" {
+		users, err := auth.LoadFile(f.usersFile)
+		if err != nil {
+			return cfg, usagef("serve: %v", err)
+		}
+		cfg.Users = users
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return cfg, usagef("serve: --tls-cert and --tls-key go together")
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return cfg, usagef("serve: TLS key pair: %v", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return cfg, nil
+}
+
+// loopback reports whether a listen address is on a loopback interface only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func metricsServer(srv *wire.Server) *http.Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "engine_server_sessions", Help: "Client sessions past startup.",
+	}, func() float64 { return float64(srv.Sessions()) }))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// Stdout and Stderr are the process's, for cmd/engine-server.
+var (
+	Stdout io.Writer = os.Stdout
+	Stderr io.Writer = os.Stderr
+)

@@ -1,0 +1,160 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+)
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's log writes and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background()) // what SIGTERM does in main
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi"}, &logs, &logs)
+	}()
+	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
+	var c *pgx.Conn
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if c, err = pgx.Connect(context.Background(), url); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bg := context.Background()
+	for _, q := range []string{"CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)"} {
+		if _, err := c.Exec(bg, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := engine.Open(dir, engine.Options{}); !errors.Is(err, engine.ErrInUse) {
+		t.Fatalf("opening the served directory: %v, want ErrInUse (serve holds the lock)", err)
+	}
+	stop()
+	select {
+	case code := <-exit:
+		if code != ExitOK {
+			t.Fatalf("exit code %d\n%s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30 s of the signal")
+	}
+	if _, err := c.Exec(bg, "SELECT 1"); err == nil {
+		t.Fatal("the idle-in-transaction session still works after shutdown")
+	}
+	db, err := engine.Open(dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	if !db.RecoveryInfo().CleanShutdown {
+		t.Fatal("the data directory was not shut down cleanly (no final checkpoint)")
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := tx.Scan("t", func(_ page.TID, row []any) error {
+		id, ok := row[0].(int64)
+		if !ok {
+			return fmt.Errorf("id is %T", row[0])
+		}
+		ids = append(ids, id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback()
+	if fmt.Sprint(ids) != "[1]" {
+		t.Fatalf("rows after shutdown %v, want [1] (the committed row; the open transaction rolled back)", ids)
+	}
+	if !strings.Contains(logs.String(), "final checkpoint taken") {
+		t.Fatalf("log does not report the final checkpoint:\n%s", logs.String())
+	}
+}
+
+func TestServeRefusesBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"trust on a non-loopback address", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "0.0.0.0:0"}, "loopback"},
+		{"scram without users", []string{"serve", "--data", dir, "--listen", "127.0.0.1:0"}, "--users-file"},
+		{"unknown auth", []string{"serve", "--data", dir, "--auth", "md5"}, "scram or trust"},
+		{"no data", []string{"serve", "--auth", "trust"}, "--data"},
+		{"cert without key", []string{"serve", "--data", dir, "--auth", "trust", "--tls-cert", "x"}, "go together"},
+		{"zero connections", []string{"serve", "--data", dir, "--auth", "trust", "--max-connections", "0"}, "at least 1"},
+		{"not a data directory", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0"}, "not a data directory"},
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := Main(context.Background(), tc.args, &out, &out); code != ExitUsage {
+				t.Fatalf("exit code %d, want %d\n%s", code, ExitUsage, out.String())
+			}
+			if !strings.Contains(out.String(), tc.msg) {
+				t.Fatalf("message %q does not mention %q", out.String(), tc.msg)
+			}
+		})
+	}
+}
+
+func TestInitCreatesADataDirectoryOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"init", "--data", dir}, &out, &out); code != ExitOK {
+		t.Fatalf("init: %d %s", code, out.String())
+	}
+	if code := Main(context.Background(), []string{"init", "--data", dir}, &out, &out); code != ExitUsage {
+		t.Fatalf("second init: %d, want %d", code, ExitUsage)
+	}
+}

@@ -1,0 +1,349 @@
+// Package types is the server's SQL type system: the PostgreSQL types a client sees (name,
+// OID, size), their text and binary wire formats, parsing from text, and the one mapping
+// between SQL types and the engine's column types (Storage, FromStorage). When the engine
+// gains a type, it is added here and nowhere else.
+//
+// Values are Go values, one representation per type:
+//
+//	int2, int4, int8  int64 (range-checked for the type)
+//	bool              bool
+//	text, unknown     string
+//	bytea             []byte
+//	numeric           *big.Int (integers only: what sum(bigint) returns)
+//	timestamptz       time.Time
+//	void              Void{}
+//	NULL              nil
+package types
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
+)
+
+// T is a SQL type.
+type T struct {
+	Name string // PostgreSQL's name, as format_type prints it
+	OID  uint32
+	Size int16 // pg_type.typlen: bytes, or -1 for variable length
+}
+
+// The supported types.
+var (
+	Int2        = &T{"smallint", pgtype.Int2OID, 2}
+	Int4        = &T{"integer", pgtype.Int4OID, 4}
+	Int8        = &T{"bigint", pgtype.Int8OID, 8}
+	Bool        = &T{"boolean", pgtype.BoolOID, 1}
+	Text        = &T{"text", pgtype.TextOID, -1}
+	Bytea       = &T{"bytea", pgtype.ByteaOID, -1}
+	Numeric     = &T{"numeric", pgtype.NumericOID, -1}
+	Timestamptz = &T{"timestamp with time zone", pgtype.TimestamptzOID, 8}
+	// Unknown is the type of a quoted literal before context gives it one.
+	Unknown = &T{"unknown", pgtype.UnknownOID, -2}
+	// Void is what functions such as pg_sleep return.
+	VoidT = &T{"void", 2278, 4}
+)
+
+// Void is the value of type void.
+type Void struct{}
+
+// IsInt reports whether t is one of the integer types.
+func (t *T) IsInt() bool { return t == Int2 || t == Int4 || t == Int8 }
+
+// ByOID returns the type with the given OID (false for an OID this server does not support).
+func ByOID(oid uint32) (*T, bool) {
+	for _, t := range []*T{Int2, Int4, Int8, Bool, Text, Bytea, Numeric, Timestamptz, Unknown, VoidT} {
+		if t.OID == oid {
+			return t, true
+		}
+	}
+	if oid == pgtype.VarcharOID || oid == pgtype.NameOID || oid == pgtype.BPCharOID {
+		return Text, true
+	}
+	return nil, false
+}
+
+// ByName returns the type a SQL type name denotes (the last part of a qualified name, as the
+// parser gives it: int4, int8, bool, text, ...); ok is false for a type not supported.
+func ByName(name string) (*T, bool) {
+	switch strings.ToLower(name) {
+	case "int2", "smallint":
+		return Int2, true
+	case "int4", "int", "integer", "serial4":
+		return Int4, true
+	case "int8", "bigint":
+		return Int8, true
+	case "bool", "boolean":
+		return Bool, true
+	case "text", "varchar", "bpchar", "name":
+		return Text, true
+	case "bytea":
+		return Bytea, true
+	case "numeric", "decimal":
+		return Numeric, true
+	case "timestamptz":
+		return Timestamptz, true
+	}
+	return nil, false
+}
+
+// Storage is the engine column type a column of SQL type t is stored as. The engine today
+// stores 64-bit integers and byte strings: bigint and bytea map directly; integer and
+// smallint columns are stored as 64-bit integers and read back as bigint (widened: see
+// docs/sql.md); every other type is 0A000 until the engine stores it.
+func Storage(t *T) (row.Type, error) {
+	switch t {
+	case Int8, Int4, Int2:
+		return row.Int64, nil
+	case Bytea:
+		return row.Bytes, nil
+	}
+	return 0, pgerr.New(pgerr.FeatureNotSupported, "columns of type %s are not supported by engine-server yet (the engine stores bigint and bytea)", t.Name)
+}
+
+// FromStorage is the SQL type an engine column of type rt reads as.
+func FromStorage(rt row.Type) *T {
+	switch rt {
+	case row.Int64:
+		return Int8
+	case row.Bytes:
+		return Bytea
+	}
+	return Bytea
+}
+
+// ToStorage converts a value of SQL type t to the value the engine stores for it.
+func ToStorage(t *T, v any) (any, error) {
+	switch t {
+	case Int8, Int4, Int2:
+		if i, ok := v.(int64); ok {
+			return i, nil
+		}
+	case Bytea:
+		if b, ok := v.([]byte); ok {
+			return b, nil
+		}
+	}
+	return nil, pgerr.New(pgerr.InternalError, "value %T does not convert to a stored %s", v, t.Name)
+}
+
+// FromStorageValue converts a value the engine returned for a column of type rt.
+func FromStorageValue(_ row.Type, v any) any { return v }
+
+// Range checks that integer v fits t (22003 otherwise).
+func Range(t *T, v int64) error {
+	switch t {
+	case Int2:
+		if v < math.MinInt16 || v > math.MaxInt16 {
+			return pgerr.New(pgerr.NumericValueOutOfRange, "smallint out of range")
+		}
+	case Int4:
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return pgerr.New(pgerr.NumericValueOutOfRange, "integer out of range")
+		}
+	}
+	return nil
+}
+
+// FormatText is v in PostgreSQL's text output format for type t (v is not nil).
+func FormatText(t *T, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.AppendInt(nil, x, 10), nil
+	case bool:
+		if x {
+			return []byte("t"), nil
+		}
+		return []byte("f"), nil
+	case string:
+		return []byte(x), nil
+	case []byte:
+		out := make([]byte, 2+hex.EncodedLen(len(x)))
+		copy(out, `\x`)
+		hex.Encode(out[2:], x)
+		return out, nil
+	case *big.Int:
+		return []byte(x.String()), nil
+	case time.Time:
+		return []byte(formatTimestamptz(x)), nil
+	case Void:
+		return []byte{}, nil
+	}
+	return nil, pgerr.New(pgerr.InternalError, "no text format for %T as %s", v, t.Name)
+}
+
+// formatTimestamptz prints t as PostgreSQL does with DateStyle ISO: microseconds only when
+// not zero, the offset in hours (and minutes when not whole).
+func formatTimestamptz(t time.Time) string {
+	s := t.Format("2006-01-02 15:04:05.999999")
+	_, off := t.Zone()
+	sign := '+'
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	if off%3600 == 0 {
+		return fmt.Sprintf("%s%c%02d", s, sign, off/3600)
+	}
+	return fmt.Sprintf("%s%c%02d:%02d", s, sign, off/3600, (off%3600)/60)
+}
+
+var binaryMap = pgtype.NewMap()
+
+// FormatBinary is v in PostgreSQL's binary format for type t (v is not nil).
+func FormatBinary(t *T, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case *big.Int:
+		v = pgtype.Numeric{Int: x, Valid: true}
+	case string:
+		if t == Unknown {
+			return []byte(x), nil
+		}
+	case Void:
+		return []byte{}, nil
+	}
+	buf, err := binaryMap.Encode(t.OID, pgtype.BinaryFormatCode, v, nil)
+	if err != nil {
+		return nil, pgerr.Wrap(err, pgerr.InternalError, "encode %s in binary: %v", t.Name, err)
+	}
+	return buf, nil
+}
+
+// Format is v in the given wire format (0 text, 1 binary); nil stays nil (NULL).
+func Format(t *T, format int16, v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if format == pgtype.BinaryFormatCode {
+		return FormatBinary(t, v)
+	}
+	return FormatText(t, v)
+}
+
+// Parse decodes a parameter value sent in the given wire format as type t.
+func Parse(t *T, format int16, b []byte) (any, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if format != pgtype.BinaryFormatCode {
+		return ParseText(t, string(b))
+	}
+	var err error
+	switch t {
+	case Int2, Int4, Int8:
+		var v int64
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			return v, nil
+		}
+	case Bool:
+		var v bool
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			return v, nil
+		}
+	case Text, Unknown:
+		return string(b), nil
+	case Bytea:
+		return append([]byte{}, b...), nil
+	case Timestamptz:
+		var v time.Time
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			return v.UTC(), nil
+		}
+	case Numeric:
+		var v pgtype.Numeric
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			if v.Exp != 0 || !v.Valid || v.NaN || v.InfinityModifier != 0 {
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "numeric values with a fraction are not supported by engine-server")
+			}
+			return v.Int, nil
+		}
+	default:
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "binary parameters of type %s are not supported", t.Name)
+	}
+	return nil, pgerr.Wrap(err, pgerr.ProtocolViolation, "incorrect binary data format in bind parameter of type %s", t.Name)
+}
+
+// ParseText parses s, a value in text form, as type t (22P02 for bad syntax, 22003 out of
+// range), as PostgreSQL's input functions do.
+func ParseText(t *T, s string) (any, error) {
+	switch t {
+	case Int2, Int4, Int8:
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return nil, pgerr.New(pgerr.NumericValueOutOfRange, "value \"%s\" is out of range for type %s", s, t.Name)
+			}
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type %s: \"%s\"", t.Name, s)
+		}
+		if Range(t, v) != nil {
+			return nil, pgerr.New(pgerr.NumericValueOutOfRange, "value \"%s\" is out of range for type %s", s, t.Name)
+		}
+		return v, nil
+	case Bool:
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "t", "true", "y", "yes", "on", "1":
+			return true, nil
+		case "f", "false", "n", "no", "off", "0":
+			return false, nil
+		}
+		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type boolean: \"%s\"", s)
+	case Text, Unknown:
+		return s, nil
+	case Bytea:
+		return parseBytea(s)
+	case Numeric:
+		v, ok := new(big.Int).SetString(strings.TrimSpace(s), 10)
+		if !ok {
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type numeric: \"%s\"", s)
+		}
+		return v, nil
+	case Timestamptz:
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999Z07", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02"} {
+			if v, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
+				return v.UTC(), nil
+			}
+		}
+		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type timestamp with time zone: \"%s\"", s)
+	}
+	return nil, pgerr.New(pgerr.FeatureNotSupported, "input of type %s is not supported", t.Name)
+}
+
+// parseBytea parses bytea input: hex (\x...) or the escape format (\\ and \ooo).
+func parseBytea(s string) ([]byte, error) {
+	if strings.HasPrefix(s, `\x`) {
+		b, err := hex.DecodeString(s[2:])
+		if err != nil {
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid hexadecimal data: %q", s)
+		}
+		return b, nil
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		switch {
+		case i+1 < len(s) && s[i+1] == '\\':
+			out = append(out, '\\')
+			i++
+		case i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]):
+			out = append(out, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
+			i += 3
+		default:
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type bytea")
+		}
+	}
+	return out, nil
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }

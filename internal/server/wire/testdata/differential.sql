@@ -1,0 +1,129 @@
+-- The differential script: run by psql against PostgreSQL 15 and against engine-server;
+-- the outputs must be equal line for line except the differences listed in
+-- differential_test.go. Only SQL engine-server supports today (see docs/sql.md).
+\set VERBOSITY sqlstate
+\pset null '(null)'
+-- Expressions without FROM, aliases, casts
+SELECT 1 AS one, 2 + 3 * 4 AS arith, (2 + 3) * 4 AS paren, 7 / 2 AS div, -7 % 3 AS mod;
+SELECT 'abc' AS t, 'a' || 'b' || 1 AS concat, length('héllo') AS len, upper('x'), lower('Y');
+SELECT '42'::bigint + 1 AS big, 42::text AS txt, 'yes'::boolean AS b, 1::smallint AS small;
+SELECT 9223372036854775807 AS max8, -9223372036854775807 - 1 AS min8, 2147483647 AS max4;
+SELECT true AND NULL, false AND NULL, true OR NULL, NOT NULL::boolean, NULL IS NULL, 1 IS NOT NULL;
+SELECT coalesce(NULL, 2, 3) AS c, NULL::bigint AS n, abs(-5);
+SELECT 3 BETWEEN 1 AND 5 AS btw, 3 NOT BETWEEN 1 AND 2 AS nbtw, 2 IN (1, 2) AS inl, 2 NOT IN (1, 3) AS ninl;
+SELECT 1 < 2, 2 <= 2, 3 > 4, 4 >= 5, 1 = 1, 1 <> 1, 'a' < 'b';
+SELECT '\x00ff'::bytea AS hex, 'ab'::bytea AS esc;
+-- Arithmetic errors
+SELECT 2147483647 + 1;
+SELECT -2147483648 - 1;
+SELECT 9223372036854775807 + 1;
+SELECT 4611686018427387904 * 2;
+SELECT 32767::smallint + 1::smallint;
+SELECT 1 / 0;
+SELECT 1 % 0;
+SELECT 'abc'::integer;
+SELECT '99999999999'::integer;
+SELECT 1 + 'x';
+-- Unknown names and syntax
+SELECT * FROM no_such_table;
+SELECT no_such_column;
+SELEC 1;
+SELECT no_such_function(1);
+-- DDL
+CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL, branch integer NOT NULL, note bytea NOT NULL);
+CREATE TABLE accounts (id bigint);
+CREATE TABLE IF NOT EXISTS accounts (id bigint);
+CREATE INDEX accounts_branch ON accounts (branch);
+CREATE INDEX accounts_branch ON accounts (branch);
+CREATE INDEX IF NOT EXISTS accounts_branch ON accounts (branch);
+CREATE TABLE history (id bigint NOT NULL, delta bigint NOT NULL);
+-- DML
+INSERT INTO accounts VALUES (1, 100, 1, 'a'), (2, 200, 1, 'b'), (3, 300, 2, 'c');
+INSERT INTO accounts (note, branch, balance, id) VALUES ('d', 2, 400, 4) RETURNING id, balance * 2 AS twice;
+INSERT INTO accounts VALUES (5, 500, 3, '\x0102') RETURNING *;
+INSERT INTO accounts VALUES (1, 0, 0, 'dup');
+INSERT INTO accounts (id) VALUES (6, 7);
+INSERT INTO accounts (no_such) VALUES (1);
+INSERT INTO history SELECT g, g * 10 FROM generate_series(1, 5) AS g;
+SELECT * FROM accounts ORDER BY id;
+SELECT id, balance FROM accounts WHERE id = 3;
+SELECT id FROM accounts WHERE id > 1 AND id <= 4 ORDER BY id DESC;
+SELECT id FROM accounts WHERE id BETWEEN 2 AND 3 ORDER BY 1;
+SELECT id FROM accounts WHERE branch = 1 OR balance >= 500 ORDER BY id;
+SELECT id FROM accounts WHERE id IN (5, 1, 9) ORDER BY id;
+SELECT id FROM accounts WHERE NOT (balance < 300) ORDER BY balance DESC LIMIT 2;
+SELECT id FROM accounts ORDER BY id LIMIT 2 OFFSET 2;
+SELECT a.id AS ident, a.balance / 100 AS hundreds FROM accounts a WHERE a.branch = 2 ORDER BY ident;
+SELECT count(*) AS n, sum(balance) AS total, min(balance), max(id) FROM accounts;
+SELECT count(*), sum(delta), min(delta), max(delta) FROM history WHERE id > 100;
+SELECT sum(g), count(g) FROM generate_series(1, 100) g;
+SELECT * FROM generate_series(10, 1, -3);
+SELECT id, count(*) FROM accounts;
+UPDATE accounts SET balance = balance + 1 WHERE id = 1;
+UPDATE accounts SET balance = balance - 10, branch = branch + 1 WHERE branch = 2 RETURNING id, balance, branch;
+UPDATE accounts SET balance = balance / 0 WHERE id = 1;
+UPDATE accounts SET id = 2 WHERE id = 1;
+DELETE FROM accounts WHERE id = 5;
+DELETE FROM accounts WHERE id = 5;
+DELETE FROM history WHERE id >= 4 RETURNING delta;
+SELECT * FROM accounts ORDER BY balance;
+-- Transaction blocks
+BEGIN;
+INSERT INTO history VALUES (100, 1);
+SELECT count(*) FROM history;
+ROLLBACK;
+SELECT count(*) FROM history;
+BEGIN;
+INSERT INTO history VALUES (101, 1);
+SELECT 1 / 0;
+SELECT 1;
+INSERT INTO history VALUES (102, 1);
+COMMIT;
+SELECT count(*) FROM history WHERE id > 100;
+START TRANSACTION;
+UPDATE accounts SET balance = 0 WHERE id = 2;
+END;
+SELECT balance FROM accounts WHERE id = 2;
+COMMIT;
+ROLLBACK;
+-- Several statements in one Query: one implicit transaction
+INSERT INTO history VALUES (200, 1) \; INSERT INTO history VALUES (201, 1) \; SELECT 1 / 0;
+SELECT count(*) FROM history WHERE id >= 200;
+INSERT INTO history VALUES (200, 1) \; INSERT INTO history VALUES (201, 1);
+SELECT count(*) FROM history WHERE id >= 200;
+-- Settings
+SHOW DateStyle;
+SHOW standard_conforming_strings;
+SET application_name = 'differential';
+SHOW application_name;
+SELECT current_setting('application_name') AS app;
+RESET application_name;
+SHOW application_name;
+SET no_such_setting = 1;
+SHOW no_such_setting;
+-- COPY FROM STDIN (text)
+CREATE TABLE copied (id bigint PRIMARY KEY, n integer NOT NULL, raw bytea NOT NULL);
+COPY copied FROM STDIN;
+1	10	\\x00ff
+2	20	plain
+3	-30	tab\\011here
+\.
+BEGIN;
+CREATE TABLE frozen (id bigint NOT NULL, raw bytea NOT NULL);
+COPY frozen (raw, id) FROM STDIN WITH (FREEZE);
+\\x01	4
+\.
+COMMIT;
+SELECT * FROM frozen;
+SELECT * FROM copied ORDER BY id;
+COPY copied FROM STDIN;
+5	50	ok
+6	not-a-number	bad
+\.
+COPY copied FROM STDIN;
+7	70
+\.
+COPY copied FROM STDIN;
+1	1	dup
+\.
+SELECT count(*) FROM copied;
