@@ -53,7 +53,11 @@ var _ = Describe("VacuumRun controller", func() {
 		Expect(metav1.IsControlledBy(pod, getRun(ns, "happy"))).To(BeTrue())
 		Expect(checkRunnerPodSecurity(pod)).To(Succeed())
 		var secret corev1.Secret
-		Expect(k8sClient.Get(suiteCtx, key(ns, "happy-token"), &secret)).To(Succeed())
+		ref := getRun(ns, "happy").Status.TokenSecret
+		Expect(ref).NotTo(BeNil())
+		Expect(k8sClient.Get(suiteCtx, key(ns, ref.Name), &secret)).To(Succeed())
+		Expect(secret.UID).To(Equal(ref.UID))
+		Expect(metav1.IsControlledBy(&secret, getRun(ns, "happy"))).To(BeTrue())
 		Expect(string(secret.Data["token"])).To(Equal(runToken(testKey, getRun(ns, "happy").UID)))
 		var lease coordinationv1.Lease
 		Expect(k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &lease)).To(Succeed())
@@ -64,7 +68,7 @@ var _ = Describe("VacuumRun controller", func() {
 		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "happy").UID))
 		defer runner.Close()
 		setPodRunning(pod, ip)
-		res := reconcileRun(r, ns, "happy")
+		res := reconcileRunAnswered(r, ns, "happy")
 		Expect(res.RequeueAfter).To(Equal(DefaultProgressInterval))
 		run := getRun(ns, "happy")
 		progress := readGolden[runnerwire.Progress](GinkgoT(), "progress.json")
@@ -198,7 +202,7 @@ var _ = Describe("VacuumRun controller", func() {
 		run.Spec.Throttle.CostDelay = &metav1.Duration{Duration: 20 * time.Millisecond}
 		run.Spec.Throttle.MaxReadBytesPerSecond = quantity("10Mi")
 		Expect(k8sClient.Update(suiteCtx, run)).To(Succeed())
-		reconcileRun(r, ns, "rethrottle")
+		reconcileRunAnswered(r, ns, "rethrottle")
 
 		var got runnerwire.Throttle
 		Eventually(runner.throttles).WithTimeout(10 * time.Second).Should(Receive(&got))
@@ -278,6 +282,7 @@ var _ = Describe("VacuumRun controller", func() {
 	It("cleans up when the run is deleted: pod stopped, Lease released, token Secret deleted", func() {
 		newRun(ns, "doomed", "data", nil)
 		pod := reconcileUntilPod(r, ns, "doomed", 1)
+		secretName := getRun(ns, "doomed").Status.TokenSecret.Name
 		setPodRunning(pod, freshIP())
 		reconcileRun(r, ns, "doomed")
 		Expect(k8sClient.Delete(suiteCtx, getRun(ns, "doomed"))).To(Succeed())
@@ -287,7 +292,7 @@ var _ = Describe("VacuumRun controller", func() {
 		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns, "doomed"), &run))).To(BeTrue())
 		Expect(podsOf(ns, "doomed")).To(BeEmpty())
 		var s corev1.Secret
-		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns, "doomed-token"), &s))).To(BeTrue())
+		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns, secretName), &s))).To(BeTrue())
 		var l coordinationv1.Lease
 		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &l))).To(BeTrue())
 	})

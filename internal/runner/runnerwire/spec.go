@@ -46,6 +46,9 @@ type RunSpec struct {
 	MinDeadTuplePercent *int32 `json:"minDeadTuplePercent,omitempty"`
 	// TableOverrides give single tables their own throttle; unset fields inherit Throttle.
 	TableOverrides []TableOverride `json:"tableOverrides,omitempty"`
+	// AllowCrashRecovery lets the runner run crash recovery on a data directory whose last
+	// opener was not an earlier attempt of this run; without it such a directory exits 7.
+	AllowCrashRecovery bool `json:"allowCrashRecovery,omitempty"`
 }
 
 // Throttle is a set of vacuum limits. In a RunSpec or a PUT /throttle body an absent field
