@@ -55,7 +55,7 @@ func (m *Metrics) runEnded(run *vacuumv1alpha1.VacuumRun) {
 		m.runDuration.WithLabelValues(policy, result).Observe(end.Sub(st.Time).Seconds())
 	}
 	if t := run.Status.Totals; t != nil {
-		m.pagesProcessed.WithLabelValues(policy).Add(float64(t.BlocksScanned))
+		m.pagesProcessed.WithLabelValues(policy).Add(float64(t.PagesScanned))
 		m.bytesProcessed.WithLabelValues(policy, "read").Add(float64(t.BytesRead))
 		m.bytesProcessed.WithLabelValues(policy, "written").Add(float64(t.BytesWritten))
 		m.bytesProcessed.WithLabelValues(policy, "wal").Add(float64(t.WALBytes))

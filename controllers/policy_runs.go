@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -215,23 +216,25 @@ func throttleHash(t *vacuumv1alpha1.Throttle) (string, error) {
 }
 
 // throttlePatch is the policy's throttle as a merge patch of the run's: a merge patch
-// replaces throttle's fields one by one, so a byte limit the run has and the policy no
-// longer has is sent as null.
+// replaces throttle's fields one by one, so a field the run has and the policy no longer has
+// (a byte limit removed) is sent as null. It works on the JSON form, so it names no field.
 func throttlePatch(run, policy *vacuumv1alpha1.Throttle) map[string]any {
-	t := map[string]any{}
-	if b, err := json.Marshal(policy); err == nil {
-		_ = json.Unmarshal(b, &t)
-	}
-	if run.MaxReadBytesPerSecond != nil && policy.MaxReadBytesPerSecond == nil {
-		t["maxReadBytesPerSecond"] = nil
-	}
-	if run.MaxWriteBytesPerSecond != nil && policy.MaxWriteBytesPerSecond == nil {
-		t["maxWriteBytesPerSecond"] = nil
-	}
-	if run.MaxWALBytesPerSecond != nil && policy.MaxWALBytesPerSecond == nil {
-		t["maxWALBytesPerSecond"] = nil
+	t, had := jsonFields(policy), jsonFields(run)
+	for k := range had {
+		if _, ok := t[k]; !ok {
+			t[k] = nil
+		}
 	}
 	return t
+}
+
+// jsonFields is v's JSON object as a map (empty when v does not encode to one).
+func jsonFields(v any) map[string]any {
+	m := map[string]any{}
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
 }
 
 // createRun makes the policy's run of the given name; AlreadyExists means a previous
@@ -252,7 +255,7 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 		},
 		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: *p.Spec.VacuumSpec.DeepCopy(), PolicyName: p.Name},
 	}
-	if err := ctrlSetOwner(p, run, r.Scheme); err != nil {
+	if err := controllerutil.SetControllerReference(p, run, r.Scheme); err != nil {
 		return err
 	}
 	err = r.Create(ctx, run)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,11 +22,29 @@ const maxCountedTicks = 100
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// timeZoneError is a policy time zone the controller cannot load.
+type timeZoneError struct {
+	zone string
+	err  error
+}
+
+func (e *timeZoneError) Error() string { return fmt.Sprintf("unknown time zone %q: %v", e.zone, e.err) }
+func (e *timeZoneError) Unwrap() error { return e.err }
+
+// scheduleErrorReason is the Ready reason for an error of parseSchedule.
+func scheduleErrorReason(err error) string {
+	var tz *timeZoneError
+	if errors.As(err, &tz) {
+		return vacuumv1alpha1.ReasonInvalidTimeZone
+	}
+	return vacuumv1alpha1.ReasonInvalidSchedule
+}
+
 // parseSchedule reads the policy's cron expression in its time zone.
 func parseSchedule(p *vacuumv1alpha1.VacuumPolicy) (cron.Schedule, error) {
 	loc, err := p.Location()
 	if err != nil {
-		return nil, fmt.Errorf("unknown time zone %q: %w", p.Spec.TimeZone, err)
+		return nil, &timeZoneError{zone: p.Spec.TimeZone, err: err}
 	}
 	s := strings.TrimSpace(p.Spec.Schedule)
 	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {

@@ -11,16 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
-
-func ctrlSetOwner(owner, obj metav1.Object, scheme *runtime.Scheme) error {
-	return controllerutil.SetControllerReference(owner, obj, scheme)
-}
 
 // startDueRuns starts what is due: a run-now request, the policy's one run when it has no
 // schedule, or the most recent missed tick; then records when the next tick is.
@@ -144,9 +138,10 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 func (r *PolicyReconciler) invalidSchedule(p *vacuumv1alpha1.VacuumPolicy, err error) {
 	st := &p.Status
 	st.NextScheduleTime = nil
+	reason := scheduleErrorReason(err)
 	prev := meta.FindStatusCondition(st.Conditions, vacuumv1alpha1.ConditionReady)
-	if prev == nil || prev.Reason != vacuumv1alpha1.ReasonInvalidSchedule || prev.Message != err.Error() || prev.ObservedGeneration != p.Generation {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonInvalidSchedule, "ParseSchedule", "%s", err.Error())
+	if prev == nil || prev.Reason != reason || prev.Message != err.Error() || prev.ObservedGeneration != p.Generation {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, "ParseSchedule", "%s", err.Error())
 	}
-	st.SetReady(p.Generation, false, vacuumv1alpha1.ReasonInvalidSchedule, err.Error())
+	st.SetReady(p.Generation, false, reason, err.Error())
 }

@@ -32,11 +32,11 @@ func seconds(f float64) metav1.Duration {
 
 // foldProgress writes a /progress snapshot into the run's status.
 func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
-	s.Table, s.VacuumPhase = p.Table, p.Phase
+	s.Table, s.VacuumPhase = p.Table, string(p.Phase)
 	s.SetPercent(int32(min(toInt(p.Percent), 100)))
 	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
 	t := vacuumv1alpha1.RunTotals{
-		BlocksScanned: p.HeapBlocksScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
+		PagesScanned: p.PagesScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
 		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: seconds(p.SleptSeconds),
 	}
 	if s.Totals != nil {
@@ -45,24 +45,21 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.Totals = &t
 	tables := make([]vacuumv1alpha1.TableStatus, 0, len(p.Tables))
 	for _, tp := range p.Tables {
-		if len(tables) == maxStatusTables {
+		if len(tables) == vacuumv1alpha1.MaxStatusTables {
 			break
 		}
 		tables = append(tables, vacuumv1alpha1.TableStatus{
-			Name: tp.Name, Phase: tp.Phase, Percent: int32(min(toInt(tp.Percent), 100)), TuplesRemoved: tp.TuplesRemoved,
+			Name: tp.Name, Phase: string(tp.Phase), Percent: int32(min(toInt(tp.Percent), 100)), TuplesRemoved: tp.TuplesRemoved,
 		})
 	}
 	s.Tables = tables
 }
 
-// maxStatusTables matches the CRD's maxItems on status.tables.
-const maxStatusTables = 1024
-
 // foldSummary writes the runner's final Summary into the run's status.
 func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	t := sum.Totals
 	s.Totals = &vacuumv1alpha1.RunTotals{
-		BlocksScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
+		PagesScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
 		BytesRead: t.BytesRead, BytesWritten: t.BytesWritten, WALBytes: t.WALBytes, IndexPasses: t.IndexPasses,
 		TimeSlept: seconds(t.SleptSeconds),
 	}
@@ -73,12 +70,12 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	}
 	for _, tr := range sum.Tables {
 		ts := vacuumv1alpha1.TableStatus{
-			Name: tr.Table, Phase: runnerwire.PhaseDone, Percent: 100, Skipped: tr.Skipped,
+			Name: tr.Table, Phase: string(runnerwire.PhaseDone), Percent: 100, Skipped: tr.Skipped,
 			TuplesRemoved: tr.TuplesRemoved, PagesScanned: tr.PagesScanned, PagesRemoved: tr.PagesRemoved,
 		}
 		if i, ok := index[tr.Table]; ok {
 			s.Tables[i] = ts
-		} else if len(s.Tables) < maxStatusTables {
+		} else if len(s.Tables) < vacuumv1alpha1.MaxStatusTables {
 			index[tr.Table] = len(s.Tables)
 			s.Tables = append(s.Tables, ts)
 		}
@@ -86,6 +83,6 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
 	if sum.Phase == runnerwire.SummarySucceeded {
 		s.SetPercent(100)
-		s.VacuumPhase = runnerwire.PhaseDone
+		s.VacuumPhase = string(runnerwire.PhaseDone)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -67,26 +66,4 @@ func (r *RunReconciler) pushThrottle(run *vacuumv1alpha1.VacuumRun, pod *corev1.
 			"runner pod %s now throttled at %s", run.Status.PodName, describeThrottle(&run.Spec.Throttle))
 	}
 	return false
-}
-
-// describeThrottle writes a throttle for an event message.
-func describeThrottle(t *vacuumv1alpha1.Throttle) string {
-	s := fmt.Sprintf("costLimit=%d", ptrValue(t.CostLimit))
-	if t.CostDelay != nil {
-		s = fmt.Sprintf("costDelay=%s ", t.CostDelay.Duration) + s
-	}
-	limits := []struct {
-		name string
-		q    *resource.Quantity
-	}{
-		{"maxReadBytesPerSecond", t.MaxReadBytesPerSecond},
-		{"maxWriteBytesPerSecond", t.MaxWriteBytesPerSecond},
-		{"maxWALBytesPerSecond", t.MaxWALBytesPerSecond},
-	}
-	for _, l := range limits {
-		if l.q != nil {
-			s += " " + l.name + "=" + l.q.String()
-		}
-	}
-	return s
 }

@@ -3,6 +3,8 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -31,25 +33,41 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 		out.Parallelism = nil // a Go client that left it out: the default applies
 	}
 	for _, o := range s.TableOverrides {
-		t := o.Throttle
-		out.TableOverrides = append(out.TableOverrides, runnerwire.TableOverride{Table: o.Table, Throttle: runnerwire.Throttle{
-			CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
-			PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
-			MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
-			MaxWALBytesPerSecond: t.MaxWALBytesPerSecond,
-		}})
+		out.TableOverrides = append(out.TableOverrides, runnerwire.TableOverride{
+			Table: o.Table, Throttle: runnerwire.Throttle(*o.Throttle.DeepCopy()),
+		})
 	}
 	return out
 }
 
-// wireThrottle is the body of PUT /throttle for a run's throttle.
+// wireThrottle is the body of PUT /throttle for a run's throttle. The API's Throttle and
+// ThrottleOverride and the wire's Throttle have the same fields with the same types (only
+// their markers and tags differ), so the copy is a Go conversion: a field added to one layer
+// and not the others stops the build here, before the reflection test in package runner.
 func wireThrottle(t *vacuumv1alpha1.Throttle) *runnerwire.Throttle {
-	return &runnerwire.Throttle{
-		CostDelay: t.CostDelay, CostLimit: t.CostLimit, PageHitCost: t.PageHitCost,
-		PageMissCost: t.PageMissCost, PageDirtyCost: t.PageDirtyCost,
-		MaxReadBytesPerSecond: t.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: t.MaxWriteBytesPerSecond,
-		MaxWALBytesPerSecond: t.MaxWALBytesPerSecond,
+	w := runnerwire.Throttle(*t.DeepCopy())
+	return &w
+}
+
+// describeThrottle writes the fields set in a throttle for an event message, in declaration
+// order and under their YAML names ("costDelay=2ms costLimit=200 maxWALBytesPerSecond=8Mi").
+// It names no field, so a new limit shows up without an edit here.
+func describeThrottle(t *vacuumv1alpha1.Throttle) string {
+	var parts []string
+	v := reflect.ValueOf(t).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() == reflect.Pointer && f.IsNil() {
+			continue
+		}
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		val, err := json.Marshal(f.Interface()) // as the user wrote it: "2ms", 200, "8Mi"
+		if err != nil {
+			continue
+		}
+		parts = append(parts, name+"="+strings.Trim(string(val), `"`))
 	}
+	return strings.Join(parts, " ")
 }
 
 // resolvedSpec checks a run's spec with the runner's own rules and returns it resolved, so

@@ -62,6 +62,12 @@ func TestBadSchedulesAndTimeZonesAreRefused(t *testing.T) {
 			t.Errorf("schedule %q in %q accepted", c.expr, c.tz)
 		}
 	}
+	if _, err := parseSchedule(mustSchedule(t, "0 3 * * *", "Mars/Olympus")); scheduleErrorReason(err) != vacuumv1alpha1.ReasonInvalidTimeZone {
+		t.Errorf("an unknown zone gives reason %s (%v), want InvalidTimeZone", scheduleErrorReason(err), err)
+	}
+	if _, err := parseSchedule(mustSchedule(t, "61 * * * *", "UTC")); scheduleErrorReason(err) != vacuumv1alpha1.ReasonInvalidSchedule {
+		t.Errorf("a bad cron gives reason %s (%v), want InvalidSchedule", scheduleErrorReason(err), err)
+	}
 	if _, err := parseSchedule(mustSchedule(t, "@daily", "")); err != nil {
 		t.Errorf("@daily refused: %v", err)
 	}

@@ -184,7 +184,7 @@ func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 	var st vacuumv1alpha1.VacuumRunStatus
 	p := readGolden[runnerwire.Progress](t, "progress.json")
 	foldProgress(&st, &p)
-	if st.Table != p.Table || st.VacuumPhase != p.Phase || st.Totals.TuplesRemoved != p.TuplesRemoved || len(st.Tables) != len(p.Tables) {
+	if st.Totals.PagesScanned != p.PagesScanned || st.Table != p.Table || st.VacuumPhase != string(p.Phase) || st.Totals.TuplesRemoved != p.TuplesRemoved || len(st.Tables) != len(p.Tables) {
 		t.Fatalf("status after progress: %+v", st)
 	}
 	if st.ReadRate != vacuumv1alpha1.FormatBytesPerSecond(int64(p.ReadBytesPerSecond)) || st.Progress == "" {
@@ -196,7 +196,7 @@ func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 		t.Errorf("totals after summary: %+v", st.Totals)
 	}
 	for _, ts := range st.Tables {
-		if ts.Phase != runnerwire.PhaseDone || ts.PagesScanned == 0 {
+		if ts.Phase != string(runnerwire.PhaseDone) || ts.PagesScanned == 0 {
 			t.Errorf("table %s not completed by the summary: %+v", ts.Name, ts)
 		}
 	}

@@ -14,7 +14,7 @@
 # its published release (the list is read from k8s.io/kubernetes's own go.mod). The wrapper
 # blank-imports ALL Kubernetes commands we may ever want, so its go.mod never changes and later
 # builds of kubelet & co. reuse the same module graph and Go build cache. etcd gets its own
-# wrapper module. See /work/shared/envtest-recipe.md.
+# wrapper module.
 set -euo pipefail
 # shellcheck source=hack/toolchain.sh
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"

@@ -26,7 +26,8 @@ type VacuumPolicySpec struct {
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 
-	// TimeZone is the IANA time zone the schedule is read in.
+	// TimeZone is the IANA time zone the schedule is read in. The binaries carry their own
+	// time-zone database; an unknown zone sets Ready=False with reason InvalidTimeZone.
 	// +kubebuilder:default=UTC
 	// +kubebuilder:validation:MaxLength=64
 	// +optional

@@ -61,11 +61,16 @@ type VacuumRunSpec struct {
 	Cancel bool `json:"cancel"`
 }
 
+// MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
+// same number, which TestStatusTablesCapIsTheCRDsMaxItems checks.
+const MaxStatusTables = 1024
+
 // RunTotals are the run's figures so far (from /progress), final once it ended (from the
 // termination message).
 type RunTotals struct {
-	// BlocksScanned is the number of heap blocks scanned.
-	BlocksScanned int64 `json:"blocksScanned"`
+	// PagesScanned is the number of heap pages scanned. It was named blocksScanned before;
+	// the runner's /progress still calls it heapBlocksScanned.
+	PagesScanned int64 `json:"pagesScanned"`
 	// PagesRemoved is the number of heap pages given back (truncation or rewrite).
 	PagesRemoved int64 `json:"pagesRemoved"`
 	// TuplesRemoved is the number of dead tuples removed.
@@ -167,7 +172,7 @@ type VacuumRunStatus struct {
 	// Totals of the run so far.
 	// +optional
 	Totals *RunTotals `json:"totals,omitempty"`
-	// Tables lists every table done or in flight.
+	// Tables lists every table done or in flight, at most 1024 (MaxStatusTables).
 	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	Tables []TableStatus `json:"tables,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	_ "time/tzdata" // the image built without Docker has no /usr/share/zoneinfo; a policy's timeZone needs this
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"

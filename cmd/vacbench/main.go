@@ -1,5 +1,5 @@
-// Command vacbench reproduces the field reports of DESIGN.md with the
-// bundled engine and writes docs/benchmarks/REPORT.md, one CSV file per
+// Command vacbench measures the five field reports of docs/design.md with
+// the bundled engine and writes docs/benchmarks/REPORT.md, one CSV file per
 // table of figures and PNG plots (see internal/bench).
 //
 //	vacbench [--quick] [--out docs/benchmarks] [--work DIR] [--direct=true] [--standby-mbps N]

@@ -25,6 +25,7 @@ type csvSpec struct {
 
 func expectedCSVs(sz bench.Sizes) []csvSpec {
 	return []csvSpec{
+		{"exp0_machine_probe", 1, 7, 0},
 		{"exp1_foreground", 1, 1 + len(sz.Delays), 0},
 		{"exp2_parallel", 1, 2 * len(sz.Parallelisms), 0},
 		{"exp3_ring", 1, len(sz.Rings), 0},
@@ -169,6 +170,12 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 		}
 	})
 
+	t.Run("every headline of the report follows from its CSV files", func(t *testing.T) {
+		if err := bench.CheckReport(out); err != nil {
+			t.Error(err)
+		}
+	})
+
 	t.Run("every plot is a valid PNG", func(t *testing.T) {
 		pngs, _ := filepath.Glob(filepath.Join(out, "*.png"))
 		for _, want := range expectedPNGs {
@@ -200,7 +207,7 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 		}
 		rep := string(b)
 		for _, want := range []string{"CPU cores", "memory", "kernel", "file system", "O_DIRECT", "load average",
-			"1. Foreground impact", "2. Parallel tables", "3. Ring size", "4. Dead-TID memory", "5. VACUUM FULL", "6. Throttle accuracy"} {
+			"0. Machine probe", "What was reproduced", "1. Foreground impact", "2. Parallel tables", "3. Ring size", "4. Dead-TID memory", "5. VACUUM FULL", "6. Throttle accuracy"} {
 			if !strings.Contains(rep, want) {
 				t.Errorf("REPORT.md does not mention %q", want)
 			}

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"os"
+	_ "time/tzdata" // the image built without Docker has no /usr/share/zoneinfo; a policy's timeZone needs this
 
 	"golang.org/x/term"
 

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	defer stopPostgres()
 	dir, err := os.MkdirTemp("", "vacuum-runner-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

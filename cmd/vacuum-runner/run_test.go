@@ -26,7 +26,7 @@ func startSlowRun(t *testing.T, extra ...string) *slowRun {
 	args := append([]string{"run", "--mode", "LAZY", "--data", s.dir, "--listen", s.addr, "--termination-log", s.log,
 		"--cost-delay", "10ms", "--cost-limit", "20"}, extra...)
 	s.p = start(t, args...)
-	s.waitProgress(t, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+	s.waitProgress(t, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 	return s
 }
 
@@ -37,8 +37,8 @@ func (s *slowRun) waitProgress(t *testing.T, ok func(runnerwire.Progress) bool) 
 	for {
 		var p runnerwire.Progress
 		getJSON(t, "http://"+s.addr+"/progress", &p)
-		if !slices.Contains(runnerwire.Phases, p.Phase) {
-			t.Fatalf("progress phase %q is not one of %v", p.Phase, runnerwire.Phases)
+		if !slices.Contains(runnerwire.Phases(), p.Phase) {
+			t.Fatalf("progress phase %q is not one of %v", p.Phase, runnerwire.Phases())
 		}
 		if ok(p) {
 			return p
@@ -73,11 +73,11 @@ func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithThe
 	s := startSlowRun(t, "--control-token-file", tokenFile)
 
 	first := s.waitProgress(t, func(runnerwire.Progress) bool { return true })
-	later := s.waitProgress(t, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > first.HeapBlocksScanned })
+	later := s.waitProgress(t, func(p runnerwire.Progress) bool { return p.PagesScanned > first.PagesScanned })
 	if later.Table != "items" || later.TablesTotal != 1 || len(later.Tables) != 1 || later.Tables[0].Name != "items" {
 		t.Errorf("progress %+v: want table items of 1", later)
 	}
-	if later.ElapsedSeconds <= first.ElapsedSeconds || later.HeapBlocksTotal == 0 || later.Percent <= 0 {
+	if later.ElapsedSeconds <= first.ElapsedSeconds || later.PagesTotal == 0 || later.Percent <= 0 {
 		t.Errorf("progress did not advance: first %+v, later %+v", first, later)
 	}
 	if body := getText(t, "http://"+s.addr+"/healthz"); !strings.Contains(body, "ok") {

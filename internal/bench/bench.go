@@ -18,11 +18,14 @@ import (
 type Section struct {
 	ID       int
 	Title    string
-	Claim    string   // the field report it reproduces
+	Claim    string   // the field report it measures, and where that figure comes from
 	Setup    []string // every setting, one per line
 	Tables   []*Table
 	Plots    []string // PNG file names in OutDir
-	Findings []string // sentences computed from the figures
+	Headline string   // the figures that matter, computed from Tables alone (see headline.go)
+	Findings []string // further sentences computed from the figures
+	Rules    []Rule   // conclusions printed only when the figures show them
+	Verdict  *Verdict // what of the field report was reproduced; nil for the probe
 	Caveats  []string
 	Elapsed  time.Duration
 	Load     string // /proc/loadavg when the experiment started
@@ -33,6 +36,7 @@ type Result struct {
 	Config   Config
 	Sizes    Sizes
 	Machine  Machine
+	Probe    Probe
 	Sections []*Section
 	Warnings []string // engine warnings (e.g. O_DIRECT fallbacks), deduplicated
 	Started  time.Time
@@ -52,21 +56,26 @@ type runner struct {
 	directOpens int
 	seq         int
 	fgTmpl      string // experiment 1's data set, reused by experiment 5
+	probe       Probe  // the machine probe, measured first
 }
 
-// experiment is one numbered experiment.
+// experiment is one numbered experiment: run measures and fills a
+// Section; headline states its main figures from its tables alone, so the
+// committed report can be checked against the committed CSV files.
 type experiment struct {
-	id  int
-	run func(context.Context, *runner) (*Section, error)
+	id       int
+	run      func(context.Context, *runner) (*Section, error)
+	headline func(tables) (string, error)
 }
 
 var experiments = []experiment{
-	{1, runForeground},
-	{2, runParallel},
-	{3, runRing},
-	{4, runDeadTIDs},
-	{5, runFullLag},
-	{6, runAccuracy},
+	{0, runProbe, probeHeadline},
+	{1, runForeground, foregroundHeadline},
+	{2, runParallel, parallelHeadline},
+	{3, runRing, ringHeadline},
+	{4, runDeadTIDs, deadTIDsHeadline},
+	{5, runFullLag, fullLagHeadline},
+	{6, runAccuracy, accuracyHeadline},
 }
 
 // Run executes every experiment, writes the CSV files, the plots and
@@ -113,6 +122,9 @@ func RunSizes(ctx context.Context, cfg Config, sz Sizes) (*Result, error) {
 			return res, fmt.Errorf("experiment %d: %w", e.id, err)
 		}
 		sec.ID, sec.Load = e.id, load
+		if sec.Headline, err = e.headline(tablesOf(sec.Tables)); err != nil {
+			return res, fmt.Errorf("experiment %d: headline: %w", e.id, err)
+		}
 		sec.Elapsed = time.Since(start)
 		cfg.Logf("experiment %d: done in %s", e.id, sec.Elapsed.Round(time.Millisecond))
 		for _, t := range sec.Tables {
@@ -126,6 +138,7 @@ func RunSizes(ctx context.Context, cfg Config, sz Sizes) (*Result, error) {
 	res.Machine.LoadEnd = LoadAvg()
 	res.Machine.DirectUsed = cfg.Direct && r.opened > 0 && r.directOpens == r.opened
 	res.Warnings = r.warningList()
+	res.Probe = r.probe
 	if err := WriteReport(cfg.OutDir, res); err != nil {
 		return res, err
 	}

@@ -1,10 +1,12 @@
-// Package bench reproduces the field reports of DESIGN.md with the bundled
-// engine, in one run, and publishes them: one CSV file per table of
+// Package bench measures the five field reports of docs/design.md with the
+// bundled engine, in one run, and publishes them: one CSV file per table of
 // figures, PNG plots (gonum/plot) and REPORT.md, all written by the run
 // itself (cmd/vacbench, `make bench`).
 //
 // # Experiments
 //
+//  0. Machine probe: one reader's direct-read rate (8 and 128 KiB), the
+//     median 8 KiB O_DSYNC write, time.Sleep's floor.
 //  1. Foreground impact: four goroutines of random index point lookups,
 //     p50/p99 alone and during lazy vacuum at cost delays 0-20 ms.
 //  2. Parallel tables: eight equal tables at parallelism 1, 2, 4, 8, under
@@ -14,7 +16,8 @@
 //  4. Dead-TID memory: tidstore against a sorted 6-byte array (bytes per
 //     TID, lookup ns) on synthetic sets, then index passes of a real table
 //     with about 2 million dead TIDs at several memory budgets.
-//  5. VACUUM FULL and replication lag: a simulated standby (Standby) reads
+//  5. VACUUM FULL and replication lag (a stand-in, left to the replication
+//     work): a simulated standby (Standby) reads
 //     the WAL files at a fixed rate and holds the log's retention point;
 //     lag sampled during FULL unthrottled, with a cost delay and with a WAL
 //     byte limit.
@@ -29,16 +32,25 @@
 //     the engine fell back to buffered I/O).
 //   - The buffer pool of every experiment is smaller than its data set,
 //     except experiment 3's, which must hold a 16 MiB ring (1/8 of the
-//     pool); its table is larger than that pool.
+//     pool); its table is larger than that pool. Experiment 3 measures
+//     its "before" hit ratio once the foreground reached steady state.
 //   - Every number in REPORT.md comes from the Result of the run that
-//     writes it; nothing is edited by hand. A Table refuses NaN and
-//     infinities, so every CSV cell is a finite number.
+//     writes it, or is a field report's figure (docs/design.md) or a
+//     setting of the code, named as such; nothing is edited by hand. The
+//     machine facts the sections compare with (read rates, O_DSYNC write
+//     latency, sleep floor) are measured by the probe, section 0. A Table
+//     refuses NaN and infinities, so every CSV cell is a finite number.
+//   - Each section's headline is computed from its tables alone, so
+//     CheckReport can recompute the committed headlines from the committed
+//     CSV files. A conclusion ("the disk decides", "reproduced") is printed
+//     only from a Rule stated beside it and the run's own figures.
 //   - The standby never lets the engine recycle WAL it has not consumed
 //     (wal.Log.SetRetention), and clears the retention point when stopped.
 //
 // # Files written to Config.OutDir
 //
 //	REPORT.md
+//	exp0_machine_probe.csv
 //	exp1_foreground.csv          exp1_p99_vs_delay.png exp1_vacuum_time_vs_delay.png
 //	exp2_parallel.csv            exp2_time_vs_parallelism.png exp2_mbps_vs_parallelism.png
 //	exp3_ring.csv                exp3_vacuum_time.png exp3_wal_flushes.png exp3_hit_ratio.png

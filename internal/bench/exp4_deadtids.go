@@ -98,7 +98,8 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 	sz := r.sz
 	sec := &Section{
 		Title: "Dead-TID memory",
-		Claim: "2016: the dead-tuple list, 6 bytes a TID and capped at 1 GB, forced repeated full index scans on big tables.",
+		Claim: "2016 (as docs/design.md lists it): the dead-tuple list, 6 bytes a TID and capped at 1 GB, " +
+			"forced repeated full index scans on big tables.",
 	}
 	syn := NewTable("exp4_tidstore_synthetic", 0, "density_pct", "tids", "store_bytes_per_tid", "array_bytes_per_tid",
 		"store_lookup_ns", "array_lookup_ns", "hit_fraction")
@@ -125,7 +126,8 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 			if d == sz.SynthDensities[0] {
 				arrayBytes = append(arrayBytes, plotter.XY{X: float64(n), Y: ab})
 			}
-			r.logf("  synthetic %d TIDs at %.0f %%: store %.2f B/TID %.0f ns, array %.0f B/TID %.0f ns", n, d, sb, m.StoreNs, ab, m.ArrayNs)
+			r.logf("  synthetic %d TIDs at %.0f %%: store %.2f B/TID %.0f ns, array %.0f B/TID %.0f ns",
+				n, d, sb, m.StoreNs, ab, m.ArrayNs)
 		}
 	}
 	var bs, ns []Series
@@ -138,8 +140,10 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 		ns = append(ns, Series{Name: fmt.Sprintf("array, %.0f %% dead", d), XY: nsArray[d]})
 	}
 	for _, lp := range []LinePlot{
-		{File: "exp4_bytes_per_tid.png", Title: "Memory per dead TID", X: "dead TIDs", Y: "bytes per TID", Series: bs, LogX: true, LogY: true, LegendLeft: true, LegendBottom: true},
-		{File: "exp4_lookup_ns.png", Title: "Random lookup cost", X: "dead TIDs", Y: "ns per lookup", Series: ns, LogX: true, LegendLeft: true},
+		{File: "exp4_bytes_per_tid.png", Title: "Memory per dead TID", X: "dead TIDs", Y: "bytes per TID",
+			Series: bs, LogX: true, LogY: true, LegendLeft: true, LegendBottom: true},
+		{File: "exp4_lookup_ns.png", Title: "Random lookup cost", X: "dead TIDs", Y: "ns per lookup",
+			Series: ns, LogX: true, LegendLeft: true},
 	} {
 		f, err := lp.Save(r.cfg.OutDir)
 		if err != nil {
@@ -150,13 +154,14 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 
 	// The real table.
 	opts := r.engineOpts(sz.DeadPoolBytes, sz.WALSegmentSize)
-	tmpl, err := r.template("dead", opts, []TableSpec{{Name: deadTable, Rows: sz.DeadRows, Payload: 8, DeadPct: sz.DeadPct, Seed: 4, Loaders: sz.DeadLoaders}})
+	spec := TableSpec{Name: deadTable, Rows: sz.DeadRows, Payload: 8, DeadPct: sz.DeadPct, Seed: 4, Loaders: sz.DeadLoaders}
+	tmpl, err := r.template("dead", opts, []TableSpec{spec})
 	if err != nil {
 		return nil, err
 	}
 	dead := int64(float64(sz.DeadRows)*sz.DeadPct/100 + 0.5)
-	realTab := NewTable("exp4_index_passes", 0, "mem_mib", "index_passes", "array_passes_equivalent", "seconds",
-		"tuples_removed", "peak_store_bytes", "index_pages_scanned")
+	realTab := NewTable("exp4_index_passes", 0, "mem_mib", "dead_tids", "index_passes", "array_passes_equivalent",
+		"seconds", "tuples_removed", "peak_store_bytes", "index_pages_scanned")
 	var passS, arrS, secS plotter.XYs
 	for _, mem := range sz.Mems {
 		db, dir, err := r.fresh(tmpl, opts)
@@ -179,19 +184,23 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 		}
 		arr := math.Ceil(float64(dead*tidSize) / float64(mem))
 		memMiB := float64(mem) / (1 << 20)
-		if err := realTab.Add(nil, memMiB, float64(rep.IndexPasses), arr, rep.Elapsed.Seconds(), float64(rep.TuplesRemoved), float64(peak), float64(ixPages)); err != nil {
+		if err := realTab.Add(nil, memMiB, float64(dead), float64(rep.IndexPasses), arr, rep.Elapsed.Seconds(),
+			float64(rep.TuplesRemoved), float64(peak), float64(ixPages)); err != nil {
 			return nil, err
 		}
 		passS = append(passS, plotter.XY{X: memMiB, Y: float64(rep.IndexPasses)})
 		arrS = append(arrS, plotter.XY{X: memMiB, Y: arr})
 		secS = append(secS, plotter.XY{X: memMiB, Y: rep.Elapsed.Seconds()})
-		r.logf("  %s: %d index passes (array: %.0f), %.2f s, peak store %s", mib(mem), rep.IndexPasses, arr, rep.Elapsed.Seconds(), mib(peak))
+		r.logf("  %s: %d index passes (array: %.0f), %.2f s, peak store %s",
+			mib(mem), rep.IndexPasses, arr, rep.Elapsed.Seconds(), mib(peak))
 	}
 	for _, lp := range []LinePlot{
-		{File: "exp4_index_passes.png", Title: fmt.Sprintf("Index passes, %d dead TIDs", dead), X: "maintenance memory (MiB)", Y: "index passes",
-			Series: []Series{{Name: "tidstore (measured)", XY: passS}, {Name: "6-byte array (computed)", XY: arrS}}, LogX: true},
-		{File: "exp4_vacuum_time_vs_mem.png", Title: fmt.Sprintf("Lazy vacuum time, %d dead TIDs", dead), X: "maintenance memory (MiB)", Y: "seconds",
-			Series: []Series{{Name: "vacuum time", XY: secS}}, LogX: true},
+		{File: "exp4_index_passes.png", Title: fmt.Sprintf("Index passes, %d dead TIDs", dead),
+			X: "maintenance memory (MiB)", Y: "index passes", LogX: true,
+			Series: []Series{{Name: "tidstore (measured)", XY: passS}, {Name: "6-byte array (computed)", XY: arrS}}},
+		{File: "exp4_vacuum_time_vs_mem.png", Title: fmt.Sprintf("Lazy vacuum time, %d dead TIDs", dead),
+			X: "maintenance memory (MiB)", Y: "seconds", LogX: true,
+			Series: []Series{{Name: "vacuum time", XY: secS}}},
 	} {
 		f, err := lp.Save(r.cfg.OutDir)
 		if err != nil {
@@ -201,41 +210,108 @@ func runDeadTIDs(ctx context.Context, r *runner) (*Section, error) {
 	}
 	sec.Tables = append(sec.Tables, syn, realTab)
 	sec.Setup = []string{
-		fmt.Sprintf("synthetic: %d tuples per heap page, dead densities %v %% of each page, sets of %v TIDs; %d random probes per set, drawn uniformly over the set's blocks and offsets (so the hit fraction is about the density, as in index vacuum); one goroutine",
+		sentence("synthetic: %d tuples per heap page, dead densities %v %% of each page, sets of %v TIDs; "+
+			"%d random probes per set, drawn uniformly over the set's blocks and offsets (so the hit fraction is "+
+			"about the density, as in index vacuum); one goroutine",
 			sz.SynthTuples, sz.SynthDensities, sz.SynthSizes, sz.SynthProbes),
 		"store bytes = tidstore.MemoryBytes (exact size of its arrays); array bytes = 6 x TIDs",
-		fmt.Sprintf("real table: %d rows (8-byte payload, two indexes), %.0f %% deleted = %d dead TIDs, %s on disk, buffer pool %s", sz.DeadRows, sz.DeadPct, dead, mib(dirBytes(tmpl)), mib(sz.DeadPoolBytes)),
-		fmt.Sprintf("lazy vacuum unthrottled at maintenance memory %v bytes; \"array passes\" = ceil(dead TIDs x 6 / memory), what a 6-byte array of that size would need", sz.Mems),
+		sentence("real table: %d rows (8-byte payload, two indexes), %.0f %% deleted = %d dead TIDs, %s on disk, "+
+			"buffer pool %s", sz.DeadRows, sz.DeadPct, dead, mib(dirBytes(tmpl)), mib(sz.DeadPoolBytes)),
+		sentence("lazy vacuum unthrottled at maintenance memory %v bytes; \"array passes\" = "+
+			"ceil(dead TIDs x 6 / memory), what a 6-byte array of that size would need", sz.Mems),
 	}
-	if row := findSynth(syn, sz); row != "" {
-		sec.Findings = append(sec.Findings, row)
-	}
-	if len(passS) > 0 {
-		sec.Findings = append(sec.Findings, fmt.Sprintf("%d dead TIDs: %.0f index passes at %.2f MiB (a 6-byte array would need %.0f), %.0f at %.0f MiB (array: %.0f).",
-			dead, passS[0].Y, passS[0].X, arrS[0].Y, passS[len(passS)-1].Y, passS[len(passS)-1].X, arrS[len(arrS)-1].Y))
-	}
-	sec.Caveats = append(sec.Caveats, "Lookup times are single-goroutine and include the loop; on a loaded machine they vary by 2x between runs; compare the two structures within a row, not across runs.")
+	sec.Rules, sec.Verdict = deadTIDsConclusions(realTab)
+	sec.Caveats = append(sec.Caveats, "Lookup times are single-goroutine and include the loop; on a loaded machine "+
+		"they vary by 2x between runs; compare the two structures within a row, not across runs.")
 	return sec, nil
 }
 
-func findSynth(t *Table, sz Sizes) string {
-	if len(t.Rows) == 0 {
-		return ""
+// deadSynthRow is the synthetic row the headline quotes: the largest set
+// at 20 % dead, or at the first density when 20 % was not measured.
+func deadSynthRow(c *cells) []string {
+	const t = "exp4_tidstore_synthetic"
+	rows := c.rows(t, "")
+	if len(rows) == 0 {
+		return nil
 	}
-	// The largest set at 20 % dead (or at the first density) says it best;
-	// rows are in density order, then size order.
-	want := formatNum(sz.SynthDensities[0])
-	if slices.Contains(sz.SynthDensities, 20) {
-		want = "20"
-	}
-	var pick []string
-	for _, r := range t.Rows {
-		if r[0] == want {
-			pick = r
+	want := rows[0][0]
+	for _, r := range rows {
+		if r[0] == "20" {
+			want = "20"
 		}
 	}
-	return fmt.Sprintf("At %s %% dead and %s TIDs the store costs %s bytes per TID against 6, and a random lookup %s ns against %s ns for binary search.",
-		pick[0], pick[1], prettyNum(pick[2]), prettyNum(pick[4]), prettyNum(pick[5]))
+	var pick []string
+	for _, r := range rows {
+		if r[0] == want {
+			pick = r // rows are in density order, then size order: the last is the largest
+		}
+	}
+	return pick
+}
+
+func deadTIDsHeadline(ts tables) (string, error) {
+	c := &cells{ts: ts}
+	const syn, real = "exp4_tidstore_synthetic", "exp4_index_passes"
+	p := deadSynthRow(c)
+	mems := c.rows(real, "")
+	if c.err != nil {
+		return "", c.err
+	}
+	lo, hi := mems[0], mems[len(mems)-1]
+	s := sentence("At %s %% dead and %s TIDs the store costs %s bytes per TID against 6, and a random lookup "+
+		"%s ns against %s ns for binary search.",
+		p[0], p[1], prettyNum(c.text(syn, p, "store_bytes_per_tid")),
+		prettyNum(c.text(syn, p, "store_lookup_ns")), prettyNum(c.text(syn, p, "array_lookup_ns")))
+	s += sentence(" %.0f dead TIDs: %.0f index passes at %.2f MiB (a 6-byte array would need %.0f), "+
+		"%.0f at %.0f MiB (array: %.0f).",
+		c.num(real, lo, "dead_tids"), c.num(real, lo, "index_passes"), c.num(real, lo, "mem_mib"),
+		c.num(real, lo, "array_passes_equivalent"), c.num(real, hi, "index_passes"), c.num(real, hi, "mem_mib"),
+		c.num(real, hi, "array_passes_equivalent"))
+	return s, c.err
+}
+
+// deadTIDsConclusions: the field report's problem (repeated index passes
+// for want of memory) is solved when the store never needs more passes
+// than a 6-byte array at the same memory, and fewer at one memory at least.
+func deadTIDsConclusions(tb *Table) ([]Rule, *Verdict) {
+	c := &cells{ts: tablesOf([]*Table{tb})}
+	const t = "exp4_index_passes"
+	rows := c.rows(t, "")
+	if c.err != nil {
+		return nil, nil
+	}
+	never, fewer := true, false
+	var worst []string
+	for _, row := range rows {
+		p, a := c.num(t, row, "index_passes"), c.num(t, row, "array_passes_equivalent")
+		never = never && p <= a
+		fewer = fewer || p < a
+		if p > a && worst == nil {
+			worst = row
+		}
+	}
+	lo := rows[0]
+	passes, arr := c.num(t, lo, "index_passes"), c.num(t, lo, "array_passes_equivalent")
+	rule := Rule{
+		Statement: "the problem is solved when, at every memory measured, the store needs no more index passes " +
+			"than a 6-byte array would, and fewer at one memory at least",
+		Holds: never && fewer,
+		Then: sentence("Solved: at %.2f MiB, %.0f index passes where a 6-byte array needs %.0f.",
+			c.num(t, lo, "mem_mib"), passes, arr),
+		Else: "Not solved on this run.",
+	}
+	if worst != nil {
+		rule.Else = sentence("Not solved: at %.2f MiB the store needed %.0f index passes, a 6-byte array %.0f "+
+			"(a store segment is larger than that budget).", c.num(t, worst, "mem_mib"),
+			c.num(t, worst, "index_passes"), c.num(t, worst, "array_passes_equivalent"))
+	}
+	v := &Verdict{Field: "repeated index passes (6 bytes a TID, 1 GB cap)",
+		Run:     sentence("%.0f passes vs %.0f at %.2f MiB", passes, arr, c.num(t, lo, "mem_mib")),
+		Outcome: "not solved", Why: rule.Conclusion()}
+	if rule.Holds {
+		v.Outcome, v.Why = "solved (the store replaces the array)", ""
+	}
+	return []Rule{rule}, v
 }
 
 // vacuumWatched runs a lazy vacuum of table while sampling its progress,

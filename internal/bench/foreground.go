@@ -42,14 +42,6 @@ func StartForeground(db *engine.DB, index string, keys int64, workers int, think
 
 func (f *Foreground) work(rng *rand.Rand) {
 	defer f.wg.Done()
-	local := make([]time.Duration, 0, 1024)
-	flush := func() {
-		f.mu.Lock()
-		f.lat = append(f.lat, local...)
-		f.mu.Unlock()
-		local = local[:0]
-	}
-	defer flush()
 	for {
 		select {
 		case <-f.stop:
@@ -62,15 +54,26 @@ func (f *Foreground) work(rng *rand.Rand) {
 			f.errs.Add(1)
 			f.lastErr.Store(err)
 		} else {
-			local = append(local, time.Since(t0))
-		}
-		if len(local) == cap(local) {
-			flush()
+			f.record(t0, time.Since(t0))
 		}
 		if f.think > 0 {
 			time.Sleep(f.think)
 		}
 	}
+}
+
+// record adds the latency of a lookup that started at t0, unless it started
+// before the last Reset: such a lookup belongs to the warm-up. Samples go
+// straight to the shared slice (a few thousand a second, so the lock is
+// cheap), which keeps Reset and Snapshot exact: a per-worker buffer
+// flushed later once let warm-up samples into the measured window.
+func (f *Foreground) record(t0 time.Time, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t0.Before(f.since) {
+		return
+	}
+	f.lat = append(f.lat, d)
 }
 
 func (f *Foreground) lookup(key int64) error {
@@ -85,7 +88,8 @@ func (f *Foreground) lookup(key int64) error {
 	return err
 }
 
-// Reset discards the latencies recorded so far (the warm-up).
+// Reset discards the latencies recorded so far (the warm-up); a lookup
+// under way at the Reset is not counted either.
 func (f *Foreground) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,12 +97,12 @@ func (f *Foreground) Reset() {
 	f.since = time.Now()
 }
 
-// Snapshot returns the latency statistics since the last Reset, without
-// stopping (workers' unflushed latencies, at most 1023 each, are left out).
+// Snapshot returns the latency statistics of the lookups finished since the
+// last Reset, without stopping.
 func (f *Foreground) Snapshot() Latency {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return latencyOf(f.lat, time.Since(f.since))
+	return latencyOf(slices.Clone(f.lat), time.Since(f.since))
 }
 
 // Stop stops the workers and returns the statistics since the last Reset

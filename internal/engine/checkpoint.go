@@ -85,6 +85,12 @@ func (db *DB) Checkpoint() error {
 func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
+	// After a sticky failure a checkpoint would move the redo pointer past
+	// WAL that may still be needed, or mark a directory clean whose
+	// catalog switch may not be durable: only a reopen recovers.
+	if err := db.writable(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	unlock := db.txns.CheckpointBarrier()
 	redo := db.log.SetRedoPtr()
 	nextXID := uint64(db.txns.NextXID())
@@ -94,11 +100,11 @@ func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := db.st.SyncAll(); err != nil {
-		db.failed.CompareAndSwap(nil, &err)
+		db.fail(err)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := db.txns.WriteClog(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: %w", db.failIfMaybeReplaced(err))
 	}
 	ck := checkpointRecord{Redo: redo, NextXID: nextXID, NextOID: nextOID, Shutdown: shutdown}
 	start, _, err := insertCheckpoint(db.log, ck)
@@ -112,7 +118,7 @@ func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 	c := &wal.Control{Version: DataVersion, State: state, CheckpointLSN: start, RedoLSN: redo,
 		NextXID: nextXID, NextOID: nextOID}
 	if err := wal.WriteControl(db.fs, db.dir, c); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: %w", db.failIfMaybeReplaced(err))
 	}
 	db.lastRedo.Store(uint64(redo))
 	db.ckpts.Add(1)
@@ -161,10 +167,12 @@ func (db *DB) checkpointer() {
 	}
 }
 
-// writable returns ErrNeedsRecovery (wrapping the fsync failure) once an
-// fsync of relation files has failed: a failed fsync is never retried as if
-// the data were safe (the kernel may have dropped the dirty pages), so
-// nothing more is acknowledged until the directory is reopened.
+// writable returns ErrNeedsRecovery (wrapping the failure) once an fsync of
+// relation files has failed, or a replace of the catalog, control file or
+// commit log may or may not have reached the disk (see fail): a failed
+// fsync is never retried as if the data were safe (the kernel may have
+// dropped the dirty pages), so nothing more is acknowledged until the
+// directory is reopened.
 func (db *DB) writable() error {
 	if p := db.failed.Load(); p != nil {
 		return fmt.Errorf("%w: %w", ErrNeedsRecovery, *p)

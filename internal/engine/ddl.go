@@ -91,14 +91,12 @@ func (db *DB) CreateTable(name string, cols []Column) error {
 	// relation whose creation failed can never apply to another one.
 	db.cat.NextOID = next.NextOID
 	if err := db.createHeap(t.Rel); err != nil {
+		_ = db.failIfSyncFailed(err)
+		db.dropRels("create table "+name, []storage.RelFileNode{t.Rel})
 		return fmt.Errorf("create table %q: %w", name, err)
 	}
-	if err := catalog.Save(db.fs, db.dir, next); err != nil {
-		db.dropRel(t.Rel)
-		return fmt.Errorf("create table %q: %w", name, err)
-	}
-	db.cat = next
-	return nil
+	return db.switchCatalog(catalogSwitch{what: fmt.Sprintf("create table %q", name), next: next,
+		created: []storage.RelFileNode{t.Rel}})
 }
 
 // CreateIndex creates a B-tree index on an int64 column of table and fills
@@ -117,30 +115,17 @@ func (db *DB) CreateIndex(name, table, column string) error {
 	}
 	db.cat.NextOID = next.NextOID
 	t, _ := next.Table(table)
+	what := fmt.Sprintf("create index %q", name)
+	created := []storage.RelFileNode{ix.Rel}
 	if err := db.buildIndex(context.Background(), t, ix); err != nil {
-		db.dropRel(ix.Rel)
-		return fmt.Errorf("create index %q: %w", name, err)
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	// The index's pages are WAL-logged; make them durable before the
 	// catalog names the index, or a crash could leave it half built.
 	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
-		db.dropRel(ix.Rel)
-		return fmt.Errorf("create index %q: %w", name, err)
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := catalog.Save(db.fs, db.dir, next); err != nil {
-		db.dropRel(ix.Rel)
-		return fmt.Errorf("create index %q: %w", name, err)
-	}
-	db.cat = next
-	return nil
-}
-
-// dropRel forgets and removes a relation's files after a failed DDL (best
-// effort: an orphan left behind is removed at the next Open).
-func (db *DB) dropRel(rel storage.RelFileNode) {
-	db.forgetHandle(rel)
-	db.pool.DropRel(rel)
-	if err := db.st.Drop(rel); err != nil {
-		db.opts.Logf("remove relation %d after failed DDL: %v", rel, err)
-	}
+	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created})
 }

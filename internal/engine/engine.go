@@ -60,9 +60,11 @@ type DB struct {
 	stop    chan struct{}
 	bg      sync.WaitGroup
 	bgErr   atomic.Pointer[error]
-	// failed is the first failed fsync of relation files: the data written
-	// before it may be lost, so writes are refused until the directory is
-	// reopened and recovered from the WAL (see writable).
+	// failed is the first sticky failure (see fail): a failed fsync of
+	// relation files or directories, or a catalog, control file or commit
+	// log replace that may or may not be durable. Writes, commits and
+	// checkpoints are refused until the directory is reopened and
+	// recovered (see writable).
 	failed atomic.Pointer[error]
 
 	usage usage.Counters // foreground (non-vacuum) usage

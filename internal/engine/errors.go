@@ -51,10 +51,13 @@ var (
 	// commit log, the WAL up to the last checkpoint) is missing or damaged;
 	// Open refuses rather than start with a part of the committed data.
 	ErrCorrupt = errors.New("data directory is damaged")
-	// ErrNeedsRecovery: an fsync of relation files failed, so pages written
-	// before it may be lost; every later write and commit is refused until
-	// the data directory is reopened (recovery replays the WAL, which still
-	// covers them). Reads keep working.
+	// ErrNeedsRecovery: an fsync of relation files or of a directory
+	// failed, or a catalog switch may or may not have reached the disk, so
+	// what was written before it may be lost or the directory may name
+	// either state; every later write, commit and checkpoint is refused
+	// until the data directory is reopened (recovery replays the WAL,
+	// which still covers them, and reads the catalog that survived).
+	// Reads keep working.
 	ErrNeedsRecovery = errors.New("writes refused after a failed fsync: reopen the data directory to recover")
 	// ErrUnsupportedVersion: the directory was written by an unknown
 	// format version.

@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
-	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
@@ -136,36 +134,45 @@ func (db *DB) AllocRelfilenode() (storage.RelFileNode, error) {
 
 // SwapRelfilenodes is VACUUM FULL's switch: it makes the new heap (with its
 // VM and FSM forks) and the new index files durable, replaces table's
-// relfilenodes in the catalog (saved atomically), and removes the old
-// files. newIndexes maps every index name of the table to its new file.
-// The caller holds the table's lock (LockTable). A crash before the
-// catalog is saved leaves the old table; after, the new one; the files of
-// the other are orphans removed at the next Open.
+// relfilenodes in the catalog (switchCatalog) and removes the old files.
+// newIndexes maps every index name of the table to its new file. The
+// caller holds the table's lock (LockTable) and hands the new files over:
+// on an error that leaves the old catalog in place they are removed, and
+// when the switch may have happened (ErrNeedsRecovery) neither the old
+// nor the new files are removed, since the catalog on disk may name
+// either. A crash before the catalog is saved leaves the old table;
+// after, the new one; the files of the other are orphans for the next
+// Open.
 func (db *DB) SwapRelfilenodes(table string, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	// Every change to the new files is WAL-logged; make it durable, then
-	// write and fsync the files themselves so that the old WAL is not needed.
-	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
-		return fmt.Errorf("swap %q: %w", table, err)
-	}
-	if err := db.pool.FlushAll(); err != nil {
-		return fmt.Errorf("swap %q: %w", table, err)
-	}
+	what := fmt.Sprintf("swap %q", table)
 	rels := []storage.RelFileNode{newHeap}
 	for _, r := range newIndexes {
 		rels = append(rels, r)
 	}
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	fail := func(err error) error {
+		db.dropRels(what, rels)
+		return fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
+	}
+	// Every change to the new files is WAL-logged; make it durable, then
+	// write and fsync the files themselves so that the old WAL is not needed.
+	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
+		return fail(err)
+	}
+	if err := db.pool.FlushAll(); err != nil {
+		return fail(err)
+	}
 	for _, r := range rels {
 		for _, f := range []storage.ForkNum{storage.MainFork, storage.VMFork, storage.FSMFork} {
 			if ok, err := db.st.Exists(r, f); err != nil {
-				return fmt.Errorf("swap %q: %w", table, err)
+				return fail(err)
 			} else if ok {
 				if err := db.st.Sync(r, f); err != nil {
-					return fmt.Errorf("swap %q: %w", table, err)
+					return fail(err)
 				}
 			}
 		}
@@ -173,22 +180,7 @@ func (db *DB) SwapRelfilenodes(table string, newHeap storage.RelFileNode, newInd
 	next := db.cat.Clone()
 	old, err := next.SwapRelfilenodes(table, newHeap, newIndexes)
 	if err != nil {
-		return fmt.Errorf("swap %q: %w", table, err)
+		return fail(err)
 	}
-	if err := catalog.Save(db.fs, db.dir, next); err != nil {
-		return fmt.Errorf("swap %q: %w", table, err)
-	}
-	db.cat = next
-	var errs []error
-	for _, r := range old {
-		db.forgetHandle(r)
-		db.pool.DropRel(r)
-		if err := db.st.Drop(r); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		db.opts.Logf("swap %q: old files left for the next Open to remove: %v", table, err)
-	}
-	return nil
+	return db.switchCatalog(catalogSwitch{what: what, next: next, created: rels, retired: old})
 }

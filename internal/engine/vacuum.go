@@ -88,18 +88,28 @@ func (db *DB) LockedVacuumTarget(ctx context.Context, name string, noWait bool) 
 
 // swapChecked refuses a switch when the table's relations changed since
 // the target was built (another VACUUM FULL or DDL got there first), then
-// switches.
+// switches. Like SwapRelfilenodes it owns the new files.
 func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
-	now, err := db.TableHandle(name)
-	if err != nil {
+	changed := func(err error) error {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		rels := []storage.RelFileNode{newHeap}
+		for _, r := range newIndexes {
+			rels = append(rels, r)
+		}
+		db.dropRels(fmt.Sprintf("swap %q", name), rels) // the catalog never named them
 		return err
 	}
+	now, err := db.TableHandle(name)
+	if err != nil {
+		return changed(err)
+	}
 	if now.Rel != was.Rel || len(now.Indexes) != len(was.Indexes) {
-		return fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged)
+		return changed(fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged))
 	}
 	for i := range now.Indexes {
 		if now.Indexes[i].Rel != was.Indexes[i].Rel {
-			return fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged)
+			return changed(fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged))
 		}
 	}
 	return db.SwapRelfilenodes(name, newHeap, newIndexes)

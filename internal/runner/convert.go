@@ -11,15 +11,10 @@ import (
 // This file translates between the wire contract (package runnerwire) and the engine's vacuum
 // package, in both directions, and nowhere else.
 
-// settingsFrom turns resolved limits into the engine's throttle settings.
-func settingsFrom(l runnerwire.Limits) throttle.Settings {
-	return throttle.Settings{
-		CostDelay: l.CostDelay, CostLimit: int(l.CostLimit),
-		PageHitCost: int(l.PageHitCost), PageMissCost: int(l.PageMissCost), PageDirtyCost: int(l.PageDirtyCost),
-		MaxReadBytesPerSecond: l.MaxReadBytesPerSecond, MaxWriteBytesPerSecond: l.MaxWriteBytesPerSecond,
-		MaxWALBytesPerSecond: l.MaxWALBytesPerSecond,
-	}
-}
+// settingsFrom turns resolved limits into the engine's throttle settings. The two types have
+// the same fields, so this is a conversion the compiler checks: a limit added to one and not
+// the other stops the build here.
+func settingsFrom(l runnerwire.Limits) throttle.Settings { return throttle.Settings(l) }
 
 // overrideFrom expresses a table's resolved limits as an override of the run's: every field
 // is set, so a later PUT /throttle changes only tables without an override.
@@ -70,7 +65,7 @@ func tableResultFrom(r *vacuum.Report) runnerwire.TableResult {
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		WALRecords: u.WALRecords, WALFullPageImages: u.WALFPIs, RingDirtyEvictions: u.RingDirtyEvictions,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
-		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{},
+		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{}, Notices: []string{},
 		CostRate: rateFrom(r.Rates.Cost), ReadRate: rateFrom(r.Rates.Read),
 		WriteRate: rateFrom(r.Rates.Write), WALRate: rateFrom(r.Rates.WAL),
 	}
@@ -113,9 +108,9 @@ func reportFrom(rr *vacuum.RunReport) runnerwire.Report {
 func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 	u := s.Usage
 	p := runnerwire.Progress{
-		Phase: s.Phase, Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
-		HeapBlocksTotal: s.HeapBlocksTotal, HeapBlocksScanned: s.HeapBlocksScanned,
-		HeapBlocksVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
+		Phase: wirePhase(s.Phase), Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),
+		PagesTotal: s.HeapBlocksTotal, PagesScanned: s.HeapBlocksScanned,
+		PagesVacuumed: s.HeapBlocksVacuumed, IndexPasses: s.IndexPasses,
 		DeadTuples: s.DeadTIDs, DeadTupleBytes: s.DeadTIDBytes, TuplesRemoved: s.TuplesRemoved,
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
@@ -123,15 +118,42 @@ func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
 		PagesPerSecond: s.PagesPerSecond, ReadBytesPerSecond: s.ReadBytesPerSecond,
 		WriteBytesPerSecond: s.WriteBytesPerSecond, WALBytesPerSecond: s.WALBytesPerSecond,
 		Percent: s.Percent, Tables: []runnerwire.TableProgress{},
+		ThrottleApplies: runnerwire.ThrottleAppliesImmediately,
 	}
 	for _, t := range s.Tables {
-		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: t.Phase, Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
+		p.Tables = append(p.Tables, runnerwire.TableProgress{Name: t.Table, Phase: wirePhase(t.Phase), Percent: t.Percent, TuplesRemoved: t.TuplesRemoved})
 	}
 	return p
+}
+
+// wirePhases maps each of the engine's phases to its wire name.
+var wirePhases = [...]runnerwire.Phase{
+	vacuum.PhaseInitializing:      runnerwire.PhaseInitializing,
+	vacuum.PhaseScanningHeap:      runnerwire.PhaseScanningHeap,
+	vacuum.PhaseVacuumingIndexes:  runnerwire.PhaseVacuumingIndexes,
+	vacuum.PhaseVacuumingHeap:     runnerwire.PhaseVacuumingHeap,
+	vacuum.PhaseCleaningUpIndexes: runnerwire.PhaseCleaningUpIndexes,
+	vacuum.PhaseTruncatingHeap:    runnerwire.PhaseTruncatingHeap,
+	vacuum.PhaseRewritingHeap:     runnerwire.PhaseRewritingHeap,
+	vacuum.PhaseRebuildingIndexes: runnerwire.PhaseRebuildingIndexes,
+	vacuum.PhaseDone:              runnerwire.PhaseDone,
+}
+
+// wirePhase is the wire name of the engine phase a progress snapshot names (by its String).
+// A phase the engine adds without a wire name here is reported as initializing, and
+// TestEveryEnginePhaseHasAWireName fails.
+func wirePhase(engine string) runnerwire.Phase {
+	for p, w := range wirePhases {
+		if vacuum.Phase(p).String() == engine {
+			return w
+		}
+	}
+	return runnerwire.PhaseInitializing
 }
 
 // initialProgress is /progress before the run has started (opening, waiting for the lock).
 func initialProgress(tables int, since time.Time) runnerwire.Progress {
 	return runnerwire.Progress{Phase: runnerwire.PhaseInitializing, TablesTotal: int64(tables),
-		ElapsedSeconds: time.Since(since).Seconds(), Tables: []runnerwire.TableProgress{}}
+		ElapsedSeconds: time.Since(since).Seconds(), Tables: []runnerwire.TableProgress{},
+		ThrottleApplies: runnerwire.ThrottleAppliesImmediately}
 }

@@ -1,13 +1,15 @@
 // Package runner is vacuum-runner: the program every runner pod executes and the CLI a person
 // runs against a local data directory. cmd/vacuum-runner is a thin main over Main.
 //
-// Commands (flags and JSON are a public contract, see internal/runner/runnerwire and issue 4):
+// Commands (flags and JSON are a public contract, see internal/runner/runnerwire):
 //
 //	init    create a data directory
 //	bloat   create a table, load rows, delete and update a fraction of them
 //	stats   tables, pages, live and dead tuples, indexes
 //	vacuum  lazy vacuum of some or all tables, throttled
 //	full    VACUUM FULL of some or all tables, throttled
+//	        (with --server HOST:PORT instead of --data: a live PostgreSQL, online,
+//	        through package online; a RunSpec with a server target does the same in `run`)
 //	check   verify every page and heap/index agreement
 //	run     pod mode: a RunSpec, an HTTP server (/progress, /metrics, /healthz,
 //	        PUT /throttle) and a Summary written to the termination log on exit
@@ -26,7 +28,8 @@
 // Invariants:
 //   - Every outcome maps to one exit code (api.Exit*): bad input 2, busy 3, corruption 4,
 //     canceled 5, no space 6, anything else 1. exitCode in errors.go is the one place that
-//     decides.
+//     decides. Online: an unreachable server is 3, an authentication failure or refusal 2,
+//     a written field the server cannot honour 2 (naming the flag or RunSpec field).
 //   - A bad flag or spec is reported on stderr in one line naming the flag and what is wrong.
 //   - Outputs never omit a field (the api types), and `run` writes a Summary of at most
 //     api.MaxSummaryBytes to --termination-log whatever the outcome, once its flags parsed.

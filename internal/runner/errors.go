@@ -11,6 +11,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/online"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -63,19 +64,22 @@ func exitCode(err error, bySignal bool) int {
 		corrupt *CorruptionError
 		cpe     *storage.CorruptPageError
 		cse     *page.ChecksumError
+		field   *online.FieldError
 	)
 	switch {
 	case err == nil:
 		return runnerwire.ExitOK
 	case errors.As(err, &usage), errors.As(err, &mem),
 		errors.Is(err, engine.ErrNotDataDir), errors.Is(err, engine.ErrUnsupportedVersion),
-		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised):
+		errors.Is(err, engine.ErrNoSuchTable), errors.Is(err, engine.ErrAlreadyInitialised),
+		errors.As(err, &field), errors.Is(err, online.ErrAuth), errors.Is(err, online.ErrUnsupportedServer):
 		return runnerwire.ExitBadInput
-	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress):
+	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress),
+		errors.Is(err, online.ErrUnreachable):
 		return runnerwire.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):
 		return runnerwire.ExitCorruption
-	case errors.Is(err, vacuum.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
+	case errors.Is(err, vacuum.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, online.ErrNoSpace):
 		return runnerwire.ExitNoSpace
 	case bySignal || errors.Is(err, context.Canceled):
 		return runnerwire.ExitCancelled

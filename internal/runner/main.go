@@ -13,6 +13,7 @@ import (
 // SignalError is the cause of a context canceled by SIGTERM or SIGINT.
 type SignalError struct{ Signal os.Signal }
 
+// Error names the signal.
 func (e *SignalError) Error() string { return "canceled by " + signalName(e.Signal) }
 
 func signalName(s os.Signal) string {
@@ -62,6 +63,9 @@ commands:
   stats   --data DIR [--json]
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]
+  vacuum|full --server HOST:PORT --database DB [--user U] [--password-file F]
+          [--sslmode disable|require|verify-ca|verify-full] [--sslrootcert F]
+          [--table NAME]... [throttle flags] [--json]   (a live server, online)
   check   --data DIR [--json]
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]

@@ -27,9 +27,9 @@ var progressMetrics = []metricDef{
 	gauge("tables_total", "Tables the run will vacuum.", func(p runnerwire.Progress) float64 { return float64(p.TablesTotal) }),
 	gauge("tables_done", "Tables finished.", func(p runnerwire.Progress) float64 { return float64(p.TablesDone) }),
 	gauge("progress_percent", "Progress of the whole run, 0-100.", func(p runnerwire.Progress) float64 { return p.Percent }),
-	gauge("heap_blocks", "Heap blocks of the tables started.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksTotal) }),
-	counter("heap_blocks_scanned_total", "Heap blocks scanned.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksScanned) }),
-	counter("heap_blocks_vacuumed_total", "Heap blocks vacuumed.", func(p runnerwire.Progress) float64 { return float64(p.HeapBlocksVacuumed) }),
+	gauge("heap_blocks", "Heap blocks of the tables started.", func(p runnerwire.Progress) float64 { return float64(p.PagesTotal) }),
+	counter("heap_blocks_scanned_total", "Heap blocks scanned.", func(p runnerwire.Progress) float64 { return float64(p.PagesScanned) }),
+	counter("heap_blocks_vacuumed_total", "Heap blocks vacuumed.", func(p runnerwire.Progress) float64 { return float64(p.PagesVacuumed) }),
 	counter("index_passes_total", "Index vacuum passes.", func(p runnerwire.Progress) float64 { return float64(p.IndexPasses) }),
 	gauge("dead_tuples", "Dead tuple ids held in memory.", func(p runnerwire.Progress) float64 { return float64(p.DeadTuples) }),
 	gauge("dead_tuple_bytes", "Memory of the dead tuple ids held.", func(p runnerwire.Progress) float64 { return float64(p.DeadTupleBytes) }),
@@ -65,5 +65,5 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range progressMetrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(p))
 	}
-	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, p.Phase, p.Table)
+	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, string(p.Phase), p.Table)
 }

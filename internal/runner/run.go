@@ -42,7 +42,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	start := time.Now()
 	rr, err := runPod(ctx, vf, f, env, start)
 	code := exitCode(err, ctx.Err() != nil)
-	sum := summaryOf(ctx, rr, err, code)
+	sum := summaryOfReport(ctx, rr, err, code)
 	if f.terminationLog != "" {
 		if werr := writeSummary(f.terminationLog, sum); werr != nil {
 			_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: write termination log: %v\n", werr)
@@ -63,46 +63,49 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	return &codedError{code: code}
 }
 
-// runPod does the work of `run`; the report is nil when no vacuum started.
-func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start time.Time) (*vacuum.RunReport, error) {
+// runPod does the work of `run` and returns what was done (no tables when no vacuum started).
+func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start time.Time) (runnerwire.Report, error) {
+	none := reportFrom(nil)
 	switch {
 	case f.listen == "":
-		return nil, usagef("--listen is required")
+		return none, usagef("--listen is required")
 	case f.terminationLog == "":
-		return nil, usagef("--termination-log is required")
+		return none, usagef("--termination-log is required")
 	case f.spec != "" && f.specFile != "":
-		return nil, usagef("give --spec or --spec-file, not both")
+		return none, usagef("give --spec or --spec-file, not both")
 	}
 	var spec runnerwire.RunSpec
 	fromFlags := true
 	if f.spec != "" || f.specFile != "" {
 		s, err := readSpec(f.spec, f.specFile)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		spec, fromFlags = s, false
 	}
 	vf.overlay(&spec)
-	if spec.DataDir == "" && !fromFlags {
+	if spec.DataDir == "" && spec.Server == nil && !fromFlags {
 		spec.DataDir = runnerwire.DefaultDataDir
 	}
 	r, err := resolveSpec(spec, fromFlags)
 	if err != nil {
-		return nil, &UsageError{Msg: err.Error()}
+		return none, &UsageError{Msg: err.Error()}
 	}
 	var token []byte
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return nil, usagef("--control-token-file: %v", err)
+			return none, usagef("--control-token-file: %v", err)
 		}
 		token = bytes.TrimSpace(b)
 		if len(token) == 0 {
-			return nil, usagef("--control-token-file %s is empty", f.tokenFile)
+			return none, usagef("--control-token-file %s is empty", f.tokenFile)
 		}
 	}
-	if err := checkMemory(r); err != nil {
-		return nil, err
+	if spec.Server == nil {
+		if err := checkMemory(r); err != nil {
+			return none, err
+		}
 	}
 	state := &runState{start: start, tables: len(r.Tables), logf: func(format string, args ...any) {
 		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: "+format+"\n", args...)
@@ -110,13 +113,16 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	defer state.finish()
 	stopServer, err := serve(f.listen, newHandler(state, token), state.logf)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	defer stopServer()
+	if spec.Server != nil {
+		return vacuumServer(ctx, spec, r, fromFlags, onlineTarget(*spec.Server), state)
+	}
 
 	db, err := openDB(ctx, r.DataDir, engine.Options{BufferPoolBytes: r.BufferPoolSize, Logf: engineLog(env.Stderr)}, f.lockTimeout)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	var rr *vacuum.RunReport
 	err = func() (err error) {
@@ -139,7 +145,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		}
 		return err
 	}()
-	return rr, err
+	return reportFrom(rr), err
 }
 
 // readSpec decodes a RunSpec strictly (unknown fields are errors) from inline JSON or a file.
@@ -198,9 +204,20 @@ func serve(addr string, h http.Handler, logf func(string, ...any)) (stop func(),
 	}, nil
 }
 
-// summaryOf builds the Summary of a run that ended with err and code.
+// summaryOf builds the Summary of an engine run that ended with err and code.
 func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) runnerwire.Summary {
-	rep := reportFrom(rr)
+	return summaryOfReport(ctx, reportFrom(rr), err, code)
+}
+
+// summaryOfReport builds the Summary of a run that ended with err and code. A server's
+// VERBOSE notices stay out of it (they went to the log): the termination log is small.
+func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code int) runnerwire.Summary {
+	tables := make([]runnerwire.TableResult, len(rep.Tables))
+	for i, t := range rep.Tables {
+		t.Notices = []string{}
+		tables[i] = t
+	}
+	rep.Tables = tables
 	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
 	switch code {
 	case runnerwire.ExitOK:

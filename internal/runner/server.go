@@ -31,14 +31,17 @@ type runState struct {
 	logf   func(string, ...any)
 
 	mu       sync.Mutex
-	run      *vacuum.Run
+	run      active
 	finished bool
 	pending  *runnerwire.Limits // a PUT /throttle received before the run started
 	updates  int64              // throttle changes applied
 }
 
-// setRun publishes the run once it exists.
-func (s *runState) setRun(r *vacuum.Run) {
+// setRun publishes the engine's run once it exists.
+func (s *runState) setRun(r *vacuum.Run) { s.setActive(engineRun{r}) }
+
+// setActive publishes a run (the engine's or an online one) once it exists.
+func (s *runState) setActive(r active) {
 	s.mu.Lock()
 	s.run = r
 	s.mu.Unlock()
@@ -67,7 +70,7 @@ func (s *runState) progress() runnerwire.Progress {
 	if r == nil {
 		return initialProgress(s.tables, s.start)
 	}
-	return progressFrom(r.Progress())
+	return r.Progress()
 }
 
 // newHandler serves /progress, /metrics, /healthz and PUT /throttle. token is the control
@@ -161,12 +164,16 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 		writeHTTPJSON(w, http.StatusAccepted, l.Throttle())
 		return
 	}
-	if err := s.run.UpdateThrottle(settingsFrom(l)); err != nil {
+	if err := s.run.UpdateThrottle(l); err != nil {
 		httpError(w, http.StatusBadRequest, oneLine(err))
 		return
 	}
 	s.updates++
-	s.logf("throttle changed: %s", describeLimits(l))
+	when := ""
+	if s.run.ThrottleApplies() == runnerwire.ThrottleAppliesNextTable {
+		when = " (from the next table: the server cannot re-throttle a running VACUUM)"
+	}
+	s.logf("throttle changed%s: %s", when, describeLimits(l))
 	writeHTTPJSON(w, http.StatusOK, l.Throttle())
 }
 

@@ -4,18 +4,18 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // progressBar draws a run's progress on a terminal (stderr) until stop is called.
 // The bar counts per-mille of the run; its description carries phase, table, pages/s and
 // MB/s.
-func progressBar(w io.Writer, run *vacuum.Run) (stop func()) {
+func progressBar(w io.Writer, progress func() runnerwire.Progress) (stop func()) {
 	bar := progressbar.NewOptions(1000,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetWidth(30),
@@ -31,7 +31,7 @@ func progressBar(w io.Writer, run *vacuum.Run) (stop func()) {
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
-			s := run.Progress()
+			s := progress()
 			bar.Describe(fmt.Sprintf("%-20s %-16s %7.0f pages/s %6.1f MB/s read %6.1f MB/s written",
 				s.Phase, s.Table, s.PagesPerSecond, s.ReadBytesPerSecond/1e6, s.WriteBytesPerSecond/1e6))
 			_ = bar.Set(int(math.Min(1000, s.Percent*10)))
@@ -73,6 +73,16 @@ func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 			t.BufferHits, t.BufferMisses, t.BuffersDirtied, t.RingDirtyEvictions)
 		p.printf("  WAL usage: %d records, %d full page images, %d bytes, %d flushes\n",
 			t.WALRecords, t.WALFullPageImages, t.WALBytes, t.WALFlushes)
+		if len(t.Notices) > 0 {
+			// An online table: the figures above come from the server's own notices.
+			p.printf("  throttle: %s (the server does not report time slept)\n", rates(t.CostRate, t.ReadRate, t.WriteRate, t.WALRate))
+			p.printf("  server's VACUUM VERBOSE:\n")
+			for _, n := range t.Notices {
+				p.printf("    %s\n", strings.ReplaceAll(n, "\n", "\n    "))
+			}
+			p.printf("\n")
+			continue
+		}
 		p.printf("  throttle: slept %.2f s; %s\n\n", t.SleptSeconds,
 			rates(t.CostRate, t.ReadRate, t.WriteRate, t.WALRate))
 	}

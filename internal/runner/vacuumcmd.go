@@ -21,11 +21,15 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	fs := newFlagSet(name)
 	vf := addVacuumFlags(fs, false)
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for a busy data directory")
+	sf := addServerFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	spec := runnerwire.RunSpec{Mode: mode}
 	vf.overlay(&spec)
+	if fs.Changed("server") {
+		return onlineCLI(ctx, spec, vf, sf, env)
+	}
 	r, err := resolveSpec(spec, true)
 	if err != nil {
 		return &UsageError{Msg: err.Error()}
@@ -48,7 +52,7 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	}
 	stop := func() {}
 	if env.Terminal && !vf.json {
-		stop = progressBar(env.Stderr, run)
+		stop = progressBar(env.Stderr, func() runnerwire.Progress { return progressFrom(run.Progress()) })
 	}
 	rr, verr := db.RunVacuum(ctx, run, tables)
 	stop()

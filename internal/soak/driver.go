@@ -293,9 +293,6 @@ func (d *driver) crash(powerLoss, recoveryOnly bool) error {
 		return nil
 	}
 	d.fig.Crashes++
-	if recoveryOnly {
-		d.fig.RecoveryCrashes++
-	}
 	return d.crashEvents(a.Name, kind, recoveryOnly)
 }
 
@@ -334,6 +331,12 @@ func (d *driver) crashEvents(name, kind string, recoveryOnly bool) error {
 	}
 	if !ready {
 		d.fig.BeforeReady++
+	}
+	if recoveryOnly {
+		d.fig.RecoveryOnly++
+		if !ready { // killed before Open (recovery and its checkpoint) returned
+			d.fig.RecoveryCrashes++
+		}
 	}
 	if running["lazy"] {
 		d.fig.DuringLazy++

@@ -11,9 +11,12 @@ type Figures struct {
 	Crashes   int // crashes in all (every one followed by a verification)
 	SIGKILLs  int // children killed with SIGKILL
 	PowerLoss int // children cut by a simulated power loss (faultfs)
-	// RecoveryCrashes are crashes of a recovery-only child, inside the crash
-	// recovery of the crash before (included in Crashes).
-	RecoveryCrashes int
+	// RecoveryOnly counts the crashes of recovery-only children (children
+	// that only reopen the directory after a crash); RecoveryCrashes those of
+	// them that landed inside crash recovery, before Open returned and the
+	// child logged "ready" (both included in Crashes; RecoveryCrashes also
+	// in BeforeReady).
+	RecoveryOnly, RecoveryCrashes int
 	// Crashes that landed while the named work was running in the child
 	// (several may be running at once); BeforeReady: during Open itself.
 	DuringLazy, DuringFull, DuringCheckpoint, BeforeReady int
@@ -48,7 +51,9 @@ func (f *Figures) String() string {
 	w := func(k string, format string, args ...any) {
 		fmt.Fprintf(&b, "%-28s %s\n", k+":", fmt.Sprintf(format, args...))
 	}
-	w("crashes", "%d (SIGKILL %d, power loss %d; %d inside crash recovery)", f.Crashes, f.SIGKILLs, f.PowerLoss, f.RecoveryCrashes)
+	w("crashes", "%d (SIGKILL %d, power loss %d)", f.Crashes, f.SIGKILLs, f.PowerLoss)
+	w("recovery-only children", "%d crashed, %d of them inside crash recovery (before Open returned)",
+		f.RecoveryOnly, f.RecoveryCrashes)
 	w("crash landed during", "lazy vacuum %d, VACUUM FULL %d, checkpoint %d, Open %d", f.DuringLazy, f.DuringFull, f.DuringCheckpoint, f.BeforeReady)
 	w("power loss not reached", "%d (SIGKILLed instead)", f.PowerLossNotReached)
 	w("committed transactions", "%d (%d row operations)", f.Commits, f.Ops)

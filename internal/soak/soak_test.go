@@ -111,3 +111,35 @@ func TestTornLedgerLineIsDroppedBeforeTheNextAppend(t *testing.T) {
 		t.Fatalf("state %v resolved %v: want only a.1 committed", again.State, again.Resolved)
 	}
 }
+
+// A recovery-only child counts as crashed inside crash recovery only when
+// the kill landed before its Open returned (it never logged "ready"); one
+// killed while it waited after Open is a recovery-only crash, not one
+// inside recovery.
+func TestOnlyKillsBeforeOpenReturnedCountAsInsideRecovery(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger")
+	l, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{cfg: Config{Logf: t.Logf}, ledger: l, fig: &Figures{}}
+	for _, c := range []struct {
+		name, events string
+		recoveryOnly bool
+	}{
+		{"c1", "E c1 open\n", true},             // killed inside Open
+		{"c2", "E c2 open\nE c2 ready\n", true}, // killed while waiting after Open
+		{"c3", "E c3 open\n", false},            // an ordinary child killed inside Open
+	} {
+		if err := l.Append(c.events); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.crashEvents(c.name, "SIGKILL", c.recoveryOnly); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.fig.RecoveryOnly != 2 || d.fig.RecoveryCrashes != 1 || d.fig.BeforeReady != 2 {
+		t.Errorf("recovery-only %d, inside recovery %d, before ready %d: want 2, 1 (c1 only), 2 (c1 and c3)",
+			d.fig.RecoveryOnly, d.fig.RecoveryCrashes, d.fig.BeforeReady)
+	}
+}

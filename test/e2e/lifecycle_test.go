@@ -38,7 +38,7 @@ var _ = Describe("A vacuum run on the local dev cluster", func() {
 		Expect(cluster.Client.Create(suiteCtx, policy(ns, "slow", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 50)))).To(Succeed())
 		run := runOf(ns, "slow")
 		pod := runningPod(run)
-		waitProgress(pod, "past the start", func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, "past the start", func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		kubectlRun("patch", "vacuumrun", run.Name, "-n", ns, "--type=merge", "-p", `{"spec":{"cancel":true}}`)
 		waitPhase(run, vacuumv1alpha1.RunCancelled, time.Minute)
@@ -56,7 +56,7 @@ var _ = Describe("A vacuum run on the local dev cluster", func() {
 		Expect(cluster.Client.Create(suiteCtx, p)).To(Succeed())
 		run := runOf(ns, "killed")
 		pod := runningPod(run)
-		waitProgress(pod, "past the start", func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, "past the start", func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		Expect(syscall.Kill(runnerPid(pod), syscall.SIGKILL)).To(Succeed())
 		done := waitPhase(run, vacuumv1alpha1.RunSucceeded, 3*time.Minute)

@@ -36,7 +36,7 @@ var _ = Describe("The throttle", func() {
 		// machine can do, so the limit decides.
 		Expect(cluster.Client.Create(suiteCtx, policy(ns, "metered", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 100)))).To(Succeed())
 		pod := runningPod(runOf(ns, "metered"))
-		waitProgress(pod, "1 s into the heap scan", func(p runnerwire.Progress) bool { return p.ElapsedSeconds >= 1 && p.HeapBlocksScanned > 0 })
+		waitProgress(pod, "1 s into the heap scan", func(p runnerwire.Progress) bool { return p.ElapsedSeconds >= 1 && p.PagesScanned > 0 })
 
 		rate := costRateOver(pod, 6*time.Second)
 		GinkgoWriter.Printf("achieved cost rate %.0f units/s, configured 10000\n", rate)
@@ -50,7 +50,7 @@ var _ = Describe("The throttle", func() {
 		Expect(cluster.Client.Create(suiteCtx, policy(ns, "edited", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 25)))).To(Succeed())
 		run := runOf(ns, "edited")
 		pod := runningPod(run)
-		waitProgress(pod, "1 s into the heap scan", func(p runnerwire.Progress) bool { return p.ElapsedSeconds >= 1 && p.HeapBlocksScanned > 0 })
+		waitProgress(pod, "1 s into the heap scan", func(p runnerwire.Progress) bool { return p.ElapsedSeconds >= 1 && p.PagesScanned > 0 })
 		before := costRateOver(pod, 5*time.Second)
 
 		kubectlRun("patch", "vacuumpolicy", "edited", "-n", ns, "--type=merge", "-p", `{"spec":{"throttle":{"costLimit":100}}}`)

@@ -42,7 +42,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		before := waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		before := waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("killing the API server while the runner works")
 		// SIGKILL, as a crash or an OOM kill does. (A graceful SIGTERM is no quicker: the API
@@ -85,7 +85,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "apiserver-end", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("killing the API server, then the runner, and keeping the API server down")
 		killAPIServer()
@@ -110,7 +110,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash", 2)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		By("crashing the node: cut off from the API server, its runner killed, stopped")
 		crashNode(pod)
@@ -141,7 +141,7 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		run := newRun(ns, "nodecrash-final", 0)
 		watch := watchLivePods(ns, run.Name)
 		pod := runningPod(run)
-		waitProgress(pod, func(p runnerwire.Progress) bool { return p.HeapBlocksScanned > 0 })
+		waitProgress(pod, func(p runnerwire.Progress) bool { return p.PagesScanned > 0 })
 
 		crashNode(pod)
 		node = startNode(true)
@@ -406,7 +406,7 @@ func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwi
 
 // progressed says whether the runner did more work than at before.
 func progressed(p, before runnerwire.Progress) bool {
-	return p.HeapBlocksScanned > before.HeapBlocksScanned || p.BufferHits+p.BufferMisses > before.BufferHits+before.BufferMisses
+	return p.PagesScanned > before.PagesScanned || p.BufferHits+p.BufferMisses > before.BufferHits+before.BufferMisses
 }
 
 // runnerPid is the runner's process id, from the local node's pid file.

@@ -62,8 +62,9 @@ type full struct {
 // VacuumFull rewrites table t into new files (live and recently dead
 // tuples only), builds its indexes afresh, and switches the catalog to the
 // new files atomically. It holds the table's exclusive lock throughout.
-// Any error, ENOSPC and cancellation included, leaves the old table as it
-// was and removes the new files.
+// Any error before the switch, ENOSPC and cancellation included, leaves
+// the old table as it was and removes the new files; an error of the
+// switch itself is Target.Swap's to clean up.
 func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	defer t.release()
 	if err := t.check(true); err != nil {
@@ -180,10 +181,13 @@ func (f *full) rewrite() error {
 	if err := f.w.ctx.Err(); err != nil {
 		return err
 	}
+	// From here on the new files belong to Swap: it removes them itself
+	// when the catalog never named them, and keeps them when the switch
+	// may have reached the disk (the catalog there may name them).
+	f.created = nil
 	if err := t.Swap(newHeap, newIndexes); err != nil {
 		return err
 	}
-	f.created = nil // they are the table now
 	f.rep.PagesRemaining = int64(n)
 	f.rep.PagesRemoved = max(f.rep.PagesTotal-int64(n), 0)
 	f.rep.RelfilenodesRemoved = 1 + len(t.Indexes)

@@ -9,8 +9,8 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
-// Phase is where one table's vacuum is. The strings are the runner's wire
-// values (internal/runner/runnerwire).
+// Phase is where one table's vacuum is. Its String is for logs and the
+// runner's terminal; the runner maps each phase to its wire name itself.
 type Phase int32
 
 // Phases in the order a table may pass through them.
@@ -29,7 +29,7 @@ const (
 var phaseNames = [...]string{"initializing", "scanning heap", "vacuuming indexes", "vacuuming heap",
 	"cleaning up indexes", "truncating heap", "rewriting heap", "rebuilding indexes", "done"}
 
-// String is the phase's wire name.
+// String names the phase.
 func (p Phase) String() string {
 	if p < 0 || int(p) >= len(phaseNames) {
 		return "unknown"

@@ -39,6 +39,8 @@ type Target struct {
 	AllocRelfilenode func() (storage.RelFileNode, error)
 	// Swap makes the new files durable and switches the catalog to them
 	// atomically, dropping the old files (VACUUM FULL; table lock held).
+	// The new files are Swap's from the call on: on an error it removes
+	// them only if the catalog on disk cannot name them.
 	Swap func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
 	// Release, when set, lets go of the table's vacuum lock the engine
 	// took before building the Target (one vacuum of a table at a time);

@@ -2,8 +2,10 @@ package vfs_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
@@ -51,5 +53,39 @@ func TestWriteFileAtomicPowerLoss(t *testing.T) {
 	}
 	if !sawOld || !sawNew {
 		t.Fatalf("crash points covered old=%v new=%v; want both", sawOld, sawNew)
+	}
+}
+
+// TestWriteFileAtomicNamesTheFailedStep fails each step of a replace and
+// checks the error names it, and that only the rename and the directory
+// fsync count as "maybe replaced".
+func TestWriteFileAtomicNamesTheFailedStep(t *testing.T) {
+	cases := []struct {
+		op    faultfs.Op
+		step  vfs.AtomicStep
+		maybe bool
+	}{
+		{faultfs.OpCreate, vfs.StepCreate, false},
+		{faultfs.OpWrite, vfs.StepWrite, false},
+		{faultfs.OpSync, vfs.StepSync, false},
+		{faultfs.OpRename, vfs.StepRename, true},
+		{faultfs.OpSyncDir, vfs.StepSyncDir, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.step.String(), func(t *testing.T) {
+			fs := faultfs.New(vfs.OS())
+			fs.Inject(faultfs.Rule{Ops: tc.op, Fault: faultfs.EIO})
+			err := vfs.WriteFileAtomic(fs, t.TempDir(), "f", "f.tmp", []byte("data"))
+			var ae *vfs.AtomicWriteError
+			if !errors.As(err, &ae) || ae.Step != tc.step {
+				t.Fatalf("replace with a failing %v = %v, want an AtomicWriteError at step %v", tc.op, err, tc.step)
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("error %v does not wrap EIO", err)
+			}
+			if got := vfs.MaybeReplaced(err); got != tc.maybe {
+				t.Fatalf("MaybeReplaced after a failed %v = %v, want %v", tc.step, got, tc.maybe)
+			}
+		})
 	}
 }

@@ -368,6 +368,12 @@ func (l *Log) RemoveBefore(lsn LSN) error {
 	err := l.removeSegments(limit, uint64(written)/uint64(l.size))
 
 	l.mu.Lock()
+	if err != nil && errors.Is(err, errRenameUncertain) {
+		// A recycled segment's new name may not be durable: writing into
+		// it could put acknowledged commits in a file a power loss
+		// renames back. Stop, as for a failed fsync.
+		l.err = err
+	}
 	l.busy = false
 	l.cond.Broadcast()
 	l.mu.Unlock()
@@ -409,11 +415,16 @@ func (l *Log) removeSegments(limit LSN, curSeg uint64) error {
 	}
 	if changed {
 		if err := l.fs.SyncDir(l.wdir); err != nil {
-			return fmt.Errorf("fsync directory %s: %w", l.wdir, err)
+			return fmt.Errorf("fsync directory %s: %w: %w", l.wdir, errRenameUncertain, err)
 		}
 	}
 	return nil
 }
+
+// errRenameUncertain marks a failure after which a segment rename (a
+// creation or a recycling) may or may not be durable; the Log fails
+// sticky on it.
+var errRenameUncertain = errors.New("segment rename may not be durable")
 
 // Stats returns the log-wide counters.
 func (l *Log) Stats() Stats {

@@ -460,3 +460,87 @@ func TestInsertWritesLargeBuffersOutWithoutFsync(t *testing.T) {
 		t.Fatalf("read %d records (%v), want them to end at %X", len(recs), err, end)
 	}
 }
+
+// TestFailedDirectoryFsyncIsSticky fails the WAL directory's fsync after
+// segment recycling, after a segment's creation by the writer, and after
+// one created ahead of need: the renamed file may revert to its old name
+// (or vanish) on a power loss, so records written into it would be lost
+// though acknowledged. The log must refuse every later insert and flush,
+// as after a failed file fsync.
+func TestFailedDirectoryFsyncIsSticky(t *testing.T) {
+	fill := func(t *testing.T, l *Log, segs int) error {
+		target := l.InsertLSN() + LSN(segs*testSegSize)
+		for l.InsertLSN() < target {
+			if _, err := l.Insert(&Record{Rmgr: RmgrXLOG, Main: make([]byte, 4000)}, nil); err != nil {
+				return err
+			}
+		}
+		return l.Flush(l.InsertLSN(), nil)
+	}
+	cases := []struct {
+		name       string
+		noPrealloc bool
+		act        func(t *testing.T, l *Log) error
+	}{
+		{name: "recycling", act: func(t *testing.T, l *Log) error {
+			return l.RemoveBefore(l.SetRedoPtr())
+		}},
+		{name: "segment created by the writer", noPrealloc: true, act: func(t *testing.T, l *Log) error {
+			return fill(t, l, 2)
+		}},
+		{name: "segment created ahead of need", act: func(t *testing.T, l *Log) error {
+			// Flushing each record writes the segment little by little, so
+			// the next one is created in the background before the writer
+			// needs it.
+			target := l.InsertLSN() + LSN(2*testSegSize)
+			for l.InsertLSN() < target {
+				end, err := l.Insert(&Record{Rmgr: RmgrXLOG, Main: make([]byte, 4000)}, nil)
+				if err == nil {
+					err = l.Flush(end, nil)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := faultfs.New(vfs.OS())
+			opts := testOpts
+			opts.NoPrealloc = tc.noPrealloc
+			l, err := Open(fsys, t.TempDir(), 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fill(t, l, 3); err != nil {
+				t.Fatal(err)
+			}
+			// Let a pending creation ahead of need finish first, so that the
+			// failing fsync is the one the case is about.
+			if err := l.RemoveBefore(0); err != nil {
+				t.Fatal(err)
+			}
+			rule := fsys.Inject(faultfs.Rule{Ops: faultfs.OpSyncDir, Path: "wal", Times: 1, Fault: faultfs.EIO})
+			err = tc.act(t, l)
+			if rule.Fired() != 1 {
+				t.Fatalf("no WAL directory fsync (err %v)", err)
+			}
+			if err == nil {
+				// The background creation failed; the writer finds out
+				// when it reaches the segment.
+				err = fill(t, l, 2)
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("%s with a failed directory fsync = %v, want EIO", tc.name, err)
+			}
+			if _, err := l.Insert(&Record{Rmgr: RmgrXact, Main: []byte("a")}, nil); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("insert after a failed directory fsync = %v, want the sticky EIO", err)
+			}
+			if err := l.Close(); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("close = %v, want the sticky EIO", err)
+			}
+		})
+	}
+}

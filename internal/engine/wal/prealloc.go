@@ -25,7 +25,7 @@ type prealloc struct {
 	segno uint64
 	done  chan struct{} // closed when the goroutine ends
 	f     vfs.File      // the created segment, open; nil if it existed or on failure
-	err   error         // the creation's failure (get then tries itself)
+	err   error         // the creation's failure (get then tries itself, unless it left a rename of uncertain durability)
 }
 
 // startPrealloc creates segment segno in the background, unless disabled,
@@ -101,6 +101,11 @@ func (s *segments) waitPrealloc() {
 	}
 	<-pa.done
 	s.pre = nil
+	if errors.Is(pa.err, errRenameUncertain) && s.failed == nil {
+		// The segment is visible under its name but may not be after a
+		// power loss: nothing may be written into it (see get).
+		s.failed = fmt.Errorf("create WAL segment ahead of need: %w", pa.err)
+	}
 	if pa.f == nil {
 		return
 	}

@@ -71,6 +71,7 @@ type segments struct {
 
 	noPrealloc bool      // Options.NoPrealloc
 	pre        *prealloc // pending background creation (prealloc.go)
+	failed     error     // a background creation's rename may not be durable: no segment may be used
 }
 
 func newSegments(fsys vfs.FS, wdir string, size int64, noPrealloc bool) *segments {
@@ -94,6 +95,9 @@ func (s *segments) get(segno uint64) (vfs.File, error) {
 		return f, nil
 	}
 	s.adoptPrealloc(segno)
+	if s.failed != nil {
+		return nil, s.failed
+	}
 	if f, ok := s.open[segno]; ok {
 		return f, nil
 	}
@@ -138,7 +142,7 @@ func (s *segments) create(segno uint64) (vfs.File, error) {
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("fsync directory %s: %w", s.dir, err)
+		return nil, fmt.Errorf("fsync directory %s: %w: %w", s.dir, errRenameUncertain, err)
 	}
 	return f, nil
 }
@@ -209,7 +213,7 @@ func (s *segments) recycle(segno, to uint64) error {
 		delete(s.dirty, segno)
 	}
 	if err := s.fs.Rename(s.path(segno), s.path(to)); err != nil {
-		return fmt.Errorf("recycle WAL segment %s as %s: %w", s.path(segno), s.path(to), err)
+		return fmt.Errorf("recycle WAL segment %s as %s: %w: %w", s.path(segno), s.path(to), errRenameUncertain, err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func serveAt(t *testing.T, h http.Handler) string {
 	return ""
 }
 
-func TestFetchProgress(t *testing.T) {
+func TestFetchProgressDecodesASnapshotAndNamesThePodOnAnError(t *testing.T) {
 	golden, err := os.ReadFile(filepath.Join("testdata", "progress.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,26 @@ func exampleRunSpec() RunSpec {
 	}
 }
 
+// exampleServerRunSpec is an online run as the operator writes it: the server target, the
+// fields the user wrote, and no data directory, ring or buffer pool.
+func exampleServerRunSpec() RunSpec {
+	return RunSpec{
+		Server: &ServerTarget{
+			Address: "10.244.0.17:5432", Database: "shop", User: "vacuum",
+			PasswordFile: "/var/run/vacuum-runner/credentials/password", SSLMode: "verify-full",
+			SSLRootCertFile: "/var/run/vacuum-runner/ca/ca.crt",
+		},
+		Mode:   ModeLazy,
+		Tables: []string{"public.orders"},
+		Throttle: &Throttle{
+			CostDelay: &metav1.Duration{Duration: 2 * time.Millisecond},
+			CostLimit: ptr[int32](200),
+		},
+		Parallelism:         ptr[int32](2),
+		MinDeadTuplePercent: ptr[int32](10),
+	}
+}
+
 func exampleThrottle() Throttle {
 	return Throttle{
 		CostDelay:             &metav1.Duration{Duration: 5 * time.Millisecond},
@@ -54,13 +74,13 @@ func exampleThrottle() Throttle {
 func exampleProgress() Progress {
 	return Progress{
 		Phase: PhaseVacuumingIndexes, Table: "events", TablesDone: 1, TablesTotal: 2,
-		HeapBlocksTotal: 12000, HeapBlocksScanned: 9000, HeapBlocksVacuumed: 4500, IndexPasses: 1,
+		PagesTotal: 12000, PagesScanned: 9000, PagesVacuumed: 4500, IndexPasses: 1,
 		DeadTuples: 150000, DeadTupleBytes: 900000, TuplesRemoved: 250000,
 		BytesRead: 98304000, BytesWritten: 41943040, WALBytes: 20971520, WALFlushes: 310,
 		BufferHits: 1200, BufferMisses: 12000, BuffersDirtied: 5120,
 		SleptSeconds: 3.25, ElapsedSeconds: 12.5, PagesPerSecond: 1610,
 		ReadBytesPerSecond: 13189120, WriteBytesPerSecond: 5242880, WALBytesPerSecond: 2097152,
-		Percent: 62.5,
+		Percent: 62.5, ThrottleApplies: ThrottleAppliesImmediately,
 		Tables: []TableProgress{
 			{Name: "orders", Phase: PhaseDone, Percent: 100, TuplesRemoved: 100000},
 			{Name: "events", Phase: PhaseVacuumingIndexes, Percent: 37.5, TuplesRemoved: 150000},
@@ -81,6 +101,7 @@ func exampleTable(name string) TableResult {
 		ReadRate:     Rate{Configured: 52428800, Achieved: 10082461.5},
 		WriteRate:    Rate{Configured: 20971520, Achieved: 4032984.6},
 		WALRate:      Rate{Configured: 10485760, Achieved: 2016492.3},
+		Notices:      []string{},
 	}
 }
 

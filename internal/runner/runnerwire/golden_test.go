@@ -20,6 +20,7 @@ var goldens = []struct {
 	decoded func() any
 }{
 	{"runspec.json", func() any { return exampleRunSpec() }, func() any { return &RunSpec{} }},
+	{"runspec-server.json", func() any { return exampleServerRunSpec() }, func() any { return &RunSpec{} }},
 	{"throttle.json", func() any { return exampleThrottle() }, func() any { return &Throttle{} }},
 	{"progress.json", func() any { return exampleProgress() }, func() any { return &Progress{} }},
 	{"report.json", func() any { return exampleReport() }, func() any { return &Report{} }},
@@ -85,7 +86,7 @@ func TestOutputTypesNeverOmitAFieldAndInputTypesAlwaysDo(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []any{RunSpec{}, Throttle{}} {
+	for _, v := range []any{RunSpec{}, Throttle{}, ServerTarget{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			if tag := typ.Field(i).Tag.Get("json"); !strings.HasSuffix(tag, ",omitempty") {

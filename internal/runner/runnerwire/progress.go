@@ -1,36 +1,55 @@
 package runnerwire
 
-// Progress phases of one table, as reported by GET /progress.
+// Phase is where one table's vacuum is, as GET /progress names it. These strings are declared
+// here and nowhere else: the engine has its own enum (vacuum.Phase), which the runner maps to
+// these in one function (convert.go), and the operator copies them into a run's status
+// unchanged.
+type Phase string
+
+// Progress phases of one table, in the order a table may pass through them.
 const (
-	PhaseInitializing      = "initializing"
-	PhaseScanningHeap      = "scanning heap"
-	PhaseVacuumingIndexes  = "vacuuming indexes"
-	PhaseVacuumingHeap     = "vacuuming heap"
-	PhaseCleaningUpIndexes = "cleaning up indexes"
-	PhaseTruncatingHeap    = "truncating heap"
-	PhaseRewritingHeap     = "rewriting heap"
-	PhaseRebuildingIndexes = "rebuilding indexes"
-	PhaseDone              = "done"
+	PhaseInitializing      Phase = "initializing"
+	PhaseScanningHeap      Phase = "scanning heap"
+	PhaseVacuumingIndexes  Phase = "vacuuming indexes"
+	PhaseVacuumingHeap     Phase = "vacuuming heap"
+	PhaseCleaningUpIndexes Phase = "cleaning up indexes"
+	PhaseTruncatingHeap    Phase = "truncating heap"
+	PhaseRewritingHeap     Phase = "rewriting heap"
+	PhaseRebuildingIndexes Phase = "rebuilding indexes"
+	PhaseDone              Phase = "done"
 )
 
-// Phases lists every progress phase in the order a table may pass through them.
-var Phases = []string{
-	PhaseInitializing, PhaseScanningHeap, PhaseVacuumingIndexes, PhaseVacuumingHeap,
-	PhaseCleaningUpIndexes, PhaseTruncatingHeap, PhaseRewritingHeap, PhaseRebuildingIndexes,
-	PhaseDone,
+// Phases returns every progress phase in the order a table may pass through them.
+func Phases() []Phase {
+	return []Phase{
+		PhaseInitializing, PhaseScanningHeap, PhaseVacuumingIndexes, PhaseVacuumingHeap,
+		PhaseCleaningUpIndexes, PhaseTruncatingHeap, PhaseRewritingHeap, PhaseRebuildingIndexes,
+		PhaseDone,
+	}
 }
+
+// When a throttle change (PUT /throttle) takes effect, as Progress.ThrottleApplies says.
+const (
+	// ThrottleAppliesImmediately: at the vacuum's next delay point (the engine).
+	ThrottleAppliesImmediately = "Immediately"
+	// ThrottleAppliesNextTable: from the next table started (PostgreSQL, which cannot
+	// re-throttle a running manual VACUUM).
+	ThrottleAppliesNextTable = "NextTable"
+)
 
 // Progress is the body of GET /progress: a snapshot of the whole run. Phase and Table are
 // those of the table started last; counters are sums over the run so far; per-second rates
-// cover the last 5 seconds.
+// cover the last 5 seconds. A figure has one Go name wherever it goes (PagesScanned here, in
+// TableResult and Totals, and in the VacuumRun's status); the JSON keys are the wire's and
+// stay as they were (heapBlocksScanned is PagesScanned).
 type Progress struct {
-	Phase               string          `json:"phase"`
+	Phase               Phase           `json:"phase"`
 	Table               string          `json:"table"`
 	TablesDone          int64           `json:"tablesDone"`
 	TablesTotal         int64           `json:"tablesTotal"`
-	HeapBlocksTotal     int64           `json:"heapBlocksTotal"`
-	HeapBlocksScanned   int64           `json:"heapBlocksScanned"`
-	HeapBlocksVacuumed  int64           `json:"heapBlocksVacuumed"`
+	PagesTotal          int64           `json:"heapBlocksTotal"`
+	PagesScanned        int64           `json:"heapBlocksScanned"`
+	PagesVacuumed       int64           `json:"heapBlocksVacuumed"`
 	IndexPasses         int64           `json:"indexPasses"`
 	DeadTuples          int64           `json:"deadTuples"`
 	DeadTupleBytes      int64           `json:"deadTupleBytes"`
@@ -50,12 +69,14 @@ type Progress struct {
 	WALBytesPerSecond   float64         `json:"walBytesPerSecond"`
 	Percent             float64         `json:"percent"`
 	Tables              []TableProgress `json:"tables"`
+	// ThrottleApplies says when a PUT /throttle takes effect: Immediately or NextTable.
+	ThrottleApplies string `json:"throttleApplies"`
 }
 
 // TableProgress is one table done or in flight.
 type TableProgress struct {
 	Name          string  `json:"name"`
-	Phase         string  `json:"phase"`
+	Phase         Phase   `json:"phase"`
 	Percent       float64 `json:"percent"`
 	TuplesRemoved int64   `json:"tuplesRemoved"`
 }

@@ -48,13 +48,16 @@ const (
 	MemoryOverhead = 64 << 20
 )
 
-// Limits is a Throttle with every field resolved. Byte rates of 0 mean no limit.
+// Limits is a Throttle with every field resolved. Byte rates of 0 mean no limit. Its fields,
+// their order and their types are those of the engine's throttle.Settings, so the runner
+// converts one into the other with a Go conversion and the compiler keeps the two in step;
+// TestThrottleLayersDeclareTheSameFields in package runner holds every layer to one list.
 type Limits struct {
 	CostDelay              time.Duration
-	CostLimit              int64
-	PageHitCost            int64
-	PageMissCost           int64
-	PageDirtyCost          int64
+	CostLimit              int
+	PageHitCost            int
+	PageMissCost           int
+	PageDirtyCost          int
 	MaxReadBytesPerSecond  int64
 	MaxWriteBytesPerSecond int64
 	MaxWALBytesPerSecond   int64
@@ -130,7 +133,14 @@ func ParseMode(s string) (Mode, error) {
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
 	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{}}
-	if s.DataDir == "" {
+	switch {
+	case s.Server != nil && s.DataDir != "":
+		errs.add("dataDir", "a run has a data directory or a server, not both")
+	case s.Server != nil && s.BufferPoolSize != nil:
+		errs.add("bufferPoolSize", "is the runner's own buffer pool, which a server target does not use")
+	case s.Server != nil:
+		checkServer(&errs, *s.Server)
+	case s.DataDir == "":
 		errs.add("dataDir", "required")
 	}
 	mode, err := ParseMode(string(s.Mode))
@@ -184,10 +194,10 @@ func (t *Throttle) resolve(errs *fieldErrors, prefix string, base Limits) Limits
 			errs.add(prefix+".costDelay", "must be between 0 and 100ms, got %s", l.CostDelay)
 		}
 	}
-	l.CostLimit = intIn(errs, prefix+".costLimit", t.CostLimit, base.CostLimit, MinCostLimit, MaxCostLimit)
-	l.PageHitCost = intIn(errs, prefix+".pageHitCost", t.PageHitCost, base.PageHitCost, 0, MaxPageCost)
-	l.PageMissCost = intIn(errs, prefix+".pageMissCost", t.PageMissCost, base.PageMissCost, 0, MaxPageCost)
-	l.PageDirtyCost = intIn(errs, prefix+".pageDirtyCost", t.PageDirtyCost, base.PageDirtyCost, 0, MaxPageCost)
+	l.CostLimit = int(intIn(errs, prefix+".costLimit", t.CostLimit, int64(base.CostLimit), MinCostLimit, MaxCostLimit))
+	l.PageHitCost = int(intIn(errs, prefix+".pageHitCost", t.PageHitCost, int64(base.PageHitCost), 0, MaxPageCost))
+	l.PageMissCost = int(intIn(errs, prefix+".pageMissCost", t.PageMissCost, int64(base.PageMissCost), 0, MaxPageCost))
+	l.PageDirtyCost = int(intIn(errs, prefix+".pageDirtyCost", t.PageDirtyCost, int64(base.PageDirtyCost), 0, MaxPageCost))
 	l.MaxReadBytesPerSecond = rate(errs, prefix+".maxReadBytesPerSecond", t.MaxReadBytesPerSecond, base.MaxReadBytesPerSecond)
 	l.MaxWriteBytesPerSecond = rate(errs, prefix+".maxWriteBytesPerSecond", t.MaxWriteBytesPerSecond, base.MaxWriteBytesPerSecond)
 	l.MaxWALBytesPerSecond = rate(errs, prefix+".maxWALBytesPerSecond", t.MaxWALBytesPerSecond, base.MaxWALBytesPerSecond)
@@ -196,7 +206,7 @@ func (t *Throttle) resolve(errs *fieldErrors, prefix string, base Limits) Limits
 
 // Throttle returns l as a Throttle with every field set.
 func (l Limits) Throttle() Throttle {
-	i32 := func(v int64) *int32 { x := int32(v); return &x }
+	i32 := func(v int) *int32 { x := int32(v); return &x }
 	q := func(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
 	return Throttle{
 		CostDelay:              durationPtr(l.CostDelay),
@@ -215,6 +225,21 @@ func (l Limits) Throttle() Throttle {
 // smaller cgroup limit; the operator requests and limits exactly this much by default.
 func MemoryRequirement(r Resolved) int64 {
 	return r.BufferPoolSize + int64(r.Parallelism)*r.MaintenanceWorkMem + MemoryOverhead
+}
+
+// checkServer checks what a server target needs before connecting.
+func checkServer(errs *fieldErrors, t ServerTarget) {
+	if t.Address == "" {
+		errs.add("server.address", "required")
+	}
+	if t.Database == "" {
+		errs.add("server.database", "required")
+	}
+	switch t.SSLMode {
+	case "", "disable", "require", "verify-ca", "verify-full":
+	default:
+		errs.add("server.sslMode", "must be disable, require, verify-ca or verify-full, got %q", t.SSLMode)
+	}
 }
 
 func checkTableName(errs *fieldErrors, field, name string) {

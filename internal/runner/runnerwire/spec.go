@@ -19,8 +19,11 @@ const (
 // defaults listed in Resolve.
 type RunSpec struct {
 	// DataDir is the engine data directory to vacuum. The operator mounts the volume (with
-	// its sub-path) at DefaultDataDir and sets this to it.
+	// its sub-path) at DefaultDataDir and sets this to it. Exactly one of DataDir and Server
+	// is set.
 	DataDir string `json:"dataDir,omitempty"`
+	// Server is a running database server to vacuum through SQL (an online run).
+	Server *ServerTarget `json:"server,omitempty"`
 	// Mode is Lazy or Full (case-insensitive on input; Lazy when absent).
 	Mode Mode `json:"mode,omitempty"`
 	// Tables to vacuum; empty means every table.
@@ -71,6 +74,26 @@ type Throttle struct {
 	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
 	// MaxWALBytesPerSecond caps WAL bytes inserted per second; 0 = no limit.
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+}
+
+// ServerTarget is a database server reached over the network, with libpq's connection
+// conventions. In a pod everything comes from here: no PG* environment variable and no
+// ~/.pgpass is read.
+type ServerTarget struct {
+	// Address is HOST:PORT of one ready endpoint ("10.0.0.7:5432", "[fd00::7]:5432"); the
+	// operator resolves the Service through its EndpointSlices.
+	Address string `json:"address,omitempty"`
+	// Database is the database whose tables are vacuumed.
+	Database string `json:"database,omitempty"`
+	// User is the role the runner connects as.
+	User string `json:"user,omitempty"`
+	// PasswordFile is the path of a file holding the password (a mounted Secret key).
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// SSLMode is disable, require, verify-ca or verify-full (require when absent).
+	SSLMode string `json:"sslMode,omitempty"`
+	// SSLRootCertFile is the path of the CA bundle verify-ca and verify-full check the
+	// server's certificate against.
+	SSLRootCertFile string `json:"sslRootCertFile,omitempty"`
 }
 
 // TableOverride gives one table its own throttle.

@@ -93,6 +93,9 @@ type TableResult struct {
 	ReadRate           Rate          `json:"readRate"`
 	WriteRate          Rate          `json:"writeRate"`
 	WALRate            Rate          `json:"walRate"`
+	// Notices are the server's VACUUM VERBOSE messages for the table (online runs; empty
+	// for the engine's own vacuum, whose figures are the fields above).
+	Notices []string `json:"notices"`
 }
 
 // Totals are the sums over every table of a run, with run-wide rates.

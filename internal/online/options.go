@@ -1,0 +1,120 @@
+package online
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+)
+
+// ErrUnsupportedServer is a server this package cannot vacuum yet (the engine server, until
+// its SQL surface exists).
+var ErrUnsupportedServer = errors.New("unsupported server")
+
+// ErrNoSpace is a VACUUM FULL that ran out of disk space on the server (SQLSTATE 53100).
+var ErrNoSpace = errors.New("no space left on the server")
+
+// Options says what to vacuum and how. Pointer fields are the ones the caller may leave
+// unwritten: those are not sent to the server, which then uses its own setting.
+type Options struct {
+	// Full runs VACUUM (FULL) instead of a lazy VACUUM.
+	Full bool
+	// Tables are the tables to vacuum, in this order (names as to_regclass reads them);
+	// empty means every table of pg_stat_user_tables, biggest first.
+	Tables []string
+	// Throttle is the run's cost throttle, sent as session settings before each table.
+	// Its byte-rate limits must be 0 on PostgreSQL.
+	Throttle runnerwire.Limits
+	// TableThrottles override Throttle for single tables (by name or schema.name).
+	TableThrottles map[string]runnerwire.Limits
+	// Parallelism is the number of sessions vacuuming at once (vacuumdb --jobs), at least 1.
+	Parallelism int
+	// IndexWorkers becomes PARALLEL n (lazy only).
+	IndexWorkers *int
+	// MaintenanceWorkMem (bytes) becomes maintenance_work_mem.
+	MaintenanceWorkMem *int64
+	// RingSize (bytes) becomes BUFFER_USAGE_LIMIT (PostgreSQL 16 and later).
+	RingSize *int64
+	// Truncate becomes TRUNCATE true|false (lazy).
+	Truncate *bool
+	// MinDeadTuplePercent skips tables whose dead share (n_dead_tup of n_live_tup +
+	// n_dead_tup) is below it; 0 skips none.
+	MinDeadTuplePercent int
+	// OnProgress, when set, is called with every progress poll (once a second).
+	OnProgress func(runnerwire.Progress)
+	// PollInterval is how often progress is polled (default one second).
+	PollInterval time.Duration
+}
+
+// Check returns the fields of o that server cannot honour, one *FieldError each (joined),
+// or nil. It is called before any table is touched.
+func Check(server Server, o Options) error {
+	if server.Kind == KindEngineServer {
+		return fmt.Errorf("%s: online runs against the engine server need its vacuum_set_throttle and "+
+			"progress views, which are not available yet: %w", server, ErrUnsupportedServer)
+	}
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	byteRates(server, o.Throttle, "throttle", add)
+	names := make([]string, 0, len(o.TableThrottles))
+	for n := range o.TableThrottles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		byteRates(server, o.TableThrottles[n], fmt.Sprintf("tableOverrides[%s].throttle", n), add)
+	}
+	if o.RingSize != nil && server.Major < 16 {
+		add("ringSize", "becomes BUFFER_USAGE_LIMIT, which needs PostgreSQL 16 or later; the server is %s", server)
+	}
+	if o.IndexWorkers != nil && o.Full {
+		add("indexWorkers", "becomes PARALLEL, which %s's VACUUM FULL does not take", server)
+	}
+	if o.Parallelism < 1 {
+		add("parallelism", "must be at least 1, got %d", o.Parallelism)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckThrottle returns the fields of a throttle change that server cannot honour.
+func CheckThrottle(server Server, l runnerwire.Limits) error {
+	var errs []error
+	byteRates(server, l, "throttle", func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	})
+	return errors.Join(errs...)
+}
+
+// byteRates refuses the byte-rate limits that PostgreSQL has no setting for.
+func byteRates(server Server, l runnerwire.Limits, prefix string, add func(string, string, ...any)) {
+	if server.Kind != KindPostgreSQL {
+		return
+	}
+	for _, r := range []struct {
+		field string
+		v     int64
+	}{
+		{"maxReadBytesPerSecond", l.MaxReadBytesPerSecond},
+		{"maxWriteBytesPerSecond", l.MaxWriteBytesPerSecond},
+		{"maxWALBytesPerSecond", l.MaxWALBytesPerSecond},
+	} {
+		if r.v != 0 {
+			add(prefix+"."+r.field, "byte-rate limits are honoured by the engine server only; %s has no such setting (use the cost throttle)", server)
+		}
+	}
+}
+
+// limitsFor returns the throttle of table (name or schema.name) given the run's.
+func (o Options) limitsFor(t Table, run runnerwire.Limits) runnerwire.Limits {
+	if l, ok := o.TableThrottles[t.Qualified()]; ok {
+		return l
+	}
+	if l, ok := o.TableThrottles[t.Name]; ok {
+		return l
+	}
+	return run
+}
