@@ -77,9 +77,10 @@ var _ = Describe("Quiesce", func() {
 				run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: kind, Name: "orders-db"}
 			})
 
-			By("recording the replica count on the run, then scaling the app to 0")
+			By("recording the replica count in the run's status, then scaling the app to 0")
 			reconcileRun(r, ns, "quiet") // finalizer
-			reconcileRun(r, ns, "quiet") // lock, record, scale
+			reconcileRun(r, ns, "quiet") // lock, token Secret
+			reconcileRun(r, ns, "quiet") // dry-run pod, record, scale
 			Expect(getRun(ns, "quiet").Status.Quiesced).To(HaveValue(Equal(vacuumv1alpha1.QuiescedApp{Kind: kind, Name: "orders-db", Replicas: 3})))
 			Expect(replicasOf(app)).To(BeZero())
 			Expect(rec.reasons()).To(ContainElement(vacuumv1alpha1.ReasonQuiescing))
@@ -152,8 +153,9 @@ var _ = Describe("Quiesce", func() {
 		newRun(ns, "first", "data-a", quiesceIt)
 		first := reconcileUntilPod(r, ns, "first", 1)
 		newRun(ns, "second", "data-b", quiesceIt)
-		reconcileRun(r, ns, "second")
-		reconcileRun(r, ns, "second")
+		reconcileRun(r, ns, "second") // finalizer
+		reconcileRun(r, ns, "second") // lock, token Secret
+		reconcileRun(r, ns, "second") // waits for the other run
 		Expect(podsOf(ns, "second")).To(BeEmpty())
 		Expect(getRun(ns, "second").Status.Quiesced).To(BeNil())
 		Expect(getRun(ns, "second").Status.Message).To(ContainSubstring("quiesced by run first"))

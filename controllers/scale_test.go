@@ -191,12 +191,12 @@ var _ = Describe("The manager at scale", Ordered, func() {
 		defer runner.Close()
 		setPodRunning(&pod, ip)
 		Eventually(func() string { return getRun(ns, "healthy").Status.VacuumPhase }).
-			WithTimeout(3*time.Second).WithPolling(50*time.Millisecond).Should(Equal("vacuuming indexes"), "its progress is folded")
+			WithTimeout(5*time.Second).WithPolling(50*time.Millisecond).Should(Equal("vacuuming indexes"), "its progress is folded")
 
-		By("ending it and restoring its app within seconds")
+		By("ending it and restoring its app within 5 seconds")
 		ended := time.Now()
 		setPodTerminated(&pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
-		Eventually(func() int32 { return replicasOf(app) }).WithTimeout(3 * time.Second).WithPolling(50 * time.Millisecond).Should(BeEquivalentTo(2))
+		Eventually(func() int32 { return replicasOf(app) }).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(BeEquivalentTo(2))
 		GinkgoWriter.Printf("app restored %s after its runner ended, with 4 silent runners\n", time.Since(ended).Round(time.Millisecond))
 		Expect(getRun(ns, "healthy").Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
 		Expect(getRun(ns, "stuck-0").Status.Phase).To(Equal(vacuumv1alpha1.RunRunning), "the silent runs go on")
