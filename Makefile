@@ -103,6 +103,14 @@ test-e2e: envtest ## End-to-end suite on the local dev cluster (test/e2e; part o
 test-short: envtest ## Run all tests with -short and without -race (quick feedback).
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go test -short -count=1 $(TEST_ARGS) ./...
 
+.PHONY: test-readme
+test-readme: ## Run the README's laptop commands as written (test/readme; part of no other target).
+	README_RUN=1 go test -count=1 -timeout 20m -v -run 'TestReadme|TestEveryReadme' ./test/readme/
+
+.PHONY: test-readme-real
+test-readme-real: ## The README's kind quickstart on the real-cluster lane, then the demo (root; hold the lane's lock).
+	README_REAL=1 go test -count=1 -timeout 45m -v -run TestReadmeKindQuickstartOnTheRealClusterLane ./test/readme/
+
 .PHONY: verify-generated
 verify-generated: manifests generate docs ## Fail if generated code, manifests or docs/api.md differ from git (use on a clean tree).
 	@changes="$$(git status --porcelain --untracked-files=all -- api config docs/api.md)"; \

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -44,7 +45,7 @@ func runManager(o managerOptions) *testManager {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Cache:                  CacheOptions(o.watchNamespaces),
 	}
@@ -52,7 +53,7 @@ func runManager(o managerOptions) *testManager {
 		// Short leases so a takeover fits in a test, with margins for a loaded machine: a
 		// leader that cannot renew within RenewDeadline stops and fails the test.
 		opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, o.leaderElectionID, o.leaderElectionNS
-		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptrTo(6*time.Second), ptrTo(4*time.Second), ptrTo(500*time.Millisecond)
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(6*time.Second), ptr.To(4*time.Second), ptr.To(500*time.Millisecond)
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())

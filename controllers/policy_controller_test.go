@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -128,7 +129,7 @@ var _ = Describe("VacuumPolicy controller", func() {
 
 	It("skips a tick missed by more than startingDeadlineSeconds", func() {
 		p := newPolicy(ns, "deadline", func(p *vacuumv1alpha1.VacuumPolicy) {
-			p.Spec.Schedule, p.Spec.StartingDeadlineSeconds = "0 * * * *", ptrTo(int64(300))
+			p.Spec.Schedule, p.Spec.StartingDeadlineSeconds = "0 * * * *", ptr.To(int64(300))
 		})
 		tick := p.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 		clock.SetTime(tick.Add(10 * time.Minute))
@@ -178,7 +179,7 @@ var _ = Describe("VacuumPolicy controller", func() {
 
 	It("keeps history within its limits, deleting old runs with their pods and Secrets", func() {
 		p := newPolicy(ns, "history", func(p *vacuumv1alpha1.VacuumPolicy) {
-			p.Spec.Schedule, p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = "* * * * *", ptrTo(int32(1)), ptrTo(int32(1))
+			p.Spec.Schedule, p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = "* * * * *", ptr.To(int32(1)), ptr.To(int32(1))
 		})
 		clock.SetTime(p.CreationTimestamp.Add(time.Minute))
 		var made []string

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -40,7 +41,7 @@ func runningUnderManager(ns, name string) *fakeRunner {
 
 // costLimitOf is the run's spec.throttle.costLimit.
 func costLimitOf(ns, name string) func() int32 {
-	return func() int32 { return ptrValue(getRun(ns, name).Spec.Throttle.CostLimit) }
+	return func() int32 { return ptr.Deref(getRun(ns, name).Spec.Throttle.CostLimit, 0) }
 }
 
 // nothingPushed fails if the runner was sent another throttle.
@@ -56,7 +57,7 @@ func nothingPushed(runner *fakeRunner) func() bool {
 }
 
 func describeWire(t runnerwire.Throttle) string {
-	return fmt.Sprintf("the runner was sent another throttle, costLimit %d", ptrValue(t.CostLimit))
+	return fmt.Sprintf("the runner was sent another throttle, costLimit %d", ptr.Deref(t.CostLimit, 0))
 }
 
 var _ = Describe("Live re-throttle", Ordered, func() {
@@ -101,7 +102,7 @@ var _ = Describe("Live re-throttle", Ordered, func() {
 		By("editing the policy's throttle: its active run follows, and so does the pod")
 		p := getPolicy(ns, "owned")
 		base := p.DeepCopy()
-		p.Spec.Throttle.CostLimit = ptrTo(int32(120))
+		p.Spec.Throttle.CostLimit = ptr.To(int32(120))
 		Expect(k8sClient.Patch(suiteCtx, p, client.MergeFrom(base))).To(Succeed())
 		Eventually(costLimitOf(ns, run)).WithTimeout(10 * time.Second).Should(BeEquivalentTo(120))
 		Eventually(runner.throttles).WithTimeout(10 * time.Second).Should(Receive(&got))

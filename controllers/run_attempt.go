@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -132,7 +133,7 @@ func (r *RunReconciler) waitToStart(ctx context.Context, run *vacuumv1alpha1.Vac
 // podStartTimeout is the run's podStartTimeoutSeconds (its CRD default for a run made by a
 // Go client that left it out).
 func podStartTimeout(run *vacuumv1alpha1.VacuumRun) time.Duration {
-	s := ptrValue(run.Spec.PodStartTimeoutSeconds)
+	s := ptr.Deref(run.Spec.PodStartTimeoutSeconds, 0)
 	if s <= 0 {
 		s = vacuumv1alpha1.DefaultPodStartTimeoutSeconds
 	}

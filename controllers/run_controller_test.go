@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -265,7 +266,7 @@ var _ = Describe("VacuumRun controller", func() {
 	})
 
 	It("fails the run with DeadlineExceeded once activeDeadlineSeconds has passed", func() {
-		newRun(ns, "slow", "data", func(run *vacuumv1alpha1.VacuumRun) { run.Spec.ActiveDeadlineSeconds = ptrTo(int64(60)) })
+		newRun(ns, "slow", "data", func(run *vacuumv1alpha1.VacuumRun) { run.Spec.ActiveDeadlineSeconds = ptr.To(int64(60)) })
 		pod := reconcileUntilPod(r, ns, "slow", 1)
 		setPodRunning(pod, freshIP())
 		res := reconcileRun(r, ns, "slow")

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -52,7 +53,7 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim),
 			Labels: map[string]string{vacuumv1alpha1.LabelRun: run.Name}},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptrTo(string(run.UID)), LeaseDurationSeconds: ptrTo(int32(leaseDurationSeconds)),
+			HolderIdentity: ptr.To(string(run.UID)), LeaseDurationSeconds: ptr.To(int32(leaseDurationSeconds)),
 			AcquireTime: &now, RenewTime: &now,
 		},
 	}
@@ -68,14 +69,14 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur); err != nil {
 		return volumeLock{}, client.IgnoreNotFound(err) // deleted meanwhile: try again next time
 	}
-	if holder := ptrValue(cur.Spec.HolderIdentity); holder == string(run.UID) {
+	if holder := ptr.Deref(cur.Spec.HolderIdentity, ""); holder == string(run.UID) {
 		if cur.Spec.AcquireTime != nil {
 			taken.since = cur.Spec.AcquireTime.Time
 		}
 		return taken, r.renewLease(ctx, &cur, now)
 	}
 	holderName := cur.Labels[vacuumv1alpha1.LabelRun]
-	stale, err := r.holderGone(ctx, run.Namespace, holderName, ptrValue(cur.Spec.HolderIdentity))
+	stale, err := r.holderGone(ctx, run.Namespace, holderName, ptr.Deref(cur.Spec.HolderIdentity, ""))
 	if err != nil || !stale {
 		return volumeLock{holder: holderName}, err
 	}
@@ -124,7 +125,7 @@ func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alph
 	if err := r.APIReader.Get(ctx, k, &cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if ptrValue(cur.Spec.HolderIdentity) != string(run.UID) {
+	if ptr.Deref(cur.Spec.HolderIdentity, "") != string(run.UID) {
 		return nil
 	}
 	pre := metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}
@@ -133,14 +134,4 @@ func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alph
 		return fmt.Errorf("release lease %s/%s: %w", k.Namespace, k.Name, err)
 	}
 	return nil
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -62,9 +63,9 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, attempt), Labels: labels},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			AutomountServiceAccountToken:  ptrTo(false),
-			EnableServiceLinks:            ptrTo(false),
-			TerminationGracePeriodSeconds: ptrTo(int64(terminationGraceSec)),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(terminationGraceSec)),
 			SecurityContext:               podSecurityContext(spec.Runner.PodSecurityContext),
 			NodeSelector:                  spec.Runner.NodeSelector,
 			Tolerations:                   spec.Runner.Tolerations,
@@ -83,10 +84,10 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 				TerminationMessagePath:   terminationLogPath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptrTo(false),
+					AllowPrivilegeEscalation: ptr.To(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					ReadOnlyRootFilesystem:   ptrTo(true),
-					RunAsNonRoot:             ptrTo(true),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					RunAsNonRoot:             ptr.To(true),
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 				VolumeMounts: []corev1.VolumeMount{
@@ -109,17 +110,17 @@ func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
 		// Only the token key is projected: whatever else a Secret of that name held would
 		// never reach the pod.
 		{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: tokenSecretName(run), DefaultMode: ptrTo(int32(0o444)),
+			SecretName: tokenSecretName(run), DefaultMode: ptr.To(int32(0o444)),
 			Items: []corev1.KeyToPath{{Key: tokenSecretField, Path: tokenSecretField}}}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-			SizeLimit: ptrTo(resource.MustParse("64Mi"))}}},
+			SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
 	}
 }
 
 // podSecurityContext is the restricted profile plus the IDs the user chose.
 func podSecurityContext(u *vacuumv1alpha1.RunnerPodSecurityContext) *corev1.PodSecurityContext {
 	sc := &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptrTo(true),
+		RunAsNonRoot:   ptr.To(true),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	if u != nil {

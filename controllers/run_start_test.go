@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -116,7 +117,7 @@ var _ = Describe("A run that cannot start", func() {
 			app := newWorkload(ns, "Deployment", "app", 2)
 			newRun(ns, "stuck", "data", func(run *vacuumv1alpha1.VacuumRun) {
 				quiesceDeployment(run)
-				run.Spec.PodStartTimeoutSeconds = ptrTo(int64(120))
+				run.Spec.PodStartTimeoutSeconds = ptr.To(int64(120))
 			})
 			pod := reconcileUntilPod(r, ns, "stuck", 1)
 			Expect(replicasOf(app)).To(BeZero())
@@ -158,7 +159,7 @@ var _ = Describe("A run that cannot start", func() {
 		app := newWorkload(ns, "Deployment", "app", 2)
 		run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "typo"}}
 		run.Spec.Target.PersistentVolumeClaim = "dta"
-		run.Spec.PodStartTimeoutSeconds = ptrTo(int64(60))
+		run.Spec.PodStartTimeoutSeconds = ptr.To(int64(60))
 		quiesceDeployment(run)
 		Expect(k8sClient.Create(suiteCtx, run)).To(Succeed())
 		for range 3 {

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -13,7 +14,7 @@ import (
 func TestThrottleEventNamesEveryFieldSetInDeclarationOrder(t *testing.T) {
 	wal := resource.MustParse("8Mi")
 	th := vacuumv1alpha1.Throttle{CostDelay: &metav1.Duration{Duration: 2 * time.Millisecond},
-		CostLimit: ptrTo(int32(200)), MaxWALBytesPerSecond: &wal}
+		CostLimit: ptr.To(int32(200)), MaxWALBytesPerSecond: &wal}
 	if got, want := describeThrottle(&th), "costDelay=2ms costLimit=200 maxWALBytesPerSecond=8Mi"; got != want {
 		t.Errorf("describeThrottle = %q, want %q", got, want)
 	}
@@ -21,8 +22,8 @@ func TestThrottleEventNamesEveryFieldSetInDeclarationOrder(t *testing.T) {
 
 func TestPolicyThrottlePatchNullsWhatThePolicyNoLongerSets(t *testing.T) {
 	read, wal := resource.MustParse("1Mi"), resource.MustParse("2Mi")
-	run := vacuumv1alpha1.Throttle{CostLimit: ptrTo(int32(100)), MaxReadBytesPerSecond: &read, MaxWALBytesPerSecond: &wal}
-	policy := vacuumv1alpha1.Throttle{CostLimit: ptrTo(int32(300)), MaxWALBytesPerSecond: &wal}
+	run := vacuumv1alpha1.Throttle{CostLimit: ptr.To(int32(100)), MaxReadBytesPerSecond: &read, MaxWALBytesPerSecond: &wal}
+	policy := vacuumv1alpha1.Throttle{CostLimit: ptr.To(int32(300)), MaxWALBytesPerSecond: &wal}
 	p := throttlePatch(&run, &policy)
 	if v, ok := p["maxReadBytesPerSecond"]; !ok || v != nil {
 		t.Errorf("patch %v: want maxReadBytesPerSecond: null", p)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -185,7 +186,7 @@ var _ = Describe("Tenancy", func() {
 		Expect(k8sClient.Create(suiteCtx, stranger)).To(Succeed())
 		endRun(ns, "nightly-once", vacuumv1alpha1.RunFailed, vacuumv1alpha1.ReasonBadInput, clock.Now())
 		newPolicy(ns, "nightly", func(p *vacuumv1alpha1.VacuumPolicy) {
-			p.Spec.FailedRunsHistoryLimit = ptrTo(int32(0))
+			p.Spec.FailedRunsHistoryLimit = ptr.To(int32(0))
 		})
 		reconcilePolicy(pr, ns, "nightly")
 		reconcilePolicy(pr, ns, "nightly")
@@ -206,7 +207,7 @@ var _ = Describe("VacuumRun spec immutability", func() {
 				run.Spec.Target.SubPath = "pg"
 				run.Spec.Target.Tables = []string{"orders"}
 				run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "app"}
-				run.Spec.ActiveDeadlineSeconds = ptrTo(int64(3600))
+				run.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
 				run.Spec.PolicyName = "nightly"
 			})
 			err := k8sClient.Patch(suiteCtx, run, client.RawPatch("application/merge-patch+json", []byte(patch)))

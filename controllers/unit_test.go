@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -48,9 +49,9 @@ func defaultedRun() *vacuumv1alpha1.VacuumRun {
 	s.Target.PersistentVolumeClaim = "orders-data"
 	s.Mode = vacuumv1alpha1.VacuumModeLazy
 	s.Throttle = vacuumv1alpha1.Throttle{CostDelay: &metav1.Duration{Duration: 2 * time.Millisecond},
-		CostLimit: ptrTo(int32(200)), PageHitCost: ptrTo(int32(1)), PageMissCost: ptrTo(int32(2)), PageDirtyCost: ptrTo(int32(20))}
+		CostLimit: ptr.To(int32(200)), PageHitCost: ptr.To(int32(1)), PageMissCost: ptr.To(int32(2)), PageDirtyCost: ptr.To(int32(20))}
 	s.RingSize, s.BufferPoolSize, s.MaintenanceWorkMem = q("2Mi"), q("128Mi"), q("64Mi")
-	s.Parallelism, s.Truncate, s.BackoffLimit = 2, ptrTo(true), 2
+	s.Parallelism, s.Truncate, s.BackoffLimit = 2, ptr.To(true), 2
 	return run
 }
 
@@ -67,7 +68,7 @@ func podFor(t *testing.T, run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 func TestRunnerPodPassesTheRestrictedProfile(t *testing.T) {
 	run := defaultedRun()
 	run.Spec.Runner.PodSecurityContext = &vacuumv1alpha1.RunnerPodSecurityContext{
-		RunAsUser: ptrTo(int64(1000)), RunAsGroup: ptrTo(int64(1000)), FSGroup: ptrTo(int64(2000)),
+		RunAsUser: ptr.To(int64(1000)), RunAsGroup: ptr.To(int64(1000)), FSGroup: ptr.To(int64(2000)),
 	}
 	pod := podFor(t, run)
 	if err := checkRunnerPodSecurity(pod); err != nil {
@@ -80,14 +81,14 @@ func TestRunnerPodPassesTheRestrictedProfile(t *testing.T) {
 
 func TestPodSecurityCheckRefusesWhatTheProfileForbidsAndWhatItDoesNotCheck(t *testing.T) {
 	cases := map[string]func(*corev1.Pod){
-		"privilege escalation": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptrTo(true) },
+		"privilege escalation": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true) },
 		"a capability kept":    func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Capabilities.Drop = nil },
-		"root user":            func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsUser = ptrTo(int64(0)) },
+		"root user":            func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsUser = ptr.To(int64(0)) },
 		"no seccomp profile": func(p *corev1.Pod) {
 			p.Spec.SecurityContext.SeccompProfile = nil
 			p.Spec.Containers[0].SecurityContext.SeccompProfile = nil
 		},
-		"writable root filesystem": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem = ptrTo(false) },
+		"writable root filesystem": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem = ptr.To(false) },
 		"service-account token":    func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil },
 		"a host path volume mounted": func(p *corev1.Pod) {
 			p.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}

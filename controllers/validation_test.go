@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -105,7 +106,7 @@ var _ = Describe("CRD validation", func() {
 
 		zero := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keep-none"}}
 		zero.Spec.Target.PersistentVolumeClaim = "orders-data"
-		zero.Spec.SuccessfulRunsHistoryLimit, zero.Spec.FailedRunsHistoryLimit = ptrTo(int32(0)), ptrTo(int32(0))
+		zero.Spec.SuccessfulRunsHistoryLimit, zero.Spec.FailedRunsHistoryLimit = ptr.To(int32(0)), ptr.To(int32(0))
 		Expect(k8sClient.Create(suiteCtx, zero)).To(Succeed())
 		got = getPolicy(ns, "keep-none")
 		Expect(got.Spec.SuccessfulRunsHistoryLimit).To(HaveValue(BeZero()))

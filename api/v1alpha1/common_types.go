@@ -53,8 +53,9 @@ type VacuumSpec struct {
 	// +optional
 	Parallelism int32 `json:"parallelism,omitempty"`
 
-	// IndexWorkers is the number of indexes of one table vacuumed at once, 0 to 64;
-	// 0 means the table's own worker does them one by one.
+	// IndexWorkers is the number of indexes of one table vacuumed at once by a Lazy run,
+	// 0 to 64; 0 means the table's own worker does them one by one. Full ignores it:
+	// VACUUM FULL builds a table's indexes one after another.
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=64

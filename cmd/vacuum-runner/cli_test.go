@@ -241,3 +241,45 @@ func corruptBlock(t *testing.T, file string, blk int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestQuarantineIsReportedByStatsAndEmptiedByCheckPurge makes a directory
+// look inconsistent (a catalog switch of unknown outcome, with a relation
+// file the catalog does not name): the runner's Open moves the file into
+// the quarantine instead of deleting it, stats reports its size, and
+// check --purge-quarantine empties it.
+func TestQuarantineIsReportedByStatsAndEmptiedByCheckPurge(t *testing.T) {
+	dir := copyFixture(t)
+	heap := heapFile(t, dir)
+	st, err := os.Stat(heap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(heap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "base", "90000"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "CATALOG_SWITCH_UNCERTAIN"), []byte("test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var s runner.StatsOutput
+	decode(t, mustVR(t, "stats", "--data", dir, "--json").stdout, &s)
+	if s.Quarantine.Files != 1 || s.Quarantine.Bytes != st.Size() {
+		t.Fatalf("stats reports quarantine %+v, want 1 file of %d bytes", s.Quarantine, st.Size())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "base", "90000")); !os.IsNotExist(err) {
+		t.Fatalf("the orphan is still in base/ (%v)", err)
+	}
+	var c runner.CheckOutput
+	decode(t, mustVR(t, "check", "--data", dir, "--json", "--purge-quarantine").stdout, &c)
+	if !c.OK || c.PurgedQuarantine == nil || c.PurgedQuarantine.Files != 1 {
+		t.Fatalf("check --purge-quarantine = %+v, want ok and one file purged", c)
+	}
+	decode(t, mustVR(t, "stats", "--data", dir, "--json").stdout, &s)
+	if s.Quarantine.Files != 0 || s.Quarantine.Bytes != 0 {
+		t.Fatalf("stats after the purge reports quarantine %+v, want empty", s.Quarantine)
+	}
+	checkOK(t, dir)
+}

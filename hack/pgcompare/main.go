@@ -69,7 +69,6 @@ type config struct {
 	ourCkpt   int64
 	ourRing   int64
 	cpuprof   string
-	ahead     bool
 	idxWork   int
 	heapWork  int
 }
@@ -91,7 +90,6 @@ func main() {
 	flag.Int64Var(&c.ourRing, "ring", vacuum.DefaultRingSize, "our vacuum ring in bytes")
 	flag.IntVar(&c.idxWork, "index-workers", 2, "our vacuum.Options.IndexWorkers (PostgreSQL 15 vacuums the two indexes in parallel by default: leader + 1 worker)")
 	flag.IntVar(&c.heapWork, "heap-workers", 1, "our vacuum.Options.HeapWorkers (the second heap pass on this many goroutines; PostgreSQL has no counterpart)")
-	flag.BoolVar(&c.ahead, "flush-ahead", false, "run our vacuum's background WAL flusher (vacuum.Options.FlushWALAhead)")
 	flag.StringVar(&c.cpuprof, "cpuprofile", "", "write a CPU profile of our (last) vacuum to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -201,7 +199,7 @@ func runOursOnce(ctx context.Context, c config, src string, direct bool, i int) 
 }
 
 func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (float64, error) {
-	if err := bulkdata.CopyDir(src, dir); err != nil {
+	if err := engine.CopyDataDir(src, dir); err != nil {
 		return 0, err
 	}
 	if err := bulkdata.DropCaches(); err != nil {
@@ -214,7 +212,6 @@ func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (floa
 	opts := vacuum.DefaultOptions()
 	opts.Throttle = &throttle.Settings{} // no limit: VACUUM's vacuum_cost_delay = 0
 	opts.RingSize = c.ourRing
-	opts.FlushWALAhead = c.ahead
 	opts.IndexWorkers = c.idxWork
 	opts.HeapWorkers = c.heapWork
 	ckpt0 := db.EngineStats().Checkpoints

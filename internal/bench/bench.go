@@ -196,7 +196,7 @@ func (r *runner) fresh(template string, opts engine.Options) (*engine.DB, string
 	r.seq++
 	dir := filepath.Join(r.work, fmt.Sprintf("run-%03d", r.seq))
 	r.mu.Unlock()
-	if err := CopyDir(template, dir); err != nil {
+	if err := engine.CopyDataDir(template, dir); err != nil {
 		return nil, "", fmt.Errorf("copy data set: %w", err)
 	}
 	db, err := engine.Open(dir, opts)

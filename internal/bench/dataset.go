@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -181,51 +180,6 @@ func inParallel(items []int, workers int, fn func(batch []int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// CopyDir copies the data directory src (closed) to dst, which must not
-// exist, so every measured run starts from the same files.
-func CopyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if d.Name() == engine.LockFileName {
-			return nil
-		}
-		return copyFile(p, target)
-	})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	// fsync so the run's first O_DIRECT reads do not wait for writeback
-	// of the copy (which would be charged to whatever runs first).
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return fmt.Errorf("sync %s: %w", dst, err)
-	}
-	return out.Close()
 }
 
 // dirBytes is the total size of the regular files under dir.

@@ -27,7 +27,7 @@
 // # Invariants
 //
 //   - Every measured run starts from a fresh copy of a data directory built
-//     once per experiment (BuildDataSet, CopyDir) and opened with a cold
+//     once per experiment (BuildDataSet, engine.CopyDataDir) and opened with a cold
 //     buffer pool, with O_DIRECT when Config.Direct (the report says when
 //     the engine fell back to buffered I/O).
 //   - The buffer pool of every experiment is smaller than its data set,

@@ -251,9 +251,9 @@ func deadSynthRow(c *cells) []string {
 
 func deadTIDsHeadline(ts tables) (string, error) {
 	c := &cells{ts: ts}
-	const syn, real = "exp4_tidstore_synthetic", "exp4_index_passes"
+	const syn, idx = "exp4_tidstore_synthetic", "exp4_index_passes"
 	p := deadSynthRow(c)
-	mems := c.rows(real, "")
+	mems := c.rows(idx, "")
 	if c.err != nil {
 		return "", c.err
 	}
@@ -264,9 +264,9 @@ func deadTIDsHeadline(ts tables) (string, error) {
 		prettyNum(c.text(syn, p, "store_lookup_ns")), prettyNum(c.text(syn, p, "array_lookup_ns")))
 	s += sentence(" %.0f dead TIDs: %.0f index passes at %.2f MiB (a 6-byte array would need %.0f), "+
 		"%.0f at %.0f MiB (array: %.0f).",
-		c.num(real, lo, "dead_tids"), c.num(real, lo, "index_passes"), c.num(real, lo, "mem_mib"),
-		c.num(real, lo, "array_passes_equivalent"), c.num(real, hi, "index_passes"), c.num(real, hi, "mem_mib"),
-		c.num(real, hi, "array_passes_equivalent"))
+		c.num(idx, lo, "dead_tids"), c.num(idx, lo, "index_passes"), c.num(idx, lo, "mem_mib"),
+		c.num(idx, lo, "array_passes_equivalent"), c.num(idx, hi, "index_passes"), c.num(idx, hi, "mem_mib"),
+		c.num(idx, hi, "array_passes_equivalent"))
 	return s, c.err
 }
 

@@ -21,8 +21,8 @@ func tablesOf(ts []*Table) tables {
 	return out
 }
 
-// ReadTables reads the CSV files of dir written by a run, by table name.
-func ReadTables(dir string) (tables, error) {
+// readTables reads the CSV files of dir written by a run, by table name.
+func readTables(dir string) (tables, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.csv"))
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func CheckReport(dir string) error {
 	if err != nil {
 		return err
 	}
-	ts, err := ReadTables(dir)
+	ts, err := readTables(dir)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,8 @@ type catalogSwitch struct {
 //     catalog the file holds now, and the DB fails sticky, as PostgreSQL
 //     PANICs on a failed fsync: every later write, commit and checkpoint
 //     returns ErrNeedsRecovery, so the directory is reopened, and that
-//     Open reads the catalog that survived and treats the other set as orphans.
+//     Open reads the catalog that survived and quarantines the other set
+//     (a marker file tells it to; see sweepOrphans).
 //
 // Deleting files the disk's catalog may name is what lost a whole table
 // to one EIO on a directory fsync (the security review's E1), so no error
@@ -67,6 +68,7 @@ func (db *DB) switchCatalog(sw catalogSwitch) error {
 		db.cat = sw.next
 	}
 	db.fail(err)
+	db.markSwitchUncertain(sw.what, err)
 	return fmt.Errorf("%s: catalog switch may or may not be durable, no file removed: %w: %w", sw.what, ErrNeedsRecovery, err)
 }
 

@@ -143,6 +143,13 @@ func TestFailedCatalogDirectoryFsyncNeverLosesTheTable(t *testing.T) {
 			}
 			verifyIndexes(t, db, want)
 			checkClean(t, db)
+			// The files the surviving catalog does not name (VACUUM FULL's
+			// old heap and index) may have been the table's other copy:
+			// they are quarantined, not deleted.
+			if info := db.RecoveryInfo(); len(info.OrphansRemoved) != 0 ||
+				(tc.name == "vacuum full") != (len(info.OrphansQuarantined) == 2) {
+				t.Fatalf("after the uncertain switch Open removed %v and quarantined %v", info.OrphansRemoved, info.OrphansQuarantined)
+			}
 			if tc.after != nil {
 				tc.after(t, db)
 			}

@@ -150,8 +150,9 @@ func Init(dir string, opts Options) error {
 // Open opens the data directory dir, which Init created: it takes the
 // directory's exclusive lock (ErrInUse if another process holds it past
 // opts.LockTimeout), replays the WAL if the directory was not shut down
-// cleanly, removes relation files the catalog does not reference and takes
-// a checkpoint. A directory without a control file is ErrNotDataDir.
+// cleanly, checks that every relation the catalog names exists, removes
+// the relation files the catalog does not reference (or, when anything is
+// inconsistent, moves them into QuarantineDirName) and takes a checkpoint. A directory without a control file is ErrNotDataDir.
 func Open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
 	fsys := opts.FS

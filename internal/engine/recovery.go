@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
@@ -29,8 +31,14 @@ type RecoveryInfo struct {
 	// TornTail is the damaged or torn record that ended replay, nil when
 	// the WAL ended cleanly.
 	TornTail *wal.CorruptRecordError
-	// OrphansRemoved are relation files no catalog entry referenced.
+	// OrphansRemoved are relation files no catalog entry referenced,
+	// removed because the directory was consistent.
 	OrphansRemoved []storage.RelFileNode
+	// OrphansQuarantined are relation files no catalog entry referenced,
+	// moved into the quarantine directory (QuarantineDirName) because
+	// something looked inconsistent; QuarantineReason says what.
+	OrphansQuarantined []storage.RelFileNode
+	QuarantineReason   string
 	// Duration is the time replay took.
 	Duration time.Duration
 }
@@ -107,11 +115,22 @@ func (db *DB) start() error {
 	db.gate.log.Store(db.log)
 	db.txns.SetLog(db.log)
 
-	if info.OrphansRemoved, err = db.removeOrphans(); err != nil {
+	// Every relation the catalog names must exist before anything else
+	// is touched: orphans are deleted only from a consistent directory.
+	missing, err := db.missingRelations()
+	if err != nil {
 		return err
 	}
-	if err := db.ensureForks(); err != nil {
+	if err := db.sweepOrphans(missing, &info); err != nil {
 		return err
+	}
+	if len(missing) > 0 {
+		msg := fmt.Sprintf("%v: missing relation file %s", ErrCorrupt, strings.Join(missing, ", "))
+		if len(info.OrphansQuarantined) > 0 {
+			msg += fmt.Sprintf("; relation files %v the catalog does not name were moved to %s",
+				info.OrphansQuarantined, filepath.Join(db.dir, QuarantineDirName))
+		}
+		return &corruptError{msg: msg}
 	}
 	db.recovery = info
 	return db.checkpoint(false, db.cat.NextOID)
@@ -201,35 +220,6 @@ func redoImages(env *redo.Env, rec *wal.Record) error {
 	return nil
 }
 
-// removeOrphans removes relation files that no catalog entry references:
-// leftovers of a CREATE TABLE or VACUUM FULL interrupted before its
-// catalog switch, or of a VACUUM FULL interrupted after it.
-func (db *DB) removeOrphans() ([]storage.RelFileNode, error) {
-	rels := db.cat.Rels()
-	list, err := db.st.List()
-	if err != nil {
-		return nil, fmt.Errorf("list relation files: %w", err)
-	}
-	var removed []storage.RelFileNode
-	for _, r := range list {
-		if rels[r] {
-			continue
-		}
-		db.pool.DropRel(r)
-		if err := db.st.Drop(r); err != nil {
-			return removed, fmt.Errorf("remove orphan relation %d: %w", r, err)
-		}
-		removed = append(removed, r)
-		if uint32(r) >= db.cat.NextOID {
-			db.cat.NextOID = uint32(r) + 1
-		}
-	}
-	if len(removed) > 0 {
-		db.opts.Logf("removed orphan relation files %v", removed)
-	}
-	return removed, nil
-}
-
 // damaged marks a failure to read one of the files every data directory
 // needs as ErrCorrupt when the file is missing or its content is invalid
 // (not for I/O errors, which may be transient).
@@ -241,3 +231,11 @@ func damaged(err error) error {
 	}
 	return err
 }
+
+// corruptError is ErrCorrupt with a message of its own.
+type corruptError struct{ msg string }
+
+func (e *corruptError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *corruptError) Unwrap() error { return ErrCorrupt }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
@@ -65,13 +64,16 @@ func (db *DB) createHeap(rel storage.RelFileNode) error {
 	return nil
 }
 
-// ensureForks checks, after recovery, that every relation the catalog names has its main fork.
-// A missing one is damage, never a crash window: a table's heap file is fsynced with its
-// directory entry before the catalog names it (createHeap), an index's pages are WAL-logged
-// before the catalog names it and redo re-creates a fork file that WAL touches, and every
-// checkpoint fsyncs the files and the directory. Re-creating the file empty would turn lost
-// rows into a silently empty table, so Open fails with ErrCorrupt naming the file instead.
-func (db *DB) ensureForks() error {
+// missingRelations lists, after recovery, every relation the catalog names
+// whose main fork is missing. A missing one is damage, never a crash
+// window: a table's heap file is fsynced with its directory entry before
+// the catalog names it (createHeap), an index's pages are WAL-logged
+// before the catalog names it and redo re-creates a fork file that WAL
+// touches, and every checkpoint fsyncs the files and the directory.
+// Re-creating the file empty would turn lost rows into a silently empty
+// table, so Open fails with ErrCorrupt naming the file instead (after
+// quarantining, never deleting, the files the catalog does not name).
+func (db *DB) missingRelations() ([]string, error) {
 	var missing []string
 	check := func(what string, rel storage.RelFileNode) error {
 		path := db.st.SegmentPath(rel, storage.MainFork, 0)
@@ -86,16 +88,13 @@ func (db *DB) ensureForks() error {
 	}
 	for _, t := range db.cat.Tables {
 		if err := check("table "+t.Name, t.Rel); err != nil {
-			return err
+			return nil, err
 		}
 		for _, ix := range t.Indexes {
 			if err := check("index "+ix.Name, ix.Rel); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing relation file %s", ErrCorrupt, strings.Join(missing, ", "))
-	}
-	return nil
+	return missing, nil
 }

@@ -14,6 +14,16 @@ import (
 // StatsOutput is `stats --json`.
 type StatsOutput struct {
 	Tables []TableStatsOutput `json:"tables"`
+	// Quarantine is what the data directory's quarantine holds: relation
+	// files no catalog entry names, moved aside (never deleted) by an Open
+	// that found the directory inconsistent.
+	Quarantine QuarantineOutput `json:"quarantine"`
+}
+
+// QuarantineOutput is the size of the data directory's quarantine.
+type QuarantineOutput struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
 }
 
 // TableStatsOutput is one table of `stats --json`. DeadTuples counts what a vacuum removes:
@@ -39,6 +49,8 @@ type IndexStatsOutput struct {
 type CheckOutput struct {
 	OK       bool           `json:"ok"`
 	Problems []CheckProblem `json:"problems"`
+	// PurgedQuarantine is what `check --purge-quarantine` removed.
+	PurgedQuarantine *QuarantineOutput `json:"purgedQuarantine,omitempty"`
 }
 
 // CheckProblem is one problem check found; Block is -1 when it is not about one block.
@@ -48,11 +60,13 @@ type CheckProblem struct {
 	Message string `json:"message"`
 }
 
-// dataFlags are the flags every command that opens a data directory has.
+// dataFlags are the flags every command that opens a data directory has
+// (and check's --purge-quarantine).
 type dataFlags struct {
 	data        string
 	json        bool
 	lockTimeout time.Duration
+	purge       bool
 }
 
 func cmdInit(ctx context.Context, args []string, env Env) error {
@@ -78,6 +92,10 @@ func parseDataFlags(name string, args []string) (dataFlags, error) {
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 0, "how long to wait for a busy data directory")
+	if name == "check" {
+		fs.BoolVar(&f.purge, "purge-quarantine", false,
+			"when the check is clean, remove the relation files Open moved into the quarantine directory")
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
@@ -102,8 +120,19 @@ func cmdStats(ctx context.Context, args []string, env Env) (err error) {
 		return fmt.Errorf("stats: %w", err)
 	}
 	out := statsOutput(st)
+	qi, err := db.Quarantine()
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	out.Quarantine = QuarantineOutput{Files: qi.Files, Bytes: qi.Bytes}
 	if f.json {
 		return writeJSON(env.Stdout, out)
+	}
+	if qi.Files > 0 {
+		if _, err := fmt.Fprintf(env.Stdout, "quarantine: %d files, %d bytes in %s (remove with check --purge-quarantine)\n",
+			qi.Files, qi.Bytes, qi.Dir); err != nil {
+			return err
+		}
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	p := &printer{w: tw}
@@ -152,6 +181,15 @@ func cmdCheck(ctx context.Context, args []string, env Env) (err error) {
 	for _, p := range rep.Problems {
 		out.Problems = append(out.Problems, CheckProblem{File: p.File, Block: p.Block, Message: p.Message})
 	}
+	// The quarantine may hold the only copy of a damaged table's files:
+	// it is purged only from a directory that checks clean.
+	var purged engine.QuarantineInfo
+	if f.purge && out.OK {
+		if purged, err = db.PurgeQuarantine(); err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		out.PurgedQuarantine = &QuarantineOutput{Files: purged.Files, Bytes: purged.Bytes}
+	}
 	if f.json {
 		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
@@ -160,6 +198,11 @@ func cmdCheck(ctx context.Context, args []string, env Env) (err error) {
 		p := &printer{w: env.Stdout}
 		if out.OK {
 			p.printf("ok: %d relations, %d pages verified\n", rep.Relations, rep.Pages)
+		}
+		if out.PurgedQuarantine != nil {
+			p.printf("purged the quarantine: %d files, %d bytes\n", purged.Files, purged.Bytes)
+		} else if f.purge {
+			p.printf("quarantine kept: check found problems\n")
 		}
 		for _, pr := range out.Problems {
 			p.printf("%s block %d: %s\n", pr.File, pr.Block, pr.Message)

@@ -96,7 +96,7 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 	fs.Var(&f.ringSize, "ring-size", "vacuum ring size (0 = none, else 128Ki to 16Gi)")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
 	fs.Int32Var(&f.parallelism, "parallelism", runnerwire.DefaultParallelism, "tables vacuumed at once")
-	fs.Int32Var(&f.indexWorkers, "index-workers", 0, "indexes of one table vacuumed (or built) at once")
+	fs.Int32Var(&f.indexWorkers, "index-workers", 0, "indexes of one table vacuumed at once (lazy vacuum; full builds them one after another)")
 	fs.Var(&f.workMem, "maintenance-work-mem", "dead-tuple memory (lazy) or index sort memory (full) per worker")
 	fs.BoolVar(&f.noTruncate, "no-truncate", false, "keep empty pages at the end of tables (lazy)")
 	fs.Int32Var(&f.minDead, "min-dead-percent", 0, "skip tables whose dead share is below this percentage (0-100)")

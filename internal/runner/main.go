@@ -66,7 +66,7 @@ commands:
   vacuum|full --server HOST:PORT --database DB [--user U] [--password-file F]
           [--sslmode disable|require|verify-ca|verify-full] [--sslrootcert F]
           [--table NAME]... [throttle flags] [--json]   (a live server, online)
-  check   --data DIR [--json]
+  check   --data DIR [--json] [--purge-quarantine]
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 

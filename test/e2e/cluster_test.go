@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
 
 // newNamespace creates a namespace for one scenario.
@@ -81,48 +81,18 @@ func waitPhase(run *vacuumv1alpha1.VacuumRun, phase vacuumv1alpha1.RunPhase, tim
 // runningPod waits for the run's pod to run and returns it (with its pod IP).
 func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 	GinkgoHelper()
-	var pod *corev1.Pod
-	Eventually(func() error {
-		var list corev1.PodList
-		if err := cluster.Client.List(suiteCtx, &list, client.InNamespace(run.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-				pod = p
-				return nil
-			}
-		}
-		return fmt.Errorf("no running pod of run %s among %d", run.Name, len(list.Items))
-	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	return pod
+	return e2eutil.RunningPod(suiteCtx, cluster.Client, run, e2eutil.Wait{Timeout: 60 * time.Second, Poll: 100 * time.Millisecond})
 }
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	p, err := runnerwire.FetchProgress(suiteCtx, &http.Client{Timeout: 2 * time.Second}, pod.Status.PodIP)
-	if err != nil {
-		return runnerwire.Progress{}, err
-	}
-	return *p, nil
+	return e2eutil.Progress(suiteCtx, pod, 2*time.Second)
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
 func waitProgress(pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	var p runnerwire.Progress
-	Eventually(func() error {
-		var err error
-		if p, err = progress(pod); err != nil {
-			return err
-		}
-		if !cond(p) {
-			return fmt.Errorf("progress not yet %s: %+v", what, p)
-		}
-		return nil
-	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	return p
+	return e2eutil.WaitProgress(suiteCtx, pod, what, cond, 2*time.Second, e2eutil.Wait{Timeout: 60 * time.Second, Poll: 100 * time.Millisecond})
 }
 
 // runnerPid is the process id of the pod's runner, from the local node's pid file.

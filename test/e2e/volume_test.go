@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 
@@ -11,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
+	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
 
 // bloatTable is one table `vacuum-runner bloat` makes.
@@ -52,14 +51,7 @@ func makeVolume(ns, claim string, tables ...bloatTable) (string, map[string]int6
 // runTool runs vacuum-runner and returns its stdout; it fails the spec on a non-zero exit.
 func runTool(args ...string) []byte {
 	GinkgoHelper()
-	cmd := exec.CommandContext(suiteCtx, runner, args...)
-	var stderr []byte
-	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = ee.Stderr
-	}
-	Expect(err).NotTo(HaveOccurred(), "vacuum-runner %v: %s", args, stderr)
-	return out
+	return e2eutil.Runner{Ctx: suiteCtx, Bin: runner}.Run(args...)
 }
 
 // stats is `vacuum-runner stats --json` of a data directory.
@@ -75,12 +67,7 @@ func stats(dir string) []tableStats {
 // expectCheckClean runs `vacuum-runner check --json` and expects no problems.
 func expectCheckClean(dir string) {
 	GinkgoHelper()
-	var c struct {
-		OK       bool              `json:"ok"`
-		Problems []json.RawMessage `json:"problems"`
-	}
-	Expect(json.Unmarshal(runTool("check", "--data", dir, "--json"), &c)).To(Succeed())
-	Expect(c.OK).To(BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
+	e2eutil.Runner{Ctx: suiteCtx, Bin: runner}.ExpectCheckClean(dir)
 }
 
 // sum adds the dead tuples of the named tables.

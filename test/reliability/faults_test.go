@@ -3,9 +3,7 @@ package reliability
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
 
 // Each scenario starts a run on a real volume under a crawl of a throttle (100 cost units
@@ -365,43 +364,18 @@ func (w *podWatch) max() int {
 // runningPod waits for the run's current pod to be Running with an address.
 func runningPod(run *vacuumv1alpha1.VacuumRun) *corev1.Pod {
 	GinkgoHelper()
-	var pod *corev1.Pod
-	Eventually(func() error {
-		for _, p := range podsOf(run.Namespace, run.Name) {
-			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-				pod = &p
-				return nil
-			}
-		}
-		return fmt.Errorf("no running pod of run %s yet", run.Name)
-	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	return pod
+	return e2eutil.RunningPod(faultCtx, k8s, run, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
 }
 
 // progress reads a runner pod's GET /progress.
 func progress(pod *corev1.Pod) (runnerwire.Progress, error) {
-	p, err := runnerwire.FetchProgress(faultCtx, &http.Client{Timeout: 5 * time.Second}, pod.Status.PodIP)
-	if err != nil {
-		return runnerwire.Progress{}, err
-	}
-	return *p, nil
+	return e2eutil.Progress(faultCtx, pod, 5*time.Second)
 }
 
 // waitProgress waits until the pod's progress satisfies cond and returns it.
 func waitProgress(pod *corev1.Pod, cond func(runnerwire.Progress) bool) runnerwire.Progress {
 	GinkgoHelper()
-	var p runnerwire.Progress
-	Eventually(func() error {
-		var err error
-		if p, err = progress(pod); err != nil {
-			return err
-		}
-		if !cond(p) {
-			return fmt.Errorf("progress not there yet: %+v", p)
-		}
-		return nil
-	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	return p
+	return e2eutil.WaitProgress(faultCtx, pod, "there", cond, 5*time.Second, e2eutil.Wait{Timeout: 2 * time.Minute, Poll: 200 * time.Millisecond})
 }
 
 // progressed says whether the runner did more work than at before.
@@ -423,13 +397,7 @@ func runnerPid(pod *corev1.Pod) int {
 // runTool runs vacuum-runner and returns its stdout; it fails the spec on a non-zero exit.
 func runTool(args ...string) []byte {
 	GinkgoHelper()
-	out, err := exec.CommandContext(faultCtx, runnerBin, args...).Output()
-	var stderr []byte
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = ee.Stderr
-	}
-	Expect(err).NotTo(HaveOccurred(), "vacuum-runner %v: %s", args, stderr)
-	return out
+	return e2eutil.Runner{Ctx: faultCtx, Bin: runnerBin}.Run(args...)
 }
 
 // deadTuples is the dead tuples of the test table, from `vacuum-runner stats --json`.
@@ -454,10 +422,5 @@ func deadTuples(dir string) int64 {
 // expectCheckClean runs `vacuum-runner check --json` and expects no problems.
 func expectCheckClean(dir string) {
 	GinkgoHelper()
-	var c struct {
-		OK       bool              `json:"ok"`
-		Problems []json.RawMessage `json:"problems"`
-	}
-	Expect(json.Unmarshal(runTool("check", "--data", dir, "--json"), &c)).To(Succeed())
-	Expect(c.OK).To(BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
+	e2eutil.Runner{Ctx: faultCtx, Bin: runnerBin}.ExpectCheckClean(dir)
 }

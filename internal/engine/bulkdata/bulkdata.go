@@ -19,8 +19,6 @@ import (
 	"crypto/md5" //nolint:gosec // not security: the same bytes PostgreSQL's md5() gives, for the SQL twin
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,7 +144,7 @@ func Build(ctx context.Context, db *engine.DB, rows int64) (Stats, error) {
 // Cached returns a data directory holding the built table of rows rows,
 // building it (with opts) under cacheDir the first time; later calls with
 // the same rows and layout version reuse it. Callers must not open the
-// returned directory for writing: copy it (CopyDir) first.
+// returned directory for writing: copy it (engine.CopyDataDir) first.
 func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Options) (string, error) {
 	dir := filepath.Join(cacheDir, fmt.Sprintf("bulkdata-v%d-rows%d", version, rows))
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
@@ -189,41 +187,6 @@ func HeapPages(db *engine.DB) (int64, error) {
 		return 0, fmt.Errorf("bulkdata: %w", err)
 	}
 	return int64(n), nil
-}
-
-// CopyDir copies the regular files and directories under src to dst
-// (a data directory to vacuum without touching the cached one).
-func CopyDir(src, dst string) error {
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			return errors.Join(err, out.Close())
-		}
-		return out.Close()
-	})
-	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	return nil
 }
 
 // ErrCannotDropCaches is returned by DropCaches when the process may not

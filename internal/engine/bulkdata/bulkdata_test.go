@@ -44,7 +44,7 @@ func TestBuildLoadsIndexesAndDeletesTheDefinedRows(t *testing.T) {
 		t.Fatalf("second Cached = %q, %v; want the cached %q", again, err, src)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	if err := bulkdata.CopyDir(src, dir); err != nil {
+	if err := engine.CopyDataDir(src, dir); err != nil {
 		t.Fatal(err)
 	}
 	db, err := engine.Open(dir, engine.Options{})

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -30,8 +30,6 @@ var (
 	ErrUnsupportedVersion = errors.New("unsupported catalog version")
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Encode returns the file bytes of c.
 func Encode(c *Catalog) ([]byte, error) {
 	payload, err := json.Marshal(c)
@@ -42,7 +40,7 @@ func Encode(c *Catalog) ([]byte, error) {
 	copy(b, magic)
 	binary.LittleEndian.PutUint32(b[4:], Version)
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(b[12:], page.CRC32C(payload))
 	return append(b, payload...), nil
 }
 
@@ -59,7 +57,7 @@ func Decode(b []byte) (*Catalog, error) {
 		return nil, fmt.Errorf("payload length %d, file holds %d: %w", n, len(b)-headerSize, ErrCorrupt)
 	}
 	payload := b[headerSize:]
-	if crc := crc32.Checksum(payload, castagnoli); crc != binary.LittleEndian.Uint32(b[12:]) {
+	if crc := page.CRC32C(payload); crc != binary.LittleEndian.Uint32(b[12:]) {
 		return nil, fmt.Errorf("checksum mismatch: %w", ErrCorrupt)
 	}
 	c := &Catalog{}

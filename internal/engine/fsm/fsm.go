@@ -97,18 +97,8 @@ func (m *Map) extendTo(fb storage.BlockNumber, s *buffer.Strategy) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		if err := m.st.Create(m.rel, storage.FSMFork); err != nil {
-			return fmt.Errorf("create free space map of relation %d: %w", m.rel, err)
-		}
-	}
-	for ; n <= fb; n++ {
-		b, err := m.pool.Extend(m.rel, storage.FSMFork, s)
-		if err != nil {
-			return fmt.Errorf("extend free space map of relation %d: %w", m.rel, err)
-		}
-		b.Unlock()
-		b.Release()
+	if err := m.pool.ExtendFork(m.st, m.rel, storage.FSMFork, n, fb, s); err != nil {
+		return fmt.Errorf("extend free space map of relation %d: %w", m.rel, err)
 	}
 	return nil
 }

@@ -6,7 +6,16 @@ import (
 	"hash/crc32"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// crc32c is the CRC-32C (Castagnoli) table, built once for the whole engine.
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC32C returns the CRC-32C (Castagnoli) of b. It is the one checksum of
+// every byte layout the engine owns: pages, WAL records, the control file,
+// the catalog and the clog.
+func CRC32C(b []byte) uint32 { return crc32.Checksum(b, crc32c) }
+
+// CRC32CUpdate continues the CRC-32C crc over b.
+func CRC32CUpdate(crc uint32, b []byte) uint32 { return crc32.Update(crc, crc32c, b) }
 
 // ChecksumError reports a page whose stored checksum does not match its
 // contents for the block it was read as.
@@ -24,12 +33,12 @@ func (e *ChecksumError) Error() string {
 // zero, continued over blk. p is not modified.
 func ComputeChecksum(p Page, blk uint32) uint32 {
 	var zero [4]byte
-	c := crc32.Update(0, castagnoli, p[:offChecksum])
-	c = crc32.Update(c, castagnoli, zero[:])
-	c = crc32.Update(c, castagnoli, p[offChecksum+4:])
+	c := CRC32CUpdate(0, p[:offChecksum])
+	c = CRC32CUpdate(c, zero[:])
+	c = CRC32CUpdate(c, p[offChecksum+4:])
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], blk)
-	return crc32.Update(c, castagnoli, b[:])
+	return CRC32CUpdate(c, b[:])
 }
 
 // SetChecksum computes the CRC32C checksum of p for block blk (the block
@@ -49,7 +58,7 @@ func VerifyChecksum(p Page, blk uint32) error {
 	if !p.ok() {
 		return fmt.Errorf("page is %d bytes, want %d", len(p), Size)
 	}
-	if isZero(p) {
+	if AllZero(p) {
 		return nil
 	}
 	stored := p.Checksum()
@@ -61,9 +70,10 @@ func VerifyChecksum(p Page, blk uint32) error {
 
 // IsZero reports whether every byte of p is zero (a block that was
 // extended but never written).
-func IsZero(p Page) bool { return isZero(p) }
+func IsZero(p Page) bool { return AllZero(p) }
 
-func isZero(b []byte) bool {
+// AllZero reports whether every byte of b is zero.
+func AllZero(b []byte) bool {
 	for len(b) >= 8 {
 		if binary.LittleEndian.Uint64(b) != 0 {
 			return false

@@ -34,7 +34,7 @@ func (p Page) Validate() error {
 	if len(p) != Size {
 		return headerErr("page is %d bytes, want %d", len(p), Size)
 	}
-	if isZero(p) {
+	if AllZero(p) {
 		return nil
 	}
 	if err := p.validateHeader(); err != nil {

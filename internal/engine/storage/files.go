@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,6 +234,57 @@ func (m *Manager) Drop(rel RelFileNode) error {
 		return fmt.Errorf("drop relation %d: %w", rel, err)
 	}
 	return nil
+}
+
+// MoveOut closes every fork and segment of rel and renames its files into
+// dstDir (a directory on the same file system, which the caller creates
+// and fsyncs), returning the paths they now have. Open uses it to
+// quarantine relation files the catalog does not name instead of deleting
+// them. Like Drop, the change to the base directory is durable after the
+// next Sync or SyncAll.
+func (m *Manager) MoveOut(rel RelFileNode, dstDir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(true); err != nil {
+		return nil, fmt.Errorf("move out relation %d: %w", rel, err)
+	}
+	var moved []string
+	var errs []error
+	for _, fork := range forks {
+		segs, err := m.segments(rel, fork)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fs := m.forkState(rel, fork)
+		fs.mu.Lock()
+		for seg, f := range fs.segs {
+			errs = append(errs, f.Close())
+			delete(fs.segs, seg)
+		}
+		fs.nblocks = -1
+		fs.mu.Unlock()
+		m.stateMu.Lock()
+		for _, seg := range segs {
+			delete(m.dirty, segKey{forkKey{rel, fork}, seg})
+		}
+		m.dirDirty = true
+		delete(m.forks, forkKey{rel, fork})
+		m.stateMu.Unlock()
+		for _, seg := range segs {
+			src := m.SegmentPath(rel, fork, seg)
+			dst := filepath.Join(dstDir, filepath.Base(src))
+			if err := m.fs.Rename(src, dst); err != nil {
+				errs = append(errs, fmt.Errorf("move %s to %s: %w", src, dst, err))
+				continue
+			}
+			moved = append(moved, dst)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return moved, fmt.Errorf("move out relation %d: %w", rel, err)
+	}
+	return moved, nil
 }
 
 // List returns every relfilenode that has files in the directory (for

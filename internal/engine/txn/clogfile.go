@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -24,8 +24,6 @@ const (
 	// file), so a corrupt length never makes us allocate without limit.
 	maxClogXIDs = 1 << 32
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // CorruptClogError reports a clog file that failed verification.
 type CorruptClogError struct {
@@ -59,8 +57,8 @@ func EncodeClog(next XID, data []byte) []byte {
 }
 
 func clogCRC(b []byte) uint32 {
-	c := crc32.Update(0, castagnoli, b[:20])
-	return crc32.Update(c, castagnoli, b[clogHeaderSize:])
+	c := page.CRC32CUpdate(0, b[:20])
+	return page.CRC32CUpdate(c, b[clogHeaderSize:])
 }
 
 // DecodeClog verifies and parses clog file bytes, returning nextXID and

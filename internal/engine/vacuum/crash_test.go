@@ -74,7 +74,7 @@ func crashChild(dir, mode string) {
 		// the background WAL flusher on;
 		// slower pacing so that it still lasts a few hundred ms.
 		o := slowOpts(8000)
-		o.IndexWorkers, o.HeapWorkers, o.FlushWALAhead = 2, 3, true
+		o.IndexWorkers, o.HeapWorkers = 2, 3
 		_, err = db.Vacuum(context.Background(), "t", o)
 	default:
 		_, err = db.Vacuum(context.Background(), "t", crashVacuumOpts())

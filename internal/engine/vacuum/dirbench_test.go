@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
-	"github.com/vacuumops/vacuum-operator/internal/engine/bulkdata"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 )
 
@@ -102,7 +101,7 @@ func openCopy(b *testing.B, src string) (*engine.DB, []string) {
 	b.StopTimer()
 	defer b.StartTimer()
 	dir := filepath.Join(b.TempDir(), "data")
-	if err := bulkdata.CopyDir(src, dir); err != nil {
+	if err := engine.CopyDataDir(src, dir); err != nil {
 		b.Fatal(err)
 	}
 	db, err := engine.Open(dir, benchEngineOpts())

@@ -133,7 +133,7 @@ func BenchmarkLazyVacuumVsSeqScanLarge(b *testing.B) {
 func openColdCopy(b *testing.B, src string, cold *float64) (*engine.DB, int64) {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "data")
-	if err := bulkdata.CopyDir(src, dir); err != nil {
+	if err := engine.CopyDataDir(src, dir); err != nil {
 		b.Fatal(err)
 	}
 	if err := bulkdata.DropCaches(); errors.Is(err, bulkdata.ErrCannotDropCaches) {

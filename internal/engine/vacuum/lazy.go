@@ -6,14 +6,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
-	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 )
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
@@ -80,10 +78,6 @@ func (lv *lazy) vacuum() error {
 	lv.rep.PagesTotal = int64(nblocks)
 	lv.ts.blocksTotal.Store(int64(nblocks))
 	lv.ts.setPhase(PhaseScanningHeap)
-	if lv.run.opts.FlushWALAhead {
-		stop := startFlushAhead(lv.t.Log, &usage.Counters{Parent: lv.ts.usage})
-		defer stop()
-	}
 	for blk := range nblocks {
 		if err := lv.w.delay(); err != nil {
 			return err
@@ -284,68 +278,39 @@ type heapJob struct {
 // independent (one WAL record each), so their order does not matter; the
 // pass still starts only after every index pass is complete.
 func (lv *lazy) parallelHeapPass(n int) error {
-	ctx, cancel := context.WithCancel(lv.w.ctx)
-	defer cancel()
-	jobs := make(chan heapJob, n)
-	errs := make([]error, n)
 	counts := make([]reclaimCounts, n)
-	var wg sync.WaitGroup
-	for k := range n {
-		w := lv.run.newWorker(ctx, lv.ts, lv.t.Pool, buffer.Vacuum, lv.run.opts.RingSize)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				if errs[k] != nil {
-					continue
-				}
-				for i, blk := range j.blks {
-					if errs[k] = lv.reclaim(w, blk, j.offs[i], &counts[k]); errs[k] == nil {
-						errs[k] = w.delay()
-					}
-					if errs[k] != nil {
-						cancel()
-						break
-					}
-				}
+	reclaim := func(w *worker, k int, j heapJob) error {
+		for i, blk := range j.blks {
+			if err := lv.reclaim(w, blk, j.offs[i], &counts[k]); err != nil {
+				return err
 			}
-		}()
+			if err := w.delay(); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	var cur heapJob
-	send := func() error {
-		select {
-		case jobs <- cur:
+	err := runPool(lv, n, reclaim, func(send func(heapJob) error) error {
+		var cur heapJob
+		err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
+			cur.blks = append(cur.blks, blk)
+			cur.offs = append(cur.offs, slices.Clone(offs))
+			if len(cur.blks) < heapChunk {
+				return nil
+			}
+			err := send(cur)
 			cur = heapJob{}
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+			return err
+		})
+		if err == nil && len(cur.blks) > 0 {
+			err = send(cur)
 		}
-	}
-	err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
-		cur.blks = append(cur.blks, blk)
-		cur.offs = append(cur.offs, slices.Clone(offs))
-		if len(cur.blks) < heapChunk {
-			return nil
-		}
-		return send()
+		return err
 	})
-	if err == nil && len(cur.blks) > 0 {
-		err = send()
-	}
-	close(jobs)
-	wg.Wait()
 	for k := range counts {
 		counts[k].addTo(lv.rep)
 	}
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return lv.w.ctx.Err()
+	return err
 }
 
 // vacuumDead removes the stored TIDs from every index, then frees their
@@ -394,40 +359,15 @@ func (lv *lazy) indexPass() error {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(lv.w.ctx)
-	defer cancel()
-	jobs := make(chan int)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for k := range workers {
-		w := lv.run.newWorker(ctx, lv.ts, lv.t.Pool, buffer.Vacuum, lv.run.opts.RingSize)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if errs[k] != nil {
-					continue
-				}
-				if errs[k] = lv.bulkDelete(w, i); errs[k] != nil {
-					cancel()
-				}
+	bulkDelete := func(w *worker, _ int, i int) error { return lv.bulkDelete(w, i) }
+	return runPool(lv, workers, bulkDelete, func(send func(int) error) error {
+		for i := range n {
+			if err := send(i); err != nil {
+				return err
 			}
-		}()
-	}
-	for i := range n {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return lv.w.ctx.Err()
+		return nil
+	})
 }
 
 // bulkDelete runs one index's bulk delete on worker w, a delay point

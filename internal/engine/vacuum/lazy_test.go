@@ -252,8 +252,7 @@ func TestTuplesRemainingCountsSkippedAllVisiblePages(t *testing.T) {
 }
 
 // TestParallelHeapPassRemovesExactlyTheDeadTuples: a table with several
-// runs of blocks per heap worker, at 1, 3 and 4 workers (with the
-// background WAL flusher at 3 and 4).
+// runs of blocks per heap worker, at 1, 3 and 4 workers.
 func TestParallelHeapPassRemovesExactlyTheDeadTuples(t *testing.T) {
 	for _, workers := range []int{1, 3, 4} {
 		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
@@ -262,7 +261,6 @@ func TestParallelHeapPassRemovesExactlyTheDeadTuples(t *testing.T) {
 			deleted := deletePercent(t, db, tb, 30, rand.New(rand.NewSource(int64(workers))))
 			opts := unthrottled()
 			opts.HeapWorkers = workers
-			opts.FlushWALAhead = workers > 1
 			rep, err := db.Vacuum(context.Background(), "t", opts)
 			if err != nil {
 				t.Fatal(err)

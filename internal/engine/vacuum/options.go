@@ -79,8 +79,9 @@ type Options struct {
 	// Parallelism is how many tables are vacuumed at once (0 or 1 = one
 	// after the other).
 	Parallelism int
-	// IndexWorkers is how many indexes of one table are vacuumed at once
-	// (0 or 1 = the table's own worker does them one by one).
+	// IndexWorkers is how many indexes of one table lazy vacuum cleans at
+	// once (0 or 1 = the table's own worker does them one by one). VACUUM
+	// FULL ignores it: it builds a table's indexes one after another.
 	IndexWorkers int
 	// DisableTruncate keeps trailing empty pages (lazy vacuum truncates
 	// them by default, under the table's exclusive lock).
@@ -112,14 +113,6 @@ type Options struct {
 	// 2-core machine it was measured on, 2 workers gained nothing beyond
 	// the noise.
 	HeapWorkers int
-	// FlushWALAhead runs a background WAL flusher beside each lazy vacuum,
-	// so that dirty pages leaving the ring rarely wait for an fsync on the
-	// vacuum's path (the otherwise idle core does it). It does not change
-	// what is throttled or what is written, only who waits for the fsyncs
-	// and when: the ring's own forced flushes (Usage.RingWALFlushes) drop,
-	// total flushes rise. Off by default: on the loaded 2-core machine it
-	// was measured on, it made no difference beyond the noise.
-	FlushWALAhead bool
 	// NoWait makes a table that another vacuum (lazy or FULL) of the same
 	// engine is working on fail at once with ErrVacuumInProgress, instead
 	// of waiting (cancellably) for that vacuum to finish.

@@ -109,18 +109,8 @@ func (m *Map) extendTo(vb storage.BlockNumber, s *buffer.Strategy) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		if err := m.st.Create(m.rel, storage.VMFork); err != nil {
-			return fmt.Errorf("create visibility map of relation %d: %w", m.rel, err)
-		}
-	}
-	for ; n <= vb; n++ {
-		b, err := m.pool.Extend(m.rel, storage.VMFork, s)
-		if err != nil {
-			return fmt.Errorf("extend visibility map of relation %d: %w", m.rel, err)
-		}
-		b.Unlock()
-		b.Release()
+	if err := m.pool.ExtendFork(m.st, m.rel, storage.VMFork, n, vb, s); err != nil {
+		return fmt.Errorf("extend visibility map of relation %d: %w", m.rel, err)
 	}
 	return nil
 }

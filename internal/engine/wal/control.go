@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -75,7 +75,7 @@ func EncodeControl(c *Control) []byte {
 	le.PutUint64(b[offCtlRedo:], uint64(c.RedoLSN))
 	le.PutUint64(b[offCtlNextXID:], c.NextXID)
 	le.PutUint32(b[offCtlNextOID:], c.NextOID)
-	le.PutUint32(b[offCtlCRC:], crc32.Checksum(b[:offCtlCRC], crcTable))
+	le.PutUint32(b[offCtlCRC:], page.CRC32C(b[:offCtlCRC]))
 	return b
 }
 
@@ -89,7 +89,7 @@ func DecodeControl(b []byte) (*Control, error) {
 	if m := le.Uint32(b[offCtlMagic:]); m != controlMagic {
 		return nil, fmt.Errorf("%w: bad magic %08x", ErrCorruptControl, m)
 	}
-	if got, want := crc32.Checksum(b[:offCtlCRC], crcTable), le.Uint32(b[offCtlCRC:]); got != want {
+	if got, want := page.CRC32C(b[:offCtlCRC]), le.Uint32(b[offCtlCRC:]); got != want {
 		return nil, fmt.Errorf("%w: CRC mismatch: stored %08x, computed %08x", ErrCorruptControl, want, got)
 	}
 	if v := le.Uint32(b[offCtlLayout:]); v != ControlLayoutVersion {

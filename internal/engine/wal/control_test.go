@@ -3,12 +3,12 @@ package wal
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
@@ -52,7 +52,7 @@ func TestReadControlOfAMissingFileIsNotExist(t *testing.T) {
 func TestReadControlRejectsDamage(t *testing.T) {
 	le := binary.LittleEndian
 	reseal := func(b []byte) []byte {
-		le.PutUint32(b[offCtlCRC:], crc32.Checksum(b[:offCtlCRC], crcTable))
+		le.PutUint32(b[offCtlCRC:], page.CRC32C(b[:offCtlCRC]))
 		return b
 	}
 	cases := []struct {

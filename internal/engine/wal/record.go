@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
@@ -41,8 +40,6 @@ const (
 	bkpHasData  = 0x04
 	bkpAllFlags = bkpHasImage | bkpWillInit | bkpHasData
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrInvalidRecord is wrapped by every error Decode returns.
 var ErrInvalidRecord = errors.New("invalid WAL record")
@@ -111,20 +108,8 @@ func findHole(img []byte) hole {
 	return hole{present: true}
 }
 
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+// allZero is page.AllZero, under the name this package's readers use.
+func allZero(b []byte) bool { return page.AllZero(b) }
 
 // appendRecord appends the encoding of rec (prev link prev, images[i] the
 // page.Size image of block i or nil) to dst and returns it with the number
@@ -190,7 +175,7 @@ func appendRecord(dst []byte, rec *Record, prev LSN, images [][]byte) ([]byte, i
 	le.PutUint32(b[off:], uint32(len(rec.Main)))
 	off += mainLenSize
 	copy(b[off:], rec.Main)
-	le.PutUint32(b[offRecCRC:], crc32.Checksum(b[offRecPrev:], crcTable))
+	le.PutUint32(b[offRecCRC:], page.CRC32C(b[offRecPrev:]))
 	return dst, imgBytes
 }
 
@@ -220,7 +205,7 @@ func Decode(b []byte) (*Record, int, error) {
 	if total > len(b) {
 		return nil, 0, invalid("record length %d exceeds the %d bytes available", total, len(b))
 	}
-	if got, want := crc32.Checksum(b[offRecPrev:total], crcTable), le.Uint32(b[offRecCRC:]); got != want {
+	if got, want := page.CRC32C(b[offRecPrev:total]), le.Uint32(b[offRecCRC:]); got != want {
 		return nil, 0, invalid("CRC mismatch: stored %08x, computed %08x", want, got)
 	}
 	// Copy once so the record does not alias the caller's buffer.

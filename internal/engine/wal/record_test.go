@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -180,7 +179,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 }
 
 func crcOf(b []byte) uint32 {
-	return crc32.Checksum(b[offRecPrev:], crcTable)
+	return page.CRC32C(b[offRecPrev:])
 }
 
 // FuzzDecode checks that Decode never panics and that whatever it accepts

@@ -1,0 +1,109 @@
+// Package e2eutil holds what the end-to-end suites (test/e2e on the local dev cluster,
+// test/reliability under faults) share: running the built vacuum-runner on a data directory,
+// finding a run's running pod, and reading and waiting for its progress. Its helpers assert
+// with Gomega, so they are for Ginkgo specs only.
+package e2eutil
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL, as in the suites that call these
+	. "github.com/onsi/gomega"    //nolint:revive
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+)
+
+// Runner is the built vacuum-runner binary, run under a suite's context.
+type Runner struct {
+	Ctx context.Context
+	Bin string
+}
+
+// Run runs the binary with args and returns its standard output; a non-zero exit fails the spec
+// with the command's standard error.
+func (r Runner) Run(args ...string) []byte {
+	GinkgoHelper()
+	out, err := exec.CommandContext(r.Ctx, r.Bin, args...).Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	Expect(err).NotTo(HaveOccurred(), "vacuum-runner %v: %s", args, stderr)
+	return out
+}
+
+// ExpectCheckClean runs `vacuum-runner check --json` on dir and expects no problems.
+func (r Runner) ExpectCheckClean(dir string) {
+	GinkgoHelper()
+	var c struct {
+		OK       bool              `json:"ok"`
+		Problems []json.RawMessage `json:"problems"`
+	}
+	Expect(json.Unmarshal(r.Run("check", "--data", dir, "--json"), &c)).To(Succeed())
+	Expect(c.OK).To(BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
+}
+
+// Wait bounds a wait: how long, and how often to look.
+type Wait struct {
+	Timeout, Poll time.Duration
+}
+
+// RunningPod waits until the run has a pod that is Running with an address and not being
+// deleted, and returns it.
+func RunningPod(ctx context.Context, c client.Reader, run *vacuumv1alpha1.VacuumRun, w Wait) *corev1.Pod {
+	GinkgoHelper()
+	var pod *corev1.Pod
+	Eventually(func() error {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(run.Namespace),
+			client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+				pod = p
+				return nil
+			}
+		}
+		return fmt.Errorf("no running pod of run %s among %d", run.Name, len(list.Items))
+	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(Succeed())
+	return pod
+}
+
+// Progress reads a runner pod's GET /progress, each request bounded by timeout.
+func Progress(ctx context.Context, pod *corev1.Pod, timeout time.Duration) (runnerwire.Progress, error) {
+	p, err := runnerwire.FetchProgress(ctx, &http.Client{Timeout: timeout}, pod.Status.PodIP)
+	if err != nil {
+		return runnerwire.Progress{}, err
+	}
+	return *p, nil
+}
+
+// WaitProgress waits until the pod's progress satisfies cond (what says what it waits for)
+// and returns that progress.
+func WaitProgress(ctx context.Context, pod *corev1.Pod, what string, cond func(runnerwire.Progress) bool,
+	request time.Duration, w Wait,
+) runnerwire.Progress {
+	GinkgoHelper()
+	var p runnerwire.Progress
+	Eventually(func() error {
+		var err error
+		if p, err = Progress(ctx, pod, request); err != nil {
+			return err
+		}
+		if !cond(p) {
+			return fmt.Errorf("progress not yet %s: %+v", what, p)
+		}
+		return nil
+	}).WithTimeout(w.Timeout).WithPolling(w.Poll).Should(Succeed())
+	return p
+}
