@@ -91,24 +91,19 @@ var _ = Describe("A run that cannot start", func() {
 			run.Spec.Runner.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 			run.Spec.Runner.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		}, "must be less than or equal to cpu limit"),
-		Entry("a ResourceQuota that allows no pod (forbidden)", func(ns string) {
-			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-pods"},
-				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-			Expect(k8sClient.Create(suiteCtx, q)).To(Succeed())
-		}, func(*vacuumv1alpha1.VacuumRun) {}, "forbidden"),
 	)
 
 	It("fails at once when the pod is refused at creation, with no app to protect by a dry run", func() {
-		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-pods"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-		Expect(k8sClient.Create(suiteCtx, q)).To(Succeed())
-		newRun(ns, "quota", "data", nil)
+		newRun(ns, "invalid", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Runner.NodeSelector = map[string]string{"disk": "not a label value!"}
+		})
 		for range 4 {
-			reconcileRun(r, ns, "quota")
+			reconcileRun(r, ns, "invalid")
 		}
-		run := getRun(ns, "quota")
+		run := getRun(ns, "invalid")
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunFailed))
 		Expect(conditionReason(run.Status.Conditions, vacuumv1alpha1.ConditionFailed)).To(Equal(vacuumv1alpha1.ReasonPodRejected))
+		Expect(podsOf(ns, "invalid")).To(BeEmpty())
 		Expect(leaseExists(ns, "data")).To(BeFalse())
 	})
 
