@@ -75,7 +75,7 @@ var _ = Describe("VacuumRun controller", func() {
 		progress := readGolden[runnerwire.Progress](GinkgoT(), "progress.json")
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
 		Expect(run.Status.Table).To(Equal(progress.Table))
-		Expect(run.Status.VacuumPhase).To(Equal(progress.Phase))
+		Expect(run.Status.VacuumPhase).To(BeEquivalentTo(progress.Phase))
 		Expect(run.Status.Progress).To(Equal("63%"))
 		Expect(run.Status.PagesPerSecond).To(BeEquivalentTo(progress.PagesPerSecond))
 		Expect(run.Status.ReadRate).To(Equal("12.5MiB/s"))
@@ -163,20 +163,23 @@ var _ = Describe("VacuumRun controller", func() {
 		// Both managers add finalizers, then race for the volume.
 		reconcileRun(r, ns, "first")
 		reconcileRun(other, ns, "second")
-		var wg sync.WaitGroup
-		for _, pair := range []struct {
-			rr   *RunReconciler
-			name string
-		}{{r, "first"}, {other, "second"}, {other, "first"}, {r, "second"}} {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				_, err := pair.rr.Reconcile(suiteCtx, reconcileRequest(ns, pair.name))
-				Expect(err).NotTo(HaveOccurred())
-			}()
+		// Twice: the run holding the volume makes its token Secret, then its pod.
+		for range 2 {
+			var wg sync.WaitGroup
+			for _, pair := range []struct {
+				rr   *RunReconciler
+				name string
+			}{{r, "first"}, {other, "second"}, {other, "first"}, {r, "second"}} {
+				wg.Add(1)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					_, err := pair.rr.Reconcile(suiteCtx, reconcileRequest(ns, pair.name))
+					Expect(err).NotTo(HaveOccurred())
+				}()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
 		first, second := getRun(ns, "first"), getRun(ns, "second")
 		running := len(podsOf(ns, "first")) + len(podsOf(ns, "second"))
 		Expect(running).To(Equal(1), "exactly one run may have a pod on the volume")
