@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,6 +92,15 @@ func reconcileRun(r *RunReconciler, ns, name string) ctrl.Result {
 	return res
 }
 
+// reconcileRunAnswered reconciles, lets the calls to the runner pod that reconcile started
+// answer (they run outside it), and reconciles again to fold their answers in, as the
+// controller's wake-up on each answer does.
+func reconcileRunAnswered(r *RunReconciler, ns, name string) ctrl.Result {
+	reconcileRun(r, ns, name)
+	r.runners.wait()
+	return reconcileRun(r, ns, name)
+}
+
 func reconcilePolicy(r *PolicyReconciler, ns, name string) ctrl.Result {
 	res, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key(ns, name)})
 	Expect(err).NotTo(HaveOccurred())
@@ -115,8 +125,24 @@ func podsOf(ns, run string) []corev1.Pod {
 	return pods.Items
 }
 
-// newRun creates a hand-made run on a PVC; edit adjusts its spec first.
+// ensureClaim creates the PersistentVolumeClaim a run checks for before it starts, unless it
+// exists (envtest binds no volume: the claim stays Pending, which the run does not check).
+func ensureClaim(ns, name string) {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8sClient.Create(suiteCtx, pvc); !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+// newRun creates a hand-made run on a PVC (made if missing); edit adjusts its spec first.
 func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
+	ensureClaim(ns, pvc)
 	run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	run.Spec.Target.PersistentVolumeClaim = pvc
 	run.Spec.BackoffLimit = 2
@@ -130,7 +156,7 @@ func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv
 // reconcileUntilPod reconciles a fresh run until its attempt's pod exists (finalizer first,
 // then the pod) and returns the pod.
 func reconcileUntilPod(r *RunReconciler, ns, name string, attempt int32) *corev1.Pod {
-	for range 4 {
+	for range 6 {
 		reconcileRun(r, ns, name)
 		var pod corev1.Pod
 		if k8sClient.Get(suiteCtx, key(ns, fmt.Sprintf("%s-%d", name, attempt)), &pod) == nil {

@@ -25,6 +25,8 @@ type managerOptions struct {
 	// leaderElectionID turns leader election on, with short leases, in leaderElectionNS.
 	leaderElectionID string
 	leaderElectionNS string
+	// watchNamespaces restricts the manager to these namespaces (--watch-namespaces).
+	watchNamespaces []string
 }
 
 // testManager is one running manager: its own cache, client, work queues, events and
@@ -45,6 +47,7 @@ func runManager(o managerOptions) *testManager {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Cache:                  CacheOptions(o.watchNamespaces),
 	}
 	if o.leaderElectionID != "" {
 		// Short leases so a takeover fits in a test, with margins for a loaded machine: a

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -20,6 +22,8 @@ type PolicyReconciler struct {
 	Recorder EventRecorder
 	// Clock is injectable so schedule tests control time.
 	Clock clock.PassiveClock
+	// Workers is how many policies are reconciled at once (DefaultWorkers when 0).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies,verbs=get;list;watch
@@ -61,6 +65,7 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&vacuumv1alpha1.VacuumPolicy{}).
 		Owns(&vacuumv1alpha1.VacuumRun{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultWorkers)}).
 		Named("vacuumpolicy").
 		Complete(r)
 }

@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -22,6 +23,7 @@ func newPolicy(ns, name string, edit func(*vacuumv1alpha1.VacuumPolicy)) *vacuum
 	if edit != nil {
 		edit(p)
 	}
+	ensureClaim(ns, p.Spec.Target.PersistentVolumeClaim)
 	Expect(k8sClient.Create(suiteCtx, p)).To(Succeed())
 	return getPolicy(ns, name)
 }
@@ -43,6 +45,23 @@ func runNames(ns string) []string {
 }
 
 // endRun plays the run controller: the run ends in phase (with reason for Failed).
+// giveRunPodAndSecret plays an earlier run controller: the run gets a pod it controls and a
+// recorded token Secret; beside them a pod carrying its label and a Secret named as the
+// token Secret used to be are someone else's.
+func giveRunPodAndSecret(ns, name string) {
+	run := getRun(ns, name)
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-own-token"}}
+	Expect(k8sClient.Create(suiteCtx, own)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-token"}})).To(Succeed())
+	pod := testPod(ns, name+"-1", map[string]string{vacuumv1alpha1.LabelRun: name})
+	Expect(controllerutil.SetControllerReference(run, pod, scheme)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, pod)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, testPod(ns, name+"-stranger", map[string]string{vacuumv1alpha1.LabelRun: name}))).To(Succeed())
+	base := run.DeepCopy()
+	run.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: own.Name, UID: own.UID}
+	Expect(k8sClient.Status().Patch(suiteCtx, run, clientMergeFrom(base))).To(Succeed())
+}
+
 func endRun(ns, name string, phase vacuumv1alpha1.RunPhase, reason string, at time.Time) {
 	run := getRun(ns, name)
 	base := run.DeepCopy()
@@ -175,9 +194,9 @@ var _ = Describe("VacuumPolicy controller", func() {
 				}
 			}
 			made = append(made, newest)
-			// Each run has a pod and a token Secret that must go with it.
-			Expect(k8sClient.Create(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: newest + "-token"}})).To(Succeed())
-			Expect(k8sClient.Create(suiteCtx, testPod(ns, newest+"-1", map[string]string{vacuumv1alpha1.LabelRun: newest}))).To(Succeed())
+			// Each run has a pod and a token Secret that must go with it, and a pod and a
+			// Secret of the same names' shape that are not its own and must stay.
+			giveRunPodAndSecret(ns, newest)
 			phase := vacuumv1alpha1.RunSucceeded
 			if i%2 == 1 {
 				phase = vacuumv1alpha1.RunFailed
@@ -190,9 +209,10 @@ var _ = Describe("VacuumPolicy controller", func() {
 		}
 		Expect(runNames(ns)).To(ConsistOf(made[2], made[3]))
 		for _, n := range made[:2] {
-			Expect(podsOf(ns, n)).To(BeEmpty())
+			Expect(podsOf(ns, n)).To(ConsistOf(HaveField("Name", n+"-stranger")), "only the run's own pod is deleted")
 			var s corev1.Secret
-			Expect(k8sClient.Get(suiteCtx, key(ns, n+"-token"), &s)).NotTo(Succeed())
+			Expect(k8sClient.Get(suiteCtx, key(ns, n+"-own-token"), &s)).NotTo(Succeed())
+			Expect(k8sClient.Get(suiteCtx, key(ns, n+"-token"), &s)).To(Succeed(), "a Secret the run did not record is left")
 		}
 	})
 

@@ -26,7 +26,14 @@ func (r *PolicyReconciler) listRuns(ctx context.Context, p *vacuumv1alpha1.Vacuu
 	if err := r.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelPolicy: p.Name}); err != nil {
 		return nil, fmt.Errorf("list runs of policy %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	runs := list.Items
+	// Only the runs the policy controls: a run that merely carries its label (made by hand)
+	// is neither counted, nor re-throttled, nor pruned.
+	runs := list.Items[:0]
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], p) {
+			runs = append(runs, list.Items[i])
+		}
+	}
 	sort.SliceStable(runs, func(i, j int) bool {
 		a, b := runs[i].CreationTimestamp, runs[j].CreationTimestamp
 		return a.Before(&b) || a.Equal(&b) && runs[i].Name < runs[j].Name
@@ -131,20 +138,23 @@ func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.V
 	return nil
 }
 
+// deleteRun deletes an ended run of the policy with the pods and token Secret it controls;
+// every delete carries the UID listed, so an object that took a name meanwhile is left.
 func (r *PolicyReconciler) deleteRun(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
-		return fmt.Errorf("list pods of run %s/%s: %w", run.Namespace, run.Name, err)
+	pods, err := ownedPods(ctx, r, run)
+	if err != nil {
+		return err
 	}
-	for i := range pods.Items {
-		if err := r.Delete(ctx, &pods.Items[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete pod %s/%s: %w", run.Namespace, pods.Items[i].Name, err)
+	for i := range pods {
+		if err := deleteOwnedPod(ctx, r, &pods[i]); err != nil {
+			return fmt.Errorf("delete pod %s/%s: %w", run.Namespace, pods[i].Name, err)
 		}
 	}
 	if err := deleteTokenSecret(ctx, r, run); err != nil {
 		return err
 	}
-	if err := r.Delete(ctx, run); client.IgnoreNotFound(err) != nil {
+	pre := metav1.Preconditions{UID: &run.UID}
+	if err := r.Delete(ctx, run, &client.DeleteOptions{Preconditions: &pre}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete run %s/%s: %w", run.Namespace, run.Name, err)
 	}
 	return nil
@@ -251,6 +261,18 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 	err = r.Create(ctx, run)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create run %s/%s: %w", p.Namespace, name, err)
+	}
+	if err != nil {
+		// Made by an earlier reconcile, or by someone else: only the policy's own is adopted.
+		var cur vacuumv1alpha1.VacuumRun
+		if err := r.Get(ctx, client.ObjectKeyFromObject(run), &cur); err != nil {
+			return fmt.Errorf("get existing run %s/%s: %w", p.Namespace, name, err)
+		}
+		if !metav1.IsControlledBy(&cur, p) {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonForeignObject, "CreateRun",
+				"run %s exists and is not controlled by policy %s; it is left alone and no run starts for this tick", name, p.Name)
+			return nil
+		}
 	}
 	if !slices.Contains(p.Status.Active, name) {
 		p.Status.Active = append(p.Status.Active, name)

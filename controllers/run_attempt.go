@@ -3,11 +3,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -22,35 +25,57 @@ import (
 // by name on restart (AlreadyExists = adopt) and never makes a second one. An attempt has
 // failed and been counted when status.failedAttempts == status.attempts.
 
-// advance moves a live run forward: volume lock, quiesce, token, then its current attempt.
+// advance moves a live run forward: volume lock, claim check, token, quiesce, then its
+// current attempt. Before the app is scaled down the run checks what would keep its pod from
+// starting (the claim exists, the API server accepts the pod), and from the moment it holds
+// the volume until its pod runs it is bounded by podStartTimeoutSeconds.
 func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
 	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
 	}
-	held, holder, err := r.acquireVolumeLock(ctx, run)
+	if img := run.Spec.Runner.Image; !r.imageAllowed(img) {
+		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonImageNotAllowed,
+			fmt.Sprintf("runner.image %q is not one the operator allows (its --runner-image or --allowed-runner-images)", img))
+		return ctrl.Result{}, nil
+	}
+	lock, err := r.acquireVolumeLock(ctx, run)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !held {
+	if !lock.held {
 		run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonVolumeBusy,
-			fmt.Sprintf("volume %s is in use by run %s", run.Spec.Target.PersistentVolumeClaim, holder))
+			fmt.Sprintf("volume %s is in use by run %s", run.Spec.Target.PersistentVolumeClaim, lock.holder))
 		return ctrl.Result{RequeueAfter: volumeBusyRetry}, nil
 	}
-	if q := run.Spec.Target.Quiesce; q != nil {
-		ready, msg, err := r.quiesce(ctx, run)
-		if err != nil || !ready {
-			if msg != "" {
-				run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonQuiescing, msg)
+	st := &run.Status
+	if st.Attempts == 0 {
+		if msg, err := r.claimMissing(ctx, run); err != nil || msg != "" {
+			if err != nil {
+				return ctrl.Result{}, err
 			}
-			return ctrl.Result{RequeueAfter: stopPollInterval}, err
+			return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonClaimNotFound, msg, stopPollInterval)
 		}
 	}
-	if err := r.ensureTokenSecret(ctx, run); err != nil {
-		return ctrl.Result{}, err
+	if made, err := r.ensureTokenSecret(ctx, run); made || err != nil {
+		return ctrl.Result{RequeueAfter: conflictRetry}, err
 	}
-	st := &run.Status
+	if q := run.Spec.Target.Quiesce; q != nil {
+		if st.Attempts == 0 && !r.quiesceRecorded(run) {
+			// The app is still up: make sure the API server takes the pod before scaling it down.
+			if rejected, err := r.podRejected(ctx, run, r.runnerPod(run, 1, specJSON, res)); rejected || err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		ready, msg, err := r.quiesce(ctx, run)
+		if err != nil || !ready {
+			if err != nil || msg == "" {
+				return ctrl.Result{RequeueAfter: stopPollInterval}, err
+			}
+			return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonQuiescing, msg, stopPollInterval)
+		}
+	}
 	if st.Attempts == 0 || st.FailedAttempts >= st.Attempts {
 		pod := r.runnerPod(run, st.Attempts+1, specJSON, res)
 		return r.startAttempt(ctx, run, pod)
@@ -75,8 +100,108 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			return r.observeRunning(ctx, run, pod)
 		}
 	}
-	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending, fmt.Sprintf("waiting for runner pod %s to start", pod.Name))
-	return ctrl.Result{RequeueAfter: r.ProgressInterval}, nil
+	since := lock.since // the first attempt's wait includes the quiesce
+	if st.Attempts > 1 {
+		since = pod.CreationTimestamp.Time
+	}
+	return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonPodPending,
+		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)), r.ProgressInterval)
+}
+
+// imageAllowed says whether a run may name this runner image: the operator's own, or one of
+// the images its admin allowed. An image is code run against a volume of the namespace with
+// the run's token, so a VacuumPolicy author does not get to choose it.
+func (r *RunReconciler) imageAllowed(image string) bool {
+	return image == "" || image == r.RunnerImage || slices.Contains(r.AllowedImages, image)
+}
+
+// waitToStart marks the run Pending with msg, or fails it with reason PodNotStarted once it
+// has waited podStartTimeoutSeconds since the given time. The reconcile after a failure
+// stops the pod, restores the app and releases the volume, as for any end.
+func (r *RunReconciler) waitToStart(ctx context.Context, run *vacuumv1alpha1.VacuumRun, since time.Time, reason, msg string, poll time.Duration) (ctrl.Result, error) {
+	timeout := podStartTimeout(run)
+	left := since.Add(timeout).Sub(r.Clock.Now())
+	if left <= 0 {
+		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonPodNotStarted,
+			fmt.Sprintf("not started within podStartTimeoutSeconds (%d): %s", int64(timeout/time.Second), msg))
+		return ctrl.Result{}, nil
+	}
+	run.Status.MarkPending(run.Generation, reason, msg)
+	return ctrl.Result{RequeueAfter: min(poll, left)}, nil
+}
+
+// podStartTimeout is the run's podStartTimeoutSeconds (its CRD default for a run made by a
+// Go client that left it out).
+func podStartTimeout(run *vacuumv1alpha1.VacuumRun) time.Duration {
+	s := ptr.Deref(run.Spec.PodStartTimeoutSeconds, 0)
+	if s <= 0 {
+		s = vacuumv1alpha1.DefaultPodStartTimeoutSeconds
+	}
+	return time.Duration(s) * time.Second
+}
+
+// podWaitingCause says why a pod has not started: its container's waiting reason and
+// message (ImagePullBackOff, ErrImageNeverPull, ContainerCreating...), else why it is not
+// scheduled (Unschedulable...), else its phase.
+func podWaitingCause(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return strings.TrimSuffix(w.Reason+": "+w.Message, ": ")
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSuffix(withDefault(c.Reason, "NotScheduled")+": "+c.Message, ": ")
+		}
+	}
+	if pod.Spec.NodeName == "" {
+		return "not scheduled yet"
+	}
+	return fmt.Sprintf("phase %s on node %s", withDefault(string(pod.Status.Phase), "Pending"), pod.Spec.NodeName)
+}
+
+// claimMissing says why the run's PersistentVolumeClaim cannot be used ("" when it exists).
+// It reads without the cache, so the manager never watches claims.
+func (r *RunReconciler) claimMissing(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (string, error) {
+	var pvc corev1.PersistentVolumeClaim
+	name := run.Spec.Target.PersistentVolumeClaim
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, &pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("waiting for PersistentVolumeClaim %s to exist", name), nil
+	case err != nil:
+		return "", fmt.Errorf("get PersistentVolumeClaim %s/%s: %w", run.Namespace, name, err)
+	case !pvc.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("PersistentVolumeClaim %s is being deleted", name), nil
+	}
+	return "", nil
+}
+
+// podRejected dry-runs the creation of the run's first pod and fails the run when the API
+// server refuses it (invalid, or forbidden by a quota, a LimitRange or an admission policy).
+func (r *RunReconciler) podRejected(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) (bool, error) {
+	if err := controllerutil.SetControllerReference(run, pod, r.Scheme); err != nil {
+		return false, err
+	}
+	err := r.Create(ctx, pod, client.DryRunAll)
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return false, nil
+	}
+	if r.failIfRejected(ctx, run, pod, err) {
+		return true, nil
+	}
+	return false, fmt.Errorf("dry-run create runner pod %s/%s: %w", pod.Namespace, pod.Name, err)
+}
+
+// failIfRejected fails the run when err says the API server will never take its pod as it
+// is: retrying the same pod cannot help, and the app must not stay quiesced for it.
+func (r *RunReconciler) failIfRejected(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod, err error) bool {
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		return false
+	}
+	r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonPodRejected,
+		fmt.Sprintf("the API server refused runner pod %s: %v", pod.Name, err))
+	return true
 }
 
 // startAttempt creates the pod of the next attempt, or adopts it if it exists already.
@@ -94,7 +219,21 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 		r.Recorder.Eventf(run, pod, corev1.EventTypeNormal, vacuumv1alpha1.ReasonPodCreated, "CreatePod",
 			"created runner pod %s (attempt %d)", pod.Name, run.Status.Attempts+1)
 	case apierrors.IsAlreadyExists(err):
+		// Made by an earlier reconcile that died before recording it, unless someone else
+		// made a pod of that name: a foreign pod is never adopted, read or deleted.
+		var cur corev1.Pod
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
+			return ctrl.Result{}, fmt.Errorf("get existing runner pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if !metav1.IsControlledBy(&cur, run) {
+			r.refuseForeign(run, &cur)
+			r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonForeignObject,
+				fmt.Sprintf("pod %s exists and is not controlled by this run; it is left alone", pod.Name))
+			return ctrl.Result{}, nil
+		}
 		log.FromContext(ctx).Info("adopting existing runner pod", "pod", pod.Name)
+	case r.failIfRejected(ctx, run, pod, err):
+		return ctrl.Result{}, nil
 	default:
 		return ctrl.Result{}, fmt.Errorf("create runner pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -120,7 +259,19 @@ func (r *RunReconciler) currentPod(ctx context.Context, run *vacuumv1alpha1.Vacu
 	if err != nil {
 		return nil, fmt.Errorf("get runner pod %s: %w", k, err)
 	}
+	if !metav1.IsControlledBy(&pod, run) {
+		// Ours was deleted and another pod took its name: it is not this run's attempt.
+		r.refuseForeign(run, &pod)
+		return nil, nil
+	}
 	return &pod, nil
+}
+
+// refuseForeign records, by an event, that an object the run would take by its name or
+// label is not controlled by it and is left alone.
+func (r *RunReconciler) refuseForeign(run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) {
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonForeignObject, "Adopt",
+		"pod %s is not controlled by run %s (UID %s); it is left alone", pod.Name, run.Name, run.UID)
 }
 
 // observeRunning records the start, folds /progress into status and pushes a changed
@@ -131,16 +282,21 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		run.Status.StartTime = &metav1.Time{Time: now}
 	}
 	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
-	if hc, err := r.runnerClient(run); err != nil {
-		return ctrl.Result{}, err
-	} else if p, err := runnerwire.FetchProgress(ctx, hc, pod.Status.PodIP); err != nil {
-		log.FromContext(ctx).V(1).Info("progress not available yet", "pod", pod.Name, "error", err.Error())
-	} else {
+	fetch := func(ctx context.Context, ip string) (*runnerwire.Progress, error) {
+		hc, err := r.runnerClient(run) // pinned to the run's own certificate
+		if err != nil {
+			return nil, err
+		}
+		return runnerwire.FetchProgress(ctx, hc, ip)
+	}
+	if p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch); p != nil {
 		foldProgress(&run.Status, p)
+	} else if err != nil {
+		log.FromContext(ctx).V(1).Info("progress not available yet", "pod", pod.Name, "error", err.Error())
 	}
 	next := r.ProgressInterval
-	if err := r.pushThrottle(ctx, run, pod.Status.PodIP); err != nil {
-		next = min(next, 2*time.Second)
+	if r.pushThrottle(run, pod) {
+		next = min(next, throttleRetry)
 	}
 	if d := r.untilDeadline(run); d > 0 && d < next {
 		next = d

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,7 +15,11 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -24,7 +29,7 @@ const (
 	DefaultProgressInterval = 5 * time.Second
 	volumeBusyRetry         = 3 * time.Second
 	stopPollInterval        = 2 * time.Second
-	httpTimeout             = 3 * time.Second
+	httpTimeout             = runnerCallTimeout
 	conflictRetry           = 500 * time.Millisecond
 )
 
@@ -44,10 +49,22 @@ type RunReconciler struct {
 	Key []byte
 	// RunnerImage is used when a run names no image.
 	RunnerImage string
+	// AllowedImages are the other images a run may name in spec.runner.image; a run naming
+	// any other fails with reason ImageNotAllowed.
+	AllowedImages []string
 	// ProgressInterval is how often a running pod's /progress is polled.
 	ProgressInterval time.Duration
-	Metrics          *Metrics
+	// Workers is how many runs are reconciled at once (DefaultWorkers when 0).
+	Workers int
+	Metrics *Metrics
+
+	// runners makes the HTTP calls to runner pods, outside any reconcile.
+	runners     *runnerCalls
+	runnersOnce sync.Once
 }
+
+// DefaultWorkers is how many runs, and how many policies, are reconciled at once by default.
+const DefaultWorkers = 4
 
 // EventRecorder emits events (events.k8s.io/v1); the manager's GetEventRecorder provides one.
 type EventRecorder interface {
@@ -59,12 +76,14 @@ type EventRecorder interface {
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale,verbs=get;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile moves one run forward. Every status change goes through patchRunStatus.
 func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.initRunners(nil)
 	var run vacuumv1alpha1.VacuumRun
 	if err := r.Get(ctx, req.NamespacedName, &run); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -134,11 +153,29 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ProgressInterval <= 0 {
 		r.ProgressInterval = DefaultProgressInterval
 	}
+	if r.Workers <= 0 {
+		r.Workers = DefaultWorkers
+	}
+	answers := make(chan event.GenericEvent, 1024)
+	r.initRunners(answers)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&vacuumv1alpha1.VacuumRun{}).
 		Owns(&corev1.Pod{}).
+		WatchesRawSource(source.Channel(answers, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("vacuumrun").
 		Complete(r)
+}
+
+// initRunners makes the runner-call state once; answers, when not nil, receives a wake-up
+// for the run whenever one of its pod's calls ends.
+func (r *RunReconciler) initRunners(answers chan event.GenericEvent) {
+	r.runnersOnce.Do(func() {
+		if r.HTTPClient == nil {
+			r.HTTPClient = &http.Client{Timeout: httpTimeout}
+		}
+		r.runners = newRunnerCalls(answers)
+	})
 }
 
 // workloadTypes are the kinds a run may quiesce.

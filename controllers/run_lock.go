@@ -38,9 +38,16 @@ func leaseName(pvc string) string {
 	return name[:253-17] + "-" + hex.EncodeToString(sum[:8])
 }
 
-// acquireVolumeLock takes or renews the run's PVC lock. It returns the holder's name when
-// another run holds it.
-func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (bool, string, error) {
+// volumeLock is the outcome of acquireVolumeLock: held since when, or held by whom.
+type volumeLock struct {
+	held   bool
+	holder string    // the other run holding it, when not held
+	since  time.Time // when this run took it, when held
+}
+
+// acquireVolumeLock takes or renews the run's PVC lock, and says since when the run holds
+// it: podStartTimeoutSeconds counts from then.
+func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (volumeLock, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim),
@@ -50,34 +57,38 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 			AcquireTime: &now, RenewTime: &now,
 		},
 	}
+	taken := volumeLock{held: true, since: now.Time}
 	err := r.Create(ctx, lease)
 	if err == nil {
-		return true, "", nil
+		return taken, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return false, "", fmt.Errorf("create lease %s/%s: %w", lease.Namespace, lease.Name, err)
+		return volumeLock{}, fmt.Errorf("create lease %s/%s: %w", lease.Namespace, lease.Name, err)
 	}
 	var cur coordinationv1.Lease
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur); err != nil {
-		return false, "", client.IgnoreNotFound(err) // deleted meanwhile: try again next time
+		return volumeLock{}, client.IgnoreNotFound(err) // deleted meanwhile: try again next time
 	}
 	if holder := ptr.Deref(cur.Spec.HolderIdentity, ""); holder == string(run.UID) {
-		return true, "", r.renewLease(ctx, &cur, now)
+		if cur.Spec.AcquireTime != nil {
+			taken.since = cur.Spec.AcquireTime.Time
+		}
+		return taken, r.renewLease(ctx, &cur, now)
 	}
 	holderName := cur.Labels[vacuumv1alpha1.LabelRun]
 	stale, err := r.holderGone(ctx, run.Namespace, holderName, ptr.Deref(cur.Spec.HolderIdentity, ""))
 	if err != nil || !stale {
-		return false, holderName, err
+		return volumeLock{holder: holderName}, err
 	}
 	cur.Labels = lease.Labels
 	cur.Spec = lease.Spec
 	if err := r.Update(ctx, &cur); err != nil { // resourceVersion makes this a compare-and-swap
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return false, holderName, nil
+			return volumeLock{holder: holderName}, nil
 		}
-		return false, holderName, fmt.Errorf("take over stale lease %s/%s: %w", cur.Namespace, cur.Name, err)
+		return volumeLock{holder: holderName}, fmt.Errorf("take over stale lease %s/%s: %w", cur.Namespace, cur.Name, err)
 	}
-	return true, "", nil
+	return taken, nil
 }
 
 // holderGone says whether the run holding a lease no longer needs it.

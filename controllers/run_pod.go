@@ -62,9 +62,9 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 		image = r.RunnerImage
 	}
 	labels := map[string]string{
-		vacuumv1alpha1.LabelRun:        run.Name,
-		"app.kubernetes.io/name":       "vacuum-runner",
-		"app.kubernetes.io/managed-by": "vacuum-operator",
+		vacuumv1alpha1.LabelRun:  run.Name,
+		"app.kubernetes.io/name": "vacuum-runner",
+		LabelManagedBy:           ManagedBy,
 	}
 	if run.Spec.PolicyName != "" {
 		labels[vacuumv1alpha1.LabelPolicy] = run.Spec.PolicyName
@@ -122,6 +122,8 @@ func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
 		// 0444, not 0440: without an fsGroup the kubelet leaves the file owned by root, and
 		// the runner (non-root, UID 65532 in our image) could not read it. Only this pod's one
 		// container sees the mount.
+		// Only the token key is projected: whatever else a Secret of that name held would
+		// never reach the pod.
 		{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: tokenSecretName(run), DefaultMode: ptr.To(int32(0o444)), Items: []corev1.KeyToPath{
 				{Key: tokenSecretField, Path: tokenSecretField},

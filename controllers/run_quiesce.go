@@ -2,15 +2,12 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -20,24 +17,27 @@ import (
 // waits until its pods are gone. The operator touches the workload only through its scale
 // subresource (deployments/scale, statefulsets/scale): a grant to patch the workload itself
 // could rewrite its pod template (any image, any service account of the namespace). The
-// replica count to restore is written to an annotation on the VacuumRun before the workload
-// is scaled down, so whoever reconciles the run next, even a new manager after a crash,
-// restores it, whatever the run's outcome, once its pod stopped; the annotation goes once
-// the count is restored.
+// workload and its replica count are recorded in the run's status (status.quiesced) before
+// the workload is scaled down, so whoever reconciles the run next, even a new manager after
+// a crash, restores it, whatever the run's outcome, once its pod stopped; the record goes
+// once the count is restored. The status is the manager's alone (the users of a namespace
+// may edit a run's spec and metadata, not its status subresource), so no user can choose
+// the count a restore writes, and a restore gives back the recorded workload, never the one
+// the spec names now, and never more replicas than were recorded.
 //
 // Two runs never quiesce one workload at once: a run waits while another run of the
 // namespace holds a recorded count for the same workload. Runs on one volume are already
 // serialized by the volume lock, so this only orders runs on different volumes of one app.
 
 // workloadScale reads the scale subresource of the run's workload.
-func (r *RunReconciler) workloadScale(ctx context.Context, ns string, q *vacuumv1alpha1.QuiesceTarget) (client.Object, *autoscalingv1.Scale, error) {
-	newObj, ok := workloadTypes[q.Kind]
+func (r *RunReconciler) workloadScale(ctx context.Context, ns, kind, name string) (client.Object, *autoscalingv1.Scale, error) {
+	newObj, ok := workloadTypes[kind]
 	if !ok {
-		return nil, nil, fmt.Errorf("cannot quiesce kind %q", q.Kind)
+		return nil, nil, fmt.Errorf("cannot quiesce kind %q", kind)
 	}
 	obj := newObj()
 	obj.SetNamespace(ns)
-	obj.SetName(q.Name)
+	obj.SetName(name)
 	var scale autoscalingv1.Scale
 	if err := r.SubResource("scale").Get(ctx, obj, &scale); err != nil {
 		return obj, nil, err
@@ -60,21 +60,21 @@ func (r *RunReconciler) setReplicas(ctx context.Context, obj client.Object, scal
 // it waits for.
 func (r *RunReconciler) quiesce(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (bool, string, error) {
 	q := run.Spec.Target.Quiesce
-	obj, scale, err := r.workloadScale(ctx, run.Namespace, q)
+	obj, scale, err := r.workloadScale(ctx, run.Namespace, q.Kind, q.Name)
 	if apierrors.IsNotFound(err) {
 		return false, fmt.Sprintf("waiting for %s %s to exist, to quiesce it", q.Kind, q.Name), nil
 	}
 	if err != nil {
 		return false, "", fmt.Errorf("get scale of %s %s/%s: %w", q.Kind, run.Namespace, q.Name, err)
 	}
-	recorded, ok := run.Annotations[vacuumv1alpha1.AnnotationQuiesceReplicas]
-	if !ok {
+	if !r.quiesceRecorded(run) {
 		holder, err := r.quiesceHolder(ctx, run)
 		if err != nil || holder != "" {
 			return false, fmt.Sprintf("%s %s is quiesced by run %s", q.Kind, q.Name, holder), err
 		}
-		recorded = strconv.Itoa(int(scale.Spec.Replicas))
-		err = r.setRunAnnotation(ctx, run, vacuumv1alpha1.AnnotationQuiesceReplicas, &recorded)
+		err = r.patchStatusLocked(ctx, run, func(st *vacuumv1alpha1.VacuumRunStatus) {
+			st.Quiesced = &vacuumv1alpha1.QuiescedApp{Kind: q.Kind, Name: q.Name, Replicas: scale.Spec.Replicas}
+		})
 		if apierrors.IsConflict(err) {
 			// This reconcile read an old copy of the run, which may lack a count recorded
 			// already: recording the current (maybe 0) replicas over it would lose it.
@@ -92,7 +92,7 @@ func (r *RunReconciler) quiesce(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			return false, "", err
 		}
 		r.Recorder.Eventf(run, obj, corev1.EventTypeNormal, vacuumv1alpha1.ReasonQuiescing, "Quiesce",
-			"scaled %s %s from %d to 0 replicas (restores %s)", q.Kind, q.Name, scale.Spec.Replicas, recorded)
+			"scaled %s %s from %d to 0 replicas (restores %d)", q.Kind, q.Name, scale.Spec.Replicas, run.Status.Quiesced.Replicas)
 		return false, fmt.Sprintf("scaling %s %s to 0", q.Kind, q.Name), nil
 	}
 	n, err := r.countSelected(ctx, run.Namespace, scale.Status.Selector)
@@ -102,6 +102,12 @@ func (r *RunReconciler) quiesce(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	return true, "", nil
 }
 
+// quiesceRecorded says whether the run has recorded its app's replicas, i.e. may have scaled
+// it down.
+func (r *RunReconciler) quiesceRecorded(run *vacuumv1alpha1.VacuumRun) bool {
+	return run.Status.Quiesced != nil
+}
+
 // quiesceHolder names another run of the namespace that holds a recorded replica count for
 // the same workload (it scaled it down and has not restored it yet), or "".
 func (r *RunReconciler) quiesceHolder(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (string, error) {
@@ -109,36 +115,14 @@ func (r *RunReconciler) quiesceHolder(ctx context.Context, run *vacuumv1alpha1.V
 	if err := r.APIReader.List(ctx, &runs, client.InNamespace(run.Namespace)); err != nil {
 		return "", fmt.Errorf("list runs of namespace %s: %w", run.Namespace, err)
 	}
+	q := run.Spec.Target.Quiesce
 	for i := range runs.Items {
-		other := &runs.Items[i]
-		if other.UID == run.UID || other.Spec.Target.Quiesce == nil || *other.Spec.Target.Quiesce != *run.Spec.Target.Quiesce {
-			continue
-		}
-		if _, ok := other.Annotations[vacuumv1alpha1.AnnotationQuiesceReplicas]; ok {
-			return other.Name, nil
+		other := runs.Items[i].Status.Quiesced
+		if runs.Items[i].UID != run.UID && other != nil && other.Kind == q.Kind && other.Name == q.Name {
+			return runs.Items[i].Name, nil
 		}
 	}
 	return "", nil
-}
-
-// setRunAnnotation sets (or, with nil, removes) one annotation of the run by a metadata
-// merge patch carrying the run's resourceVersion: the count to restore is written only onto
-// the run as this reconcile read it, and the run is updated from the answer.
-func (r *RunReconciler) setRunAnnotation(ctx context.Context, run *vacuumv1alpha1.VacuumRun, name string, value *string) error {
-	var v any
-	if value != nil {
-		v = *value
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": run.ResourceVersion, "annotations": map[string]any{name: v},
-	}})
-	if err != nil {
-		return fmt.Errorf("annotate run %s/%s: %w", run.Namespace, run.Name, err)
-	}
-	if err := r.Patch(ctx, run, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return fmt.Errorf("annotate run %s/%s with %s: %w", run.Namespace, run.Name, name, err)
-	}
-	return nil
 }
 
 // countSelected counts the pods matching a scale's status.selector (a label selector in
@@ -158,32 +142,25 @@ func (r *RunReconciler) countSelected(ctx context.Context, ns, selector string) 
 	return len(pods.Items), nil
 }
 
-// restoreQuiesced gives the run's app back the replicas recorded on the run, then drops the
-// record. A workload that no longer exists has nothing to restore.
+// restoreQuiesced gives the workload the run recorded the replicas it recorded, then drops
+// the record. It only ever raises the count up to the record: a workload someone scaled up
+// meanwhile keeps its count. A workload that no longer exists has nothing to restore.
 func (r *RunReconciler) restoreQuiesced(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
-	recorded, ok := run.Annotations[vacuumv1alpha1.AnnotationQuiesceReplicas]
-	if !ok {
+	rec := run.Status.Quiesced
+	if rec == nil {
 		return nil
 	}
-	q := run.Spec.Target.Quiesce
-	obj, scale, err := r.workloadScale(ctx, run.Namespace, q)
+	obj, scale, err := r.workloadScale(ctx, run.Namespace, rec.Kind, rec.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return fmt.Errorf("get scale of %s %s/%s: %w", q.Kind, run.Namespace, q.Name, err)
-	default:
-		n, perr := strconv.ParseInt(recorded, 10, 32)
-		if perr != nil || n < 0 {
-			return fmt.Errorf("run %s/%s: annotation %s=%q is not a replica count", run.Namespace, run.Name,
-				vacuumv1alpha1.AnnotationQuiesceReplicas, recorded)
+		return fmt.Errorf("get scale of %s %s/%s: %w", rec.Kind, run.Namespace, rec.Name, err)
+	case scale.Spec.Replicas < rec.Replicas:
+		if err := r.setReplicas(ctx, obj, scale, rec.Replicas); err != nil {
+			return err
 		}
-		if scale.Spec.Replicas != int32(n) {
-			if err := r.setReplicas(ctx, obj, scale, int32(n)); err != nil {
-				return err
-			}
-			r.Recorder.Eventf(run, obj, corev1.EventTypeNormal, vacuumv1alpha1.ReasonQuiesceRestored, "Restore",
-				"restored %s %s to %d replicas", q.Kind, q.Name, n)
-		}
+		r.Recorder.Eventf(run, obj, corev1.EventTypeNormal, vacuumv1alpha1.ReasonQuiesceRestored, "Restore",
+			"restored %s %s to %d replicas", rec.Kind, rec.Name, rec.Replicas)
 	}
-	return r.setRunAnnotation(ctx, run, vacuumv1alpha1.AnnotationQuiesceReplicas, nil)
+	return r.patchStatusLocked(ctx, run, func(st *vacuumv1alpha1.VacuumRunStatus) { st.Quiesced = nil })
 }

@@ -77,10 +77,11 @@ var _ = Describe("Quiesce", func() {
 				run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: kind, Name: "orders-db"}
 			})
 
-			By("recording the replica count on the run, then scaling the app to 0")
+			By("recording the replica count in the run's status, then scaling the app to 0")
 			reconcileRun(r, ns, "quiet") // finalizer
-			reconcileRun(r, ns, "quiet") // lock, record, scale
-			Expect(getRun(ns, "quiet").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "3"))
+			reconcileRun(r, ns, "quiet") // lock, token Secret
+			reconcileRun(r, ns, "quiet") // dry-run pod, record, scale
+			Expect(getRun(ns, "quiet").Status.Quiesced).To(HaveValue(Equal(vacuumv1alpha1.QuiescedApp{Kind: kind, Name: "orders-db", Replicas: 3})))
 			Expect(replicasOf(app)).To(BeZero())
 			Expect(rec.reasons()).To(ContainElement(vacuumv1alpha1.ReasonQuiescing))
 
@@ -95,7 +96,7 @@ var _ = Describe("Quiesce", func() {
 			playWorkloadController(app, appPods)
 			second, _ := newRunReconciler(clock)
 			pod := reconcileUntilPod(second, ns, "quiet", 1)
-			Expect(getRun(ns, "quiet").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "3"),
+			Expect(getRun(ns, "quiet").Status.Quiesced).To(HaveValue(HaveField("Replicas", BeEquivalentTo(3))),
 				"the count recorded before the restart is kept, not re-read from the scaled-down app")
 
 			By("restoring the replicas after the run, from another manager that restarted in between")
@@ -106,7 +107,7 @@ var _ = Describe("Quiesce", func() {
 			run = getRun(ns, "quiet")
 			Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunFailed))
 			Expect(replicasOf(app)).To(BeEquivalentTo(3))
-			Expect(run.Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationQuiesceReplicas))
+			Expect(run.Status.Quiesced).To(BeNil())
 
 			By("leaving the workload object itself untouched but for its replicas")
 			fresh, ok := app.DeepCopyObject().(client.Object)
@@ -126,8 +127,12 @@ var _ = Describe("Quiesce", func() {
 		// The previous manager recorded 2 on the run and died before scaling the app.
 		newRun(ns, "crashed", "data", func(run *vacuumv1alpha1.VacuumRun) {
 			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "web"}
-			run.Annotations = map[string]string{vacuumv1alpha1.AnnotationQuiesceReplicas: "2"}
 		})
+		reconcileRun(r, ns, "crashed") // finalizer
+		crashed := getRun(ns, "crashed")
+		base := crashed.DeepCopy()
+		crashed.Status.Quiesced = &vacuumv1alpha1.QuiescedApp{Kind: "Deployment", Name: "web", Replicas: 2}
+		Expect(k8sClient.Status().Patch(suiteCtx, crashed, clientMergeFrom(base))).To(Succeed())
 		pod := reconcileUntilPod(r, ns, "crashed", 1)
 		Expect(replicasOf(app)).To(BeZero())
 		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
@@ -148,10 +153,11 @@ var _ = Describe("Quiesce", func() {
 		newRun(ns, "first", "data-a", quiesceIt)
 		first := reconcileUntilPod(r, ns, "first", 1)
 		newRun(ns, "second", "data-b", quiesceIt)
-		reconcileRun(r, ns, "second")
-		reconcileRun(r, ns, "second")
+		reconcileRun(r, ns, "second") // finalizer
+		reconcileRun(r, ns, "second") // lock, token Secret
+		reconcileRun(r, ns, "second") // waits for the other run
 		Expect(podsOf(ns, "second")).To(BeEmpty())
-		Expect(getRun(ns, "second").Annotations).NotTo(HaveKey(vacuumv1alpha1.AnnotationQuiesceReplicas))
+		Expect(getRun(ns, "second").Status.Quiesced).To(BeNil())
 		Expect(getRun(ns, "second").Status.Message).To(ContainSubstring("quiesced by run first"))
 
 		setPodTerminated(first, 0, "Completed", "")
@@ -159,7 +165,7 @@ var _ = Describe("Quiesce", func() {
 		reconcileRun(r, ns, "first")
 		Expect(replicasOf(app)).To(BeEquivalentTo(2))
 		reconcileRun(r, ns, "second")
-		Expect(getRun(ns, "second").Annotations).To(HaveKeyWithValue(vacuumv1alpha1.AnnotationQuiesceReplicas, "2"))
+		Expect(getRun(ns, "second").Status.Quiesced).To(HaveValue(HaveField("Replicas", BeEquivalentTo(2))))
 		Expect(replicasOf(app)).To(BeZero())
 	})
 })

@@ -32,3 +32,17 @@ func (r *RunReconciler) patchRunStatus(ctx context.Context, orig, run *vacuumv1a
 	}
 	return nil
 }
+
+// patchStatusLocked changes the run's status at once, by a merge patch carrying the
+// resourceVersion this reconcile read, for records that must be on the run before the
+// manager acts on them (the replicas to restore, the token Secret): a reconcile working from
+// a stale copy conflicts instead of overwriting a record it has not seen.
+func (r *RunReconciler) patchStatusLocked(ctx context.Context, run *vacuumv1alpha1.VacuumRun, change func(*vacuumv1alpha1.VacuumRunStatus)) error {
+	base := run.DeepCopy()
+	change(&run.Status)
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		*run = *base
+		return fmt.Errorf("record status of run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return nil
+}

@@ -81,10 +81,9 @@ func (r *RunReconciler) releaseAfterEnd(ctx context.Context, run *vacuumv1alpha1
 	if stopped, err := r.stopPods(ctx, run); err != nil || !stopped {
 		return ctrl.Result{RequeueAfter: stopPollInterval}, err
 	}
-	if run.Spec.Target.Quiesce != nil {
-		if err := r.restoreQuiesced(ctx, run); err != nil {
-			return ctrl.Result{}, err
-		}
+	r.runners.forget(run.UID)
+	if err := r.restoreQuiesced(ctx, run); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.releaseVolumeLock(ctx, run)
 }
@@ -130,7 +129,7 @@ func (r *RunReconciler) stopPods(ctx context.Context, run *vacuumv1alpha1.Vacuum
 		}
 		stopped = false
 		if pod.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			if err := deleteOwnedPod(ctx, r, pod); err != nil {
 				return false, fmt.Errorf("stop runner pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			}
 		}
@@ -145,20 +144,44 @@ func (r *RunReconciler) deletePods(ctx context.Context, run *vacuumv1alpha1.Vacu
 		return err
 	}
 	for i := range pods {
-		if err := r.Delete(ctx, &pods[i]); err != nil && !apierrors.IsNotFound(err) {
+		if err := deleteOwnedPod(ctx, r, &pods[i]); err != nil {
 			return fmt.Errorf("delete runner pod %s/%s: %w", pods[i].Namespace, pods[i].Name, err)
 		}
 	}
 	return nil
 }
 
+// runPods lists the pods the run controls. A pod that only carries the run's label is not
+// one of them: it is neither waited for nor deleted (a pod with a finalizer of its own
+// would otherwise keep the run from ever releasing its volume and app).
 func (r *RunReconciler) runPods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) ([]corev1.Pod, error) {
+	return ownedPods(ctx, r.APIReader, run)
+}
+
+// ownedPods lists the pods labelled with the run's name that the run controls.
+func ownedPods(ctx context.Context, c client.Reader, run *vacuumv1alpha1.VacuumRun) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.APIReader.List(ctx, &pods, client.InNamespace(run.Namespace),
+	if err := c.List(ctx, &pods, client.InNamespace(run.Namespace),
 		client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of run %s/%s: %w", run.Namespace, run.Name, err)
 	}
-	return pods.Items, nil
+	owned := pods.Items[:0]
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], run) {
+			owned = append(owned, pods.Items[i])
+		}
+	}
+	return owned, nil
+}
+
+// deleteOwnedPod deletes a pod of a run while it is the pod that was listed (its UID).
+func deleteOwnedPod(ctx context.Context, c client.Writer, pod *corev1.Pod) error {
+	pre := metav1.Preconditions{UID: &pod.UID}
+	err := c.Delete(ctx, pod, &client.DeleteOptions{Preconditions: &pre})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // podEnded says whether a pod's runner has exited for good.

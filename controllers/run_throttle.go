@@ -15,14 +15,12 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
-// pushThrottle sends a changed spec.throttle to the running pod (PUT /throttle with the run's
-// token) and records it as applied. A run's spec changes trigger a reconcile at once, so a
-// `kubectl patch` reaches the pod within a second or two; a failed push is retried soon.
-func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.VacuumRun, podIP string) error {
-	if run.Status.AppliedThrottle != nil && equality.Semantic.DeepEqual(run.Spec.Throttle, *run.Status.AppliedThrottle) {
-		return nil
-	}
-	body, err := json.Marshal(wireThrottle(&run.Spec.Throttle))
+// sendThrottle sends a run's throttle to its running pod (PUT /throttle with the run's
+// token). It runs outside any reconcile (see runnerCalls); a run's spec changes trigger a
+// reconcile at once, which starts it, so a `kubectl patch` reaches the pod within a second or
+// two; a failed push is retried soon.
+func (r *RunReconciler) sendThrottle(ctx context.Context, hc *http.Client, token, podIP string, t *vacuumv1alpha1.Throttle) error {
+	body, err := json.Marshal(wireThrottle(t))
 	if err != nil {
 		return err
 	}
@@ -30,12 +28,8 @@ func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.Va
 	if err != nil {
 		return err
 	}
-	hc, err := r.runnerClient(run)
-	if err != nil {
-		return err
-	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+runToken(r.Key, run.UID))
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -45,12 +39,35 @@ func (r *RunReconciler) pushThrottle(ctx context.Context, run *vacuumv1alpha1.Va
 		}
 	}
 	if err != nil {
-		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonThrottleFailed, "SetThrottle",
-			"could not send the new throttle to pod %s: %v", run.Status.PodName, err)
 		return fmt.Errorf("put throttle to %s: %w", podIP, err)
 	}
-	run.Status.AppliedThrottle = run.Spec.Throttle.DeepCopy()
-	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, vacuumv1alpha1.ReasonThrottleApplied, "SetThrottle",
-		"runner pod %s now throttled at %s", run.Status.PodName, describeThrottle(&run.Spec.Throttle))
 	return nil
+}
+
+// pushThrottle makes a changed spec.throttle reach the running pod and records it as applied
+// once the pod took it; it says whether a push failed, so the run is polled again soon.
+func (r *RunReconciler) pushThrottle(run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) bool {
+	if run.Status.AppliedThrottle != nil && equality.Semantic.DeepEqual(run.Spec.Throttle, *run.Status.AppliedThrottle) {
+		return false
+	}
+	token := runToken(r.Key, run.UID)
+	send := func(ctx context.Context, ip string, t *vacuumv1alpha1.Throttle) error {
+		hc, err := r.runnerClient(run) // pinned to the run's own certificate
+		if err != nil {
+			return err
+		}
+		return r.sendThrottle(ctx, hc, token, ip, t)
+	}
+	outcome, err := r.runners.push(run, pod.Name, pod.Status.PodIP, &run.Spec.Throttle, send)
+	switch outcome {
+	case pushFailed:
+		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonThrottleFailed, "SetThrottle",
+			"could not send the new throttle to pod %s: %v", run.Status.PodName, err)
+		return true
+	case pushApplied:
+		run.Status.AppliedThrottle = run.Spec.Throttle.DeepCopy()
+		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, vacuumv1alpha1.ReasonThrottleApplied, "SetThrottle",
+			"runner pod %s now throttled at %s", run.Status.PodName, describeThrottle(&run.Spec.Throttle))
+	}
+	return false
 }

@@ -28,6 +28,7 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 		MaintenanceWorkMem:  s.MaintenanceWorkMem,
 		Truncate:            s.Truncate,
 		MinDeadTuplePercent: ptr.To(s.MinDeadTuplePercent),
+		AllowCrashRecovery:  s.AllowCrashRecovery,
 	}
 	if out.Parallelism != nil && *out.Parallelism == 0 {
 		out.Parallelism = nil // a Go client that left it out: the default applies

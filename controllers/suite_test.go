@@ -12,12 +12,14 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -65,7 +67,23 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+	installAdmissionPolicies()
 })
+
+// installAdmissionPolicies applies config/admission as a cluster admin would: the policies
+// then judge every request of the suite (the admin passes them; impersonated users may not).
+func installAdmissionPolicies() {
+	b, err := os.ReadFile(filepath.Join("..", "config", "admission", "quiesce_policy.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, doc := range strings.Split(string(b), "\n---") {
+		var u unstructured.Unstructured
+		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+		if len(u.Object) == 0 {
+			continue
+		}
+		Expect(k8sClient.Create(suiteCtx, &u)).To(Succeed(), "install %s %s", u.GetKind(), u.GetName())
+	}
+}
 
 var _ = AfterSuite(func() {
 	cancel()

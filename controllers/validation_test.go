@@ -181,11 +181,28 @@ var _ = Describe("CRD validation", func() {
 			"tableOverrides throttle.maxReadBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"),
 		Entry("root UID", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsUser": 0}}), "",
 			"spec.runner.podSecurityContext.runAsUser in body should be greater than or equal to 1"),
+		Entry("UID over 2^31-1", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsUser": int64(2147483648)}}), "",
+			"podSecurityContext.runAsUser must be at most 2147483647"),
+		Entry("GID over 2^31-1", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsGroup": int64(4294967296)}}), "",
+			"podSecurityContext.runAsGroup must be at most 2147483647"),
+		Entry("fsGroup over 2^31-1", field("runner", map[string]any{"podSecurityContext": map[string]any{"fsGroup": int64(2147483648)}}), "",
+			"podSecurityContext.fsGroup must be at most 2147483647"),
+		Entry("supplemental group over 2^31-1", field("runner", map[string]any{"podSecurityContext": map[string]any{
+			"supplementalGroups": []any{int64(1000), int64(2147483648)}}}), "",
+			"podSecurityContext.supplementalGroups must each be at most 2147483647"),
+		Entry("podStartTimeoutSeconds 0", field("podStartTimeoutSeconds", 0), "",
+			"spec.podStartTimeoutSeconds in body should be greater than or equal to 1"),
 		Entry("a pod security field the operator owns", field("runner", map[string]any{"podSecurityContext": map[string]any{"runAsNonRoot": false}}), "",
 			`unknown field "spec.runner.podSecurityContext.runAsNonRoot"`),
 		Entry("policy name over 40 characters", nil, strings.Repeat("p", 41),
 			"metadata.name of a VacuumPolicy must be at most 40 characters"),
 	)
+
+	It("accepts the largest UID and GID a pod takes, 2147483647", func() {
+		largest := int64(2147483647)
+		Expect(k8sClient.Create(suiteCtx, policyObject(ns, "max-ids", field("runner", map[string]any{"podSecurityContext": map[string]any{
+			"runAsUser": largest, "runAsGroup": largest, "fsGroup": largest, "supplementalGroups": []any{largest}}})))).To(Succeed())
+	})
 
 	It("refuses to change the target volume claim", func() {
 		Expect(k8sClient.Create(suiteCtx, policyObject(ns, "immutable", nil))).To(Succeed())

@@ -100,6 +100,24 @@ type VacuumSpec struct {
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
+	// PodStartTimeoutSeconds bounds how long a run may wait, once it holds its volume, for
+	// its runner pod to start (the quiesced app to stop, the image to be pulled, the pod to
+	// be scheduled and its volume attached); past it the run fails with reason
+	// PodNotStarted, naming the pod's waiting reason, and its app is restored.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	PodStartTimeoutSeconds *int64 `json:"podStartTimeoutSeconds,omitempty"`
+
+	// AllowCrashRecovery lets the runner run crash recovery on a data directory that needs
+	// it although its last opener was not an earlier attempt of this run (an app that
+	// crashed, say); without it such a run fails with reason NeedsRecovery and the volume
+	// is left as it was.
+	// +kubebuilder:default=false
+	// +optional
+	AllowCrashRecovery bool `json:"allowCrashRecovery"`
+
 	// BackoffLimit is how many failed attempts are retried before the run fails, 0 to 10.
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
@@ -161,7 +179,9 @@ type TableOverride struct {
 // RunnerSpec sets the runner pod. Everything else about the pod's security is the
 // operator's: it always passes the PodSecurity "restricted" profile.
 type RunnerSpec struct {
-	// Image is the vacuum-runner image; absent = the manager's default (--runner-image).
+	// Image is the vacuum-runner image; absent = the manager's (--runner-image). Any other
+	// image must be one the operator's admin allows (--allowed-runner-images), else the run
+	// fails with reason ImageNotAllowed: an image is code run against the volume.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Image string `json:"image,omitempty"`
@@ -192,14 +212,17 @@ type RunnerSpec struct {
 type RunnerPodSecurityContext struct {
 	// RunAsUser is the UID of the runner; absent = the image's (which must be non-root).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self <= 2147483647",message="podSecurityContext.runAsUser must be at most 2147483647"
 	// +optional
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
 	// RunAsGroup is the primary GID of the runner.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self <= 2147483647",message="podSecurityContext.runAsGroup must be at most 2147483647"
 	// +optional
 	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
 	// FSGroup owns the mounted volume so the runner can write it.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self <= 2147483647",message="podSecurityContext.fsGroup must be at most 2147483647"
 	// +optional
 	FSGroup *int64 `json:"fsGroup,omitempty"`
 	// FSGroupChangePolicy is OnRootMismatch or Always.
@@ -209,6 +232,7 @@ type RunnerPodSecurityContext struct {
 	// SupplementalGroups are extra GIDs of the runner.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g <= 2147483647)",message="podSecurityContext.supplementalGroups must each be at most 2147483647"
 	// +optional
 	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
 }

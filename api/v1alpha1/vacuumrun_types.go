@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // RunPhase is where a run is in its life.
@@ -21,7 +22,31 @@ const (
 	RunCancelled RunPhase = "Cancelled"
 )
 
-// VacuumRunSpec is the resolved spec of one execution.
+// VacuumRunSpec is the resolved spec of one execution. A run's spec is what its pods run, so
+// it cannot change once made, except throttle (pushed to the running pod) and cancel (false
+// to true only); each immutable field has a rule of its own here, on the spec rather than on
+// the field, so that removing a field is refused as well as changing it, and the target's
+// form (which of its fields are set) never changes.
+// +kubebuilder:validation:XValidation:rule="has(self.target.persistentVolumeClaim) == has(oldSelf.target.persistentVolumeClaim) && (!has(self.target.persistentVolumeClaim) || self.target.persistentVolumeClaim == oldSelf.target.persistentVolumeClaim)",message="spec.target.persistentVolumeClaim is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.target.subPath) == has(oldSelf.target.subPath) && (!has(self.target.subPath) || self.target.subPath == oldSelf.target.subPath)",message="spec.target.subPath is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.target.tables) == has(oldSelf.target.tables) && (!has(self.target.tables) || self.target.tables == oldSelf.target.tables)",message="spec.target.tables is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.target.quiesce) == has(oldSelf.target.quiesce) && (!has(self.target.quiesce) || self.target.quiesce == oldSelf.target.quiesce)",message="spec.target.quiesce is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.mode) == has(oldSelf.mode) && (!has(self.mode) || self.mode == oldSelf.mode)",message="spec.mode is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.ringSize) == has(oldSelf.ringSize) && (!has(self.ringSize) || self.ringSize == oldSelf.ringSize)",message="spec.ringSize is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.bufferPoolSize) == has(oldSelf.bufferPoolSize) && (!has(self.bufferPoolSize) || self.bufferPoolSize == oldSelf.bufferPoolSize)",message="spec.bufferPoolSize is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.parallelism) == has(oldSelf.parallelism) && (!has(self.parallelism) || self.parallelism == oldSelf.parallelism)",message="spec.parallelism is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.indexWorkers) == has(oldSelf.indexWorkers) && (!has(self.indexWorkers) || self.indexWorkers == oldSelf.indexWorkers)",message="spec.indexWorkers is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.maintenanceWorkMem) == has(oldSelf.maintenanceWorkMem) && (!has(self.maintenanceWorkMem) || self.maintenanceWorkMem == oldSelf.maintenanceWorkMem)",message="spec.maintenanceWorkMem is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.truncate) == has(oldSelf.truncate) && (!has(self.truncate) || self.truncate == oldSelf.truncate)",message="spec.truncate is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.minDeadTuplePercent) == has(oldSelf.minDeadTuplePercent) && (!has(self.minDeadTuplePercent) || self.minDeadTuplePercent == oldSelf.minDeadTuplePercent)",message="spec.minDeadTuplePercent is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.tableOverrides) == has(oldSelf.tableOverrides) && (!has(self.tableOverrides) || self.tableOverrides == oldSelf.tableOverrides)",message="spec.tableOverrides is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.runner) == has(oldSelf.runner) && (!has(self.runner) || self.runner == oldSelf.runner)",message="spec.runner is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.activeDeadlineSeconds) == has(oldSelf.activeDeadlineSeconds) && (!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds == oldSelf.activeDeadlineSeconds)",message="spec.activeDeadlineSeconds is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)",message="spec.backoffLimit is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.podStartTimeoutSeconds) == has(oldSelf.podStartTimeoutSeconds) && (!has(self.podStartTimeoutSeconds) || self.podStartTimeoutSeconds == oldSelf.podStartTimeoutSeconds)",message="spec.podStartTimeoutSeconds is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.allowCrashRecovery) == has(oldSelf.allowCrashRecovery) && (!has(self.allowCrashRecovery) || self.allowCrashRecovery == oldSelf.allowCrashRecovery)",message="spec.allowCrashRecovery is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.policyName) == has(oldSelf.policyName) && (!has(self.policyName) || self.policyName == oldSelf.policyName)",message="spec.policyName is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel can only change from false to true"
 type VacuumRunSpec struct {
 	VacuumSpec `json:",inline"`
 
@@ -164,6 +189,33 @@ type VacuumRunStatus struct {
 	// PUT /throttle); a spec.throttle that differs is pushed to the pod.
 	// +optional
 	AppliedThrottle *Throttle `json:"appliedThrottle,omitempty"`
+	// Quiesced is the app this run scaled down and the replicas it had, recorded by the
+	// manager before the scale-down; the app is restored to them, never to more, once the
+	// run's pod has stopped. Absent once restored.
+	// +optional
+	Quiesced *QuiescedApp `json:"quiesced,omitempty"`
+	// TokenSecret is the Secret the manager made for this run's control token; only this
+	// Secret is mounted into the run's pods and deleted with the run.
+	// +optional
+	TokenSecret *OwnedObject `json:"tokenSecret,omitempty"`
+}
+
+// QuiescedApp is a workload a run scaled to 0, and the replicas to give it back.
+type QuiescedApp struct {
+	// Kind is Deployment or StatefulSet.
+	Kind string `json:"kind"`
+	// Name of the workload, in the run's namespace.
+	Name string `json:"name"`
+	// Replicas the workload had before the run scaled it down.
+	Replicas int32 `json:"replicas"`
+}
+
+// OwnedObject names an object the manager made for a run, by name and UID.
+type OwnedObject struct {
+	// Name of the object, in the run's namespace.
+	Name string `json:"name"`
+	// UID of the object: deletes carry it as a precondition.
+	UID types.UID `json:"uid"`
 }
 
 // VacuumRun is one execution of a vacuum against a volume, with its live status.

@@ -11,11 +11,6 @@ const (
 	AnnotationCorruptionAcknowledged = "vacuum.vacuumops.io/corruption-acknowledged"
 	// AnnotationScheduledTime on a VacuumRun is the tick (RFC 3339) it was created for.
 	AnnotationScheduledTime = "vacuum.vacuumops.io/scheduled-time"
-	// AnnotationQuiesceReplicas on a VacuumRun is the replica count its quiesced Deployment
-	// or StatefulSet had; it is written before the workload is scaled to 0, so whoever
-	// reconciles the run next, even a new manager after a crash, restores it. It is removed
-	// once the count is restored.
-	AnnotationQuiesceReplicas = "vacuum.vacuumops.io/quiesce-replicas"
 	// AnnotationPolicyThrottle on a VacuumRun made by a policy is a hash of the policy's
 	// spec.throttle last carried onto the run. The policy re-throttles its active runs only
 	// when its own throttle no longer matches that hash, so a hand edit of a run's throttle
@@ -28,7 +23,8 @@ const (
 
 	// LabelPolicy on a VacuumRun names its policy.
 	LabelPolicy = "vacuum.vacuumops.io/policy"
-	// LabelRun on a runner pod, token Secret or Lease names its run.
+	// LabelRun on a runner pod, token Secret or Lease names its run. It only selects: the
+	// manager acts on a pod or Secret only when the run also controls it (owner UID).
 	LabelRun = "vacuum.vacuumops.io/run"
 
 	// FinalizerRun keeps a VacuumRun until its pod is stopped, its lock released and its
@@ -80,4 +76,19 @@ const (
 	ReasonNoSpace              = "NoSpace"
 	ReasonCancelled            = "Cancelled"
 	ReasonInvalidSpec          = "InvalidSpec"
+	// ReasonClaimNotFound: the run waits for its PersistentVolumeClaim (its app is not
+	// scaled down meanwhile).
+	ReasonClaimNotFound = "ClaimNotFound"
+	// ReasonPodNotStarted: the runner pod did not start within podStartTimeoutSeconds.
+	ReasonPodNotStarted = "PodNotStarted"
+	// ReasonPodRejected: the API server refused the runner pod (invalid or forbidden).
+	ReasonPodRejected = "PodRejected"
+	// ReasonForeignObject: an object the operator would adopt by name (a pod, a run) is not
+	// controlled by the run or policy; it is left alone.
+	ReasonForeignObject = "ForeignObject"
+	// ReasonImageNotAllowed: the run names a runner image the operator does not allow.
+	ReasonImageNotAllowed = "ImageNotAllowed"
 )
+
+// DefaultPodStartTimeoutSeconds is podStartTimeoutSeconds when a spec leaves it out.
+const DefaultPodStartTimeoutSeconds = 600

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 	_ "time/tzdata" // the image built without Docker has no /usr/share/zoneinfo; a policy's timeZone needs this
 
@@ -32,6 +33,9 @@ type options struct {
 	namespace        string
 	keySecret        string
 	runnerImage      string
+	allowedImages    []string
+	watchNamespaces  []string
+	workers          int
 	progressInterval time.Duration
 	logLevel         int
 }
@@ -47,15 +51,41 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.keySecret, "key-secret-name", controllers.DefaultKeySecretName, "the Secret holding the manager's run-token key")
 	fs.StringVar(&o.runnerImage, "runner-image", envOr("RUNNER_IMAGE", "ghcr.io/vacuumops/vacuum-operator:latest"),
 		"the vacuum-runner image used when a policy names none")
+	fs.Func("allowed-runner-images", "comma-separated images a run may name in spec.runner.image besides --runner-image (default: none)",
+		func(v string) error {
+			o.allowedImages = splitList(v)
+			return nil
+		})
+	fs.Func("watch-namespaces", "comma-separated namespaces the manager watches and acts in (default: all); "+
+		"with a namespaced install (config/namespaced) its RBAC covers only these", func(v string) error {
+		o.watchNamespaces = splitList(v)
+		return nil
+	})
 	fs.DurationVar(&o.progressInterval, "progress-interval", controllers.DefaultProgressInterval, "how often a running pod's /progress is polled")
+	fs.IntVar(&o.workers, "workers", controllers.DefaultWorkers,
+		"how many runs, and how many policies, are reconciled at once; no reconcile waits on a runner pod")
 	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.workers < 1 {
+		return o, fmt.Errorf("--workers must be at least 1, got %d", o.workers)
 	}
 	if o.progressInterval <= 0 {
 		return o, fmt.Errorf("--progress-interval must be positive, got %s", o.progressInterval)
 	}
 	return o, nil
+}
+
+// splitList reads a comma-separated flag value, ignoring blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func envOr(name, def string) string {
@@ -94,6 +124,7 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "vacuum-operator.vacuumops.io",
 		LeaderElectionNamespace: o.namespace,
+		Cache:                   controllers.CacheOptions(o.watchNamespaces),
 		// The manager never lists or watches Secrets: reads of its key go to the API server.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: secretsOnly}},
 	})
@@ -106,13 +137,14 @@ func run(ctx context.Context, o options) error {
 	}
 	recorder := mgr.GetEventRecorder("vacuum-operator")
 	if err := (&controllers.PolicyReconciler{
-		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder,
+		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up policy controller: %w", err)
 	}
 	if err := (&controllers.RunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
-		Key: key, RunnerImage: o.runnerImage, ProgressInterval: o.progressInterval,
+		Key: key, RunnerImage: o.runnerImage, AllowedImages: o.allowedImages, ProgressInterval: o.progressInterval,
+		Workers: o.workers,
 		Metrics: controllers.NewMetrics(metrics.Registry),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
@@ -123,6 +155,6 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "namespace", o.namespace, "runnerImage", o.runnerImage, "progressInterval", o.progressInterval)
+	ctrl.Log.Info("starting manager", "namespace", o.namespace, "watchNamespaces", o.watchNamespaces, "runnerImage", o.runnerImage, "progressInterval", o.progressInterval)
 	return mgr.Start(ctx)
 }

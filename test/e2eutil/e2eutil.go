@@ -80,12 +80,23 @@ func RunningPod(ctx context.Context, c client.Reader, run *vacuumv1alpha1.Vacuum
 	return pod
 }
 
+// TokenSecretName is the name of the Secret a runner pod mounts as its token (the API server
+// generates it; the run records it in status.tokenSecret).
+func TokenSecretName(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "token" && v.Secret != nil {
+			return v.Secret.SecretName
+		}
+	}
+	return ""
+}
+
 // PinnedClient is an HTTPS client for a runner pod's control port that accepts only the
 // certificate in its run's token Secret, as the manager's own client does; each request is
 // bounded by timeout.
 func PinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod, timeout time.Duration) (*http.Client, error) {
 	var s corev1.Secret
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[vacuumv1alpha1.LabelRun] + "-token"}
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: TokenSecretName(pod)}
 	if err := c.Get(ctx, key, &s); err != nil {
 		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
 	}

@@ -3,6 +3,7 @@ package reliability
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -142,5 +143,76 @@ func TestSecretsAreReadOnlyByNameInTheManagersNamespace(t *testing.T) {
 	}
 	if len(reads) != 1 || reads[0].clusterWide || len(reads[0].resourceNames) != 1 {
 		t.Fatalf("Secret reads %+v: want one namespaced get restricted to the key's name", reads)
+	}
+}
+
+// kubectlPath finds a kubectl for `kubectl kustomize`: envtest's (KUBEBUILDER_ASSETS), else
+// the one on PATH.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if p := filepath.Join(dir, "kubectl"); fileExists(p) {
+			return p
+		}
+	}
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("no kubectl to build config/namespaced (set KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) or put kubectl on PATH): %v", err)
+	}
+	return p
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestNamespacedInstallGrantsNothingClusterWide builds config/namespaced as `kubectl apply -k`
+// would: the manager watches only the namespaces it is given, and its rules are bound in
+// those namespaces only, with no ClusterRoleBinding at all.
+func TestNamespacedInstallGrantsNothingClusterWide(t *testing.T) {
+	out, err := exec.Command(kubectlPath(t), "kustomize", filepath.Join(repoRoot(t), "config", "namespaced")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/namespaced: %v\n%s", err, out)
+	}
+	var bindings, watchArgs []string
+	for _, doc := range bytes.Split(out, []byte("\n---")) {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			RoleRef rbacv1.RoleRef `json:"roleRef"`
+			Spec    struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Args []string `json:"args"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("config/namespaced output: %v", err)
+		}
+		switch obj.Kind {
+		case "ClusterRoleBinding":
+			t.Errorf("ClusterRoleBinding %s: a namespaced install grants nothing cluster-wide", obj.Metadata.Name)
+		case "RoleBinding":
+			bindings = append(bindings, obj.Metadata.Namespace+":"+obj.RoleRef.Kind+"/"+obj.RoleRef.Name)
+		case "Deployment":
+			for _, c := range obj.Spec.Template.Spec.Containers {
+				for _, a := range c.Args {
+					if strings.HasPrefix(a, "--watch-namespaces=") {
+						watchArgs = append(watchArgs, a)
+					}
+				}
+			}
+		}
+	}
+	if !slices.Contains(bindings, "team-a:ClusterRole/vacuum-operator-manager-role") {
+		t.Errorf("no RoleBinding of the manager's rules in the watched namespace team-a; bindings: %v", bindings)
+	}
+	if !slices.Equal(watchArgs, []string{"--watch-namespaces=team-a"}) {
+		t.Errorf("manager args %v: want --watch-namespaces=team-a, the namespaces bound", watchArgs)
 	}
 }
