@@ -104,7 +104,7 @@ test-short: envtest ## Run all tests with -short and without -race (quick feedba
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" go test -short -count=1 $(TEST_ARGS) ./...
 
 .PHONY: test-readme
-test-readme: ## Run the README's laptop commands as written (test/readme; part of no other target).
+test-readme: ## Run the README's laptop commands as written (test/readme; .ci/run runs it after make test).
 	README_RUN=1 go test -count=1 -timeout 20m -v -run 'TestReadme|TestEveryReadme' ./test/readme/
 
 .PHONY: test-readme-real
