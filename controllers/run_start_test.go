@@ -183,7 +183,8 @@ var _ = Describe("A run that cannot start", func() {
 		run := getRun(ns, "defaults")
 		Expect(run.Spec.PodStartTimeoutSeconds).To(HaveValue(BeEquivalentTo(600)))
 		pod := reconcileUntilPod(r, ns, "defaults", 1)
-		Expect(pod.Spec.Containers[0].Args).To(ContainElement(ContainSubstring(`"allowCrashRecovery":true`)))
+		Expect(pod.Annotations[vacuumv1alpha1.AnnotationRunSpec]).To(ContainSubstring(`"allowCrashRecovery":true`),
+			"the RunSpec the pod's spec file holds")
 
 		var p vacuumv1alpha1.VacuumPolicy
 		p.Namespace, p.Name = ns, "defaults"

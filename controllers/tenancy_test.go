@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // A VacuumPolicy or VacuumRun author gets no more than that: no image of their choosing, no
@@ -106,7 +107,9 @@ var _ = Describe("Tenancy", func() {
 		}
 		Expect(vol).NotTo(BeNil())
 		Expect(vol.SecretName).To(Equal(ref.Name))
-		Expect(vol.Items).To(Equal([]corev1.KeyToPath{{Key: "token", Path: "token"}}), "only the token key is projected")
+		Expect(vol.Items).To(Equal([]corev1.KeyToPath{{Key: "token", Path: "token"},
+			{Key: runnerwire.TLSCertKey, Path: runnerwire.TLSCertKey}, {Key: runnerwire.TLSKeyKey, Path: runnerwire.TLSKeyKey}}),
+			"only the token and the control port's certificate and key are projected")
 
 		Expect(k8sClient.Delete(suiteCtx, getRun(ns, "gitlab"))).To(Succeed())
 		for range 3 {

@@ -89,6 +89,12 @@ func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, podIP string) (*lau
 		containerTermPath = corev1.TerminationMessagePathDefault
 	}
 	rw.add(containerTermPath, termPath)
+	// A process here has no mount namespace, so the container paths in its downward-API files
+	// (the runner's spec file names its data directory) are rewritten to host paths, as its
+	// arguments and environment are below.
+	if err := rewriteDownwardAPIFiles(pod, hostVolumes, &rw); err != nil {
+		return nil, err
+	}
 
 	envMap, envList, err := n.containerEnv(ctx, pod, c, podIP)
 	if err != nil {
@@ -210,6 +216,27 @@ func writeDownwardAPI(pod *corev1.Pod, src *corev1.DownwardAPIVolumeSource, dir 
 		items = append(items, corev1.KeyToPath{Key: it.Path, Path: it.Path})
 	}
 	return writeKeys(dir, data, items, "downwardAPI volume")
+}
+
+// rewriteDownwardAPIFiles maps the container paths inside each downward-API file of the pod to
+// host paths (see pathRewriter).
+func rewriteDownwardAPIFiles(pod *corev1.Pod, hostVolumes map[string]string, rw *pathRewriter) error {
+	for _, v := range pod.Spec.Volumes {
+		if v.DownwardAPI == nil {
+			continue
+		}
+		for _, it := range v.DownwardAPI.Items {
+			p := filepath.Join(hostVolumes[v.Name], it.Path)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("read downwardAPI file %s: %w", p, err)
+			}
+			if err := os.WriteFile(p, []byte(rw.rewrite(string(b))), 0o600); err != nil {
+				return fmt.Errorf("rewrite downwardAPI file %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // metadataField reads a downward-API field path of the pod's metadata.
