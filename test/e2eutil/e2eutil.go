@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -42,13 +43,14 @@ func (r Runner) Run(args ...string) []byte {
 }
 
 // ExpectCheckClean runs `vacuum-runner check --json` on dir and expects no problems.
-func (r Runner) ExpectCheckClean(dir string) {
+func (r Runner) ExpectCheckClean(dir string, flags ...string) {
 	ginkgo.GinkgoHelper()
 	var c struct {
 		OK       bool              `json:"ok"`
 		Problems []json.RawMessage `json:"problems"`
 	}
-	gomega.Expect(json.Unmarshal(r.Run("check", "--data", dir, "--json"), &c)).To(gomega.Succeed())
+	args := append([]string{"check", "--data", dir, "--json"}, flags...)
+	gomega.Expect(json.Unmarshal(r.Run(args...), &c)).To(gomega.Succeed())
 	gomega.Expect(c.OK).To(gomega.BeTrue(), "check found problems: %s", fmt.Sprint(c.Problems))
 }
 
@@ -94,14 +96,26 @@ func TokenSecretName(pod *corev1.Pod) string {
 // PinnedClient is an HTTPS client for a runner pod's control port that accepts only the
 // certificate in its run's token Secret, as the manager's own client does; each request is
 // bounded by timeout.
+//
+// The certificate is read from the API server once per Secret and kept, so a suite can read a
+// runner's progress while the API server is down (the fault suites kill it on purpose).
 func PinnedClient(ctx context.Context, c client.Reader, pod *corev1.Pod, timeout time.Duration) (*http.Client, error) {
-	var s corev1.Secret
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: TokenSecretName(pod)}
-	if err := c.Get(ctx, key, &s); err != nil {
-		return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+	certPEM, ok := runCerts.Load(key)
+	if !ok {
+		var s corev1.Secret
+		if err := c.Get(ctx, key, &s); err != nil {
+			return nil, fmt.Errorf("token secret of pod %s: %w", pod.Name, err)
+		}
+		certPEM, _ = runCerts.LoadOrStore(key, s.Data[runnerwire.TLSCertKey])
 	}
-	return runnerwire.PinnedClientFromPEM(s.Data[runnerwire.TLSCertKey], timeout)
+	pem, _ := certPEM.([]byte)
+	return runnerwire.PinnedClientFromPEM(pem, timeout)
 }
+
+// runCerts holds each token Secret's certificate (PEM) by the Secret's namespaced name; a
+// Secret's name is generated per run, so an entry never goes stale.
+var runCerts sync.Map
 
 // Progress reads a runner pod's GET /progress over its pinned HTTPS control port, each request
 // bounded by timeout.

@@ -2,8 +2,10 @@ package reliability
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -152,8 +154,14 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 		Expect(done.Status.Message).To(ContainSubstring("backoffLimit 0"))
 		Expect(done.Status.Attempts).To(Equal(int32(1)))
 		Expect(watch.max()).To(Equal(1), "live runner pods at once")
-		// A killed lazy vacuum leaves a consistent volume.
-		expectCheckClean(dir)
+		// A killed lazy vacuum leaves a volume that needs crash recovery: no retry is left, so
+		// the runner refuses to replay it for any other opener (exit 7, NeedsRecovery), and
+		// with recovery allowed the volume is consistent.
+		err := exec.Command(runnerBin, "check", "--data", dir).Run()
+		var exit *exec.ExitError
+		Expect(errors.As(err, &exit)).To(BeTrue(), "check of a crashed volume: %v", err)
+		Expect(exit.ExitCode()).To(Equal(7))
+		e2eutil.Runner{Ctx: faultCtx, Bin: runnerBin}.ExpectCheckClean(dir, "--allow-crash-recovery")
 	})
 })
 
