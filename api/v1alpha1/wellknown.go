@@ -88,6 +88,9 @@ const (
 	ReasonForeignObject = "ForeignObject"
 	// ReasonImageNotAllowed: the run names a runner image the operator does not allow.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonManagerUpgraded: the run was started by the manager version before this one;
+	// a runner pod of that version, which serves no pinned HTTPS endpoint, is stopped.
+	ReasonManagerUpgraded = "ManagerUpgraded"
 )
 
 // DefaultPodStartTimeoutSeconds is podStartTimeoutSeconds when a spec leaves it out.
