@@ -66,7 +66,7 @@ func TestExitCodesFollowTheContract(t *testing.T) {
 		{"check problems", &CorruptionError{Problems: []engine.Problem{{File: "f", Block: 1}}}, false, runnerwire.ExitCorruption},
 		{"no space before", fmt.Errorf("full: %w", &vacuum.NoSpaceError{}), false, runnerwire.ExitNoSpace},
 		{"ENOSPC during", fmt.Errorf("write: %w", &os.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}), false, runnerwire.ExitNoSpace},
-		{"canceled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, runnerwire.ExitCancelled},
+		{"cancelled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, runnerwire.ExitCancelled},
 		{"anything else", errors.New("boom"), false, runnerwire.ExitInternal},
 	}
 	for _, c := range cases {
