@@ -76,9 +76,34 @@ type RuntimeStats struct {
 	// Checkpoints counts the checkpoints completed since Open (automatic,
 	// requested and shutdown).
 	Checkpoints int64
+	// Direct says whether relation files are read and written with
+	// O_DIRECT (false when the file system refused it and the engine fell
+	// back to the page cache).
+	Direct bool
 }
 
 // RuntimeStats returns the buffer pool's and the WAL's counters.
 func (db *DB) RuntimeStats() RuntimeStats {
-	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Read(), Checkpoints: db.ckpts.Load()}
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Read(), Checkpoints: db.ckpts.Load(),
+		Direct: db.st.Direct()}
+}
+
+// WAL returns the DB's write-ahead log, for a reader that follows it as it
+// grows (a standby). It stays owned by the DB: do not close it, and do not
+// use it after Close.
+func (db *DB) WAL() *wal.Log { return db.log }
+
+// TablePages returns the number of blocks of the named table's heap (its
+// main fork; PostgreSQL's pg_relation_size divided by the block size),
+// without scanning it.
+func (db *DB) TablePages(name string) (int64, error) {
+	h, err := db.handle(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := h.Heap.NBlocks()
+	if err != nil {
+		return 0, fmt.Errorf("size of table %q: %w", name, err)
+	}
+	return int64(n), nil
 }

@@ -280,7 +280,7 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 			rep.Totals.ElapsedSeconds)
 	case runnerwire.ExitCancelled:
 		s.Phase = runnerwire.SummaryCancelled
-		s.Message = "canceled"
+		s.Message = "cancelled"
 		var sig *SignalError
 		if errors.As(context.Cause(ctx), &sig) {
 			s.Message = sig.Error()
