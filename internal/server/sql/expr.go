@@ -367,6 +367,8 @@ func castable(from, to *types.T) bool {
 		return true
 	case from == types.Bool && to == types.Int4:
 		return true
+	case from == types.Oid && (to == types.Int8 || to.IsInt()), from.IsInt() && to == types.Oid:
+		return true
 	}
 	return false
 }
@@ -386,7 +388,16 @@ func castValue(from, to *types.T, v any) (any, error) {
 			return nil, err
 		}
 		return types.ParseText(to, s)
-	case from.IsInt() && to.IsInt():
+	case from.IsInt() && to == types.Oid:
+		i, err := asInt(v)
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 || i > math.MaxUint32 {
+			return nil, pgerr.New(pgerr.NumericValueOutOfRange, "OID out of range")
+		}
+		return i, nil
+	case from == types.Oid && to.IsInt(), from.IsInt() && to.IsInt():
 		i, err := asInt(v)
 		if err != nil {
 			return nil, err
@@ -587,6 +598,10 @@ func (c *compiler) aExpr(a *pg.A_Expr, hint *types.T) (*expr, error) {
 		return c.binary(op, le, re, a.Location)
 	case pg.A_Expr_Kind_AEXPR_IN:
 		return c.in(a, op == "<>")
+	case pg.A_Expr_Kind_AEXPR_OP_ANY:
+		return c.anyArray(op, a)
+	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
+		return c.like(a, op)
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
 		list, ok := a.Rexpr.Node.(*pg.Node_List)
 		if !ok || len(list.List.Items) != 2 {
@@ -915,7 +930,7 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 	return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "operator does not exist: %s %s %s", lt.Name, op, rt.Name), loc)
 }
 
-func isNumericish(t *types.T) bool { return t.IsInt() || t == types.Numeric }
+func isNumericish(t *types.T) bool { return t.IsInt() || t == types.Numeric || t == types.Oid }
 
 func typeBug(v any, want string) error {
 	return pgerr.New(pgerr.InternalError, "internal error: value of Go type %T where %s was planned", v, want)
@@ -1008,4 +1023,128 @@ func compareValues(a, b any) int {
 		}
 	}
 	return strings.Compare(fmt.Sprintf("%T", a), fmt.Sprintf("%T", b))
+}
+
+// anyArray is `x = ANY(array)` for an integer x and an integer array (a parameter, as
+// drivers send a list): true if an element equals x, NULL if x is NULL.
+func (c *compiler) anyArray(op string, a *pg.A_Expr) (*expr, error) {
+	if op != "=" {
+		return nil, c.errAt(pgerr.Unsupported("the operator "+op+" with ANY (only =)"), a.Location)
+	}
+	le, err := c.compile(a.Lexpr, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(le, types.Int4); err != nil {
+		return nil, err
+	}
+	at := types.Int4Array
+	switch {
+	case le.t == types.Int8 || le.t == types.Oid:
+		at = types.Int8Array
+	case !le.t.IsInt():
+		return nil, c.errAt(pgerr.Unsupported("ANY over values of type "+le.t.Name+" (only integers)"), a.Location)
+	}
+	re, err := c.compile(a.Rexpr, at)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(re, at); err != nil {
+		return nil, err
+	}
+	if !re.t.IsArray() {
+		return nil, c.errAt(pgerr.New(pgerr.DatatypeMismatch, "op ANY/ALL (array) requires array on right side"), a.Location)
+	}
+	return &expr{t: types.Bool, col: -1, constant: le.constant && re.constant, eval: func(e *env) (any, error) {
+		lv, err := le.eval(e)
+		if err != nil || lv == nil {
+			return nil, err
+		}
+		rv, err := re.eval(e)
+		if err != nil || rv == nil {
+			return nil, err
+		}
+		x, err := asInt(lv)
+		if err != nil {
+			return nil, err
+		}
+		elems, ok := rv.([]int64)
+		if !ok {
+			return nil, typeBug(rv, "an integer array")
+		}
+		for _, el := range elems {
+			if el == x {
+				return true, nil
+			}
+		}
+		return false, nil
+	}}, nil
+}
+
+// like is LIKE and ILIKE (op "~~", "~~*", negated "!~~", "!~~*") on text: % matches any
+// run of characters, _ one character, \ escapes the next.
+func (c *compiler) like(a *pg.A_Expr, op string) (*expr, error) {
+	le, re, err := c.pair(a.Lexpr, a.Rexpr, types.Text)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range []*expr{le, re} {
+		if err := c.settle(e, types.Text); err != nil {
+			return nil, err
+		}
+		if e.t != types.Text {
+			return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "operator does not exist: %s %s %s", le.t.Name, op, re.t.Name), a.Location)
+		}
+	}
+	fold := strings.HasSuffix(op, "*")
+	not := strings.HasPrefix(op, "!")
+	return &expr{t: types.Bool, col: -1, constant: le.constant && re.constant, eval: func(e *env) (any, error) {
+		lv, err := le.eval(e)
+		if err != nil || lv == nil {
+			return nil, err
+		}
+		rv, err := re.eval(e)
+		if err != nil || rv == nil {
+			return nil, err
+		}
+		s, p := lv.(string), rv.(string)
+		if fold {
+			s, p = strings.ToLower(s), strings.ToLower(p)
+		}
+		return likeMatch([]rune(s), []rune(p)) != not, nil
+	}}, nil
+}
+
+func likeMatch(s, p []rune) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '%':
+			for len(p) > 0 && p[0] == '%' {
+				p = p[1:]
+			}
+			if len(p) == 0 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if likeMatch(s[i:], p) {
+					return true
+				}
+			}
+			return false
+		case '_':
+			if len(s) == 0 {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		default:
+			if p[0] == '\\' && len(p) > 1 {
+				p = p[1:]
+			}
+			if len(s) == 0 || s[0] != p[0] {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		}
+	}
+	return len(s) == 0
 }

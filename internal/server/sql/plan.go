@@ -248,8 +248,11 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 	if err != nil {
 		return nil, err
 	}
+	if name == "pg_control_system" {
+		return s.controlSystem(rf, fc.FuncCall)
+	}
 	if name != "generate_series" {
-		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series)")
+		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series and pg_control_system)")
 	}
 	args := fc.FuncCall.Args
 	if len(args) != 2 && len(args) != 3 {

@@ -67,6 +67,12 @@ type Config struct {
 	MaxConnections int
 	// Activity lists every session for pg_stat_activity (nil: the view is empty).
 	Activity func() []Activity
+	// Vacuums is the server's registry of running VACUUMs, shared by its sessions (nil:
+	// this session's VACUUMs are not shown in the progress views).
+	Vacuums *Vacuums
+	// Signal cancels the running statement of session pid (pg_cancel_backend) or ends
+	// the session (terminate: pg_terminate_backend); false when no such session exists.
+	Signal func(pid uint32, terminate bool) bool
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -82,6 +88,12 @@ type Session struct {
 	txTime   time.Time
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 	activity func() []Activity
+	vacuums  *Vacuums
+	signal   func(uint32, bool) bool
+	database string
+	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
+	// an unknown process); run adds them to the statement's result.
+	pending []*pgerr.Error
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -90,7 +102,8 @@ func NewSession(c Config) *Session {
 	if c.MaxConnections > 0 {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
-	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity}
+	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
+		vacuums: c.Vacuums, signal: c.Signal, database: c.Database}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":
@@ -328,7 +341,12 @@ func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errStatementTimeout)
 		defer cancel()
 	}
+	s.pending = nil
 	res, err := p.run(&execCtx{ctx: ctx, sess: s, tx: s.tx, params: params})
+	if err == nil && len(s.pending) > 0 {
+		res.Notices = append(s.pending, res.Notices...)
+	}
+	s.pending = nil
 	if err != nil {
 		s.fail()
 		return nil, s.contextError(ctx, err)

@@ -24,6 +24,7 @@ const ServerVersion = "15.0"
 var knownSettings = []setting{
 	{name: "server_version", def: ServerVersion, report: true, readOnly: true},
 	{name: "server_version_num", def: "150000", readOnly: true},
+	{name: "block_size", def: "8192", readOnly: true},
 	{name: "server_encoding", def: "UTF8", report: true, readOnly: true},
 	{name: "client_encoding", def: "UTF8", report: true, check: checkEncoding},
 	{name: "DateStyle", def: "ISO, MDY", report: true, check: checkDateStyle},

@@ -95,15 +95,16 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 				names = append(names, t.Name)
 			}
 		}
+		run, err := vacuum.NewRun(opts)
+		if err != nil {
+			return nil, vacuumError(x, "", err)
+		}
+		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
+		s.vacuums.add(rv)
+		defer s.vacuums.remove(s.pid)
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
-			var rep *vacuum.Report
-			var err error
-			if opts.Full {
-				rep, err = s.db.VacuumFull(x.ctx, name, opts)
-			} else {
-				rep, err = s.db.Vacuum(x.ctx, name, opts)
-			}
+			rep, err := s.vacuumTable(x, rv, name, opts)
 			if errors.Is(err, vacuum.ErrVacuumInProgress) {
 				res.Notices = append(res.Notices, warning("55P03", fmt.Sprintf("skipping vacuum of \"%s\" --- lock not available", name)))
 				continue
@@ -123,6 +124,24 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		}
 		return res, nil
 	}}, nil
+}
+
+// vacuumTable vacuums one table in the statement's run (registered for the progress views
+// from before its vacuum lock is taken, so a waiting VACUUM shows as initializing).
+func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string, opts vacuum.Options) (*vacuum.Report, error) {
+	ti, err := s.db.Table(name)
+	if err != nil {
+		return nil, err
+	}
+	rv.setTable(name, ti.OID)
+	t, err := s.db.LockedVacuumTarget(x.ctx, name, opts.NoWait)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Full {
+		return rv.run.VacuumFull(x.ctx, t)
+	}
+	return rv.run.Vacuum(x.ctx, t)
 }
 
 func vacuumError(x *execCtx, table string, err error) error {

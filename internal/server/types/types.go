@@ -10,7 +10,10 @@
 //	text, unknown     string
 //	bytea             []byte
 //	numeric           *big.Int (integers only: what sum(bigint) returns)
-//	timestamptz       time.Time
+//	timestamptz       time.Time (UTC)
+//	timestamp         time.Time (UTC, printed without an offset)
+//	oid               int64 (0 to 2^32-1)
+//	integer[] bigint[] []int64 (no NULL elements; only as = ANY's right side)
 //	void              Void{}
 //	NULL              nil
 package types
@@ -47,6 +50,12 @@ var (
 	Bytea       = &T{"bytea", pgtype.ByteaOID, -1}
 	Numeric     = &T{"numeric", pgtype.NumericOID, -1}
 	Timestamptz = &T{"timestamp with time zone", pgtype.TimestamptzOID, 8}
+	Timestamp   = &T{"timestamp without time zone", pgtype.TimestampOID, 8}
+	// Oid is an object identifier (pg_class.oid, pg_stat_progress_vacuum.relid).
+	Oid = &T{"oid", pgtype.OIDOID, 4}
+	// Int4Array is integer[], accepted as a parameter of `= ANY($1)`.
+	Int4Array = &T{"integer[]", pgtype.Int4ArrayOID, -1}
+	Int8Array = &T{"bigint[]", pgtype.Int8ArrayOID, -1}
 	// Unknown is the type of a quoted literal before context gives it one.
 	Unknown = &T{"unknown", pgtype.UnknownOID, -2}
 	// Void is what functions such as pg_sleep return.
@@ -59,9 +68,23 @@ type Void struct{}
 // IsInt reports whether t is one of the integer types.
 func (t *T) IsInt() bool { return t == Int2 || t == Int4 || t == Int8 }
 
+// IsArray reports whether t is one of the array types.
+func (t *T) IsArray() bool { return t == Int4Array || t == Int8Array }
+
+// Elem is an array type's element type (nil for other types).
+func (t *T) Elem() *T {
+	switch t {
+	case Int4Array:
+		return Int4
+	case Int8Array:
+		return Int8
+	}
+	return nil
+}
+
 // ByOID returns the type with the given OID (false for an OID this server does not support).
 func ByOID(oid uint32) (*T, bool) {
-	for _, t := range []*T{Int2, Int4, Int8, Bool, Text, Bytea, Numeric, Timestamptz, Unknown, VoidT} {
+	for _, t := range []*T{Int2, Int4, Int8, Bool, Text, Bytea, Numeric, Timestamptz, Timestamp, Oid, Int4Array, Int8Array, Unknown, VoidT} {
 		if t.OID == oid {
 			return t, true
 		}
@@ -92,6 +115,10 @@ func ByName(name string) (*T, bool) {
 		return Numeric, true
 	case "timestamptz":
 		return Timestamptz, true
+	case "timestamp":
+		return Timestamp, true
+	case "oid":
+		return Oid, true
 	}
 	return nil, false
 }
@@ -174,9 +201,22 @@ func FormatText(t *T, v any) ([]byte, error) {
 	case *big.Int:
 		return []byte(x.String()), nil
 	case time.Time:
+		if t == Timestamp {
+			return []byte(x.Format("2006-01-02 15:04:05.999999")), nil
+		}
 		return []byte(formatTimestamptz(x)), nil
 	case Void:
 		return []byte{}, nil
+	case []int64:
+		var b []byte
+		b = append(b, '{')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, e, 10)
+		}
+		return append(b, '}'), nil
 	}
 	return nil, pgerr.New(pgerr.InternalError, "no text format for %T as %s", v, t.Name)
 }
@@ -209,6 +249,10 @@ func FormatBinary(t *T, v any) ([]byte, error) {
 		}
 	case Void:
 		return []byte{}, nil
+	case int64:
+		if t == Oid {
+			v = uint32(x)
+		}
 	}
 	buf, err := binaryMap.Encode(t.OID, pgtype.BinaryFormatCode, v, nil)
 	if err != nil {
@@ -252,11 +296,18 @@ func Parse(t *T, format int16, b []byte) (any, error) {
 		return string(b), nil
 	case Bytea:
 		return append([]byte{}, b...), nil
-	case Timestamptz:
+	case Timestamptz, Timestamp:
 		var v time.Time
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
 			return v.UTC(), nil
 		}
+	case Oid:
+		var v uint32
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			return int64(v), nil
+		}
+	case Int4Array, Int8Array:
+		return parseArray(t, format, b)
 	case Numeric:
 		var v pgtype.Numeric
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
@@ -305,6 +356,21 @@ func ParseText(t *T, s string) (any, error) {
 			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type numeric: \"%s\"", s)
 		}
 		return v, nil
+	case Oid:
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type oid: \"%s\"", s)
+		}
+		return int64(v), nil
+	case Int4Array, Int8Array:
+		return parseArray(t, pgtype.TextFormatCode, []byte(s))
+	case Timestamp:
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999", "2006-01-02"} {
+			if v, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
+				return v.UTC(), nil
+			}
+		}
+		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type timestamp: \"%s\"", s)
 	case Timestamptz:
 		for _, layout := range []string{"2006-01-02 15:04:05.999999999Z07", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02"} {
 			if v, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
@@ -347,3 +413,23 @@ func parseBytea(s string) ([]byte, error) {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// parseArray decodes an integer array (pgtype's array codec, text or binary): NULL elements
+// and more than one dimension are refused.
+func parseArray(t *T, format int16, b []byte) (any, error) {
+	var elems []*int64
+	if err := binaryMap.Scan(t.OID, format, b, &elems); err != nil {
+		return nil, pgerr.Wrap(err, pgerr.InvalidTextRepresentation, "malformed array literal for type %s: %v", t.Name, err)
+	}
+	out := make([]int64, len(elems))
+	for i, e := range elems {
+		if e == nil {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "NULL elements in arrays are not supported by engine-server")
+		}
+		if err := Range(t.Elem(), *e); err != nil {
+			return nil, err
+		}
+		out[i] = *e
+	}
+	return out, nil
+}
