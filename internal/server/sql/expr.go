@@ -283,6 +283,12 @@ func (c *compiler) coerce(e *expr, t *types.T) (*expr, error) {
 	if t == types.Text && (e.t == types.Text || e.t == types.Unknown) {
 		return e, nil
 	}
+	if (t == types.Text && e.t == types.Bpchar) || (t == types.Bpchar && e.t == types.Text) {
+		return c.castExpr(e, t), nil
+	}
+	if (e.t == types.Timestamptz && t == types.Timestamp) || (e.t == types.Timestamp && t == types.Timestamptz) {
+		return c.castExpr(e, t), nil // assignment casts, as PostgreSQL's
+	}
 	return nil, pgerr.New(pgerr.DatatypeMismatch, "column is of type %s but expression is of type %s", t.Name, e.t.Name)
 }
 
@@ -332,12 +338,11 @@ func typeOf(tn *pg.TypeName) (*types.T, error) {
 	}
 	name := last.String_.Sval
 	if t, ok := types.ByName(name); ok {
-		if name == "timestamptz" || (t != types.Timestamptz) {
-			return t, nil
+		if t == types.Varchar || t == types.Bpchar {
+			// In expressions varchar and character are text (their lengths apply to columns).
+			return types.Text, nil
 		}
-	}
-	if name == "timestamp" {
-		return nil, pgerr.Unsupported("the type timestamp without time zone")
+		return t, nil
 	}
 	if isKnownPGType(name) {
 		return nil, pgerr.Unsupported("the type " + name)
@@ -369,6 +374,8 @@ func castable(from, to *types.T) bool {
 		return true
 	case from == types.Oid && (to == types.Int8 || to.IsInt()), from.IsInt() && to == types.Oid:
 		return true
+	case (from == types.Timestamp && to == types.Timestamptz) || (from == types.Timestamptz && to == types.Timestamp):
+		return true
 	}
 	return false
 }
@@ -379,6 +386,11 @@ func castValue(from, to *types.T, v any) (any, error) {
 		return v, nil
 	}
 	switch {
+	case to == types.Text && from == types.Bpchar:
+		s, err := asString(v)
+		return strings.TrimRight(s, " "), err // character(n) to text drops the padding
+	case to == types.Bpchar && (from == types.Text || from == types.Unknown):
+		return asString(v)
 	case to == types.Text:
 		b, err := types.FormatText(from, v)
 		return string(b), err
@@ -388,6 +400,8 @@ func castValue(from, to *types.T, v any) (any, error) {
 			return nil, err
 		}
 		return types.ParseText(to, s)
+	case (from == types.Timestamp && to == types.Timestamptz) || (from == types.Timestamptz && to == types.Timestamp):
+		return v, nil // TimeZone is UTC: the same instant, printed with or without +00
 	case from.IsInt() && to == types.Oid:
 		i, err := asInt(v)
 		if err != nil {
@@ -897,7 +911,7 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 			}), nil
 		}
 	case "||":
-		if lt == types.Text || rt == types.Text {
+		if lt == types.Text || rt == types.Text || lt == types.Bpchar || rt == types.Bpchar {
 			return mk(types.Text, func(l, r any) (any, error) {
 				ls, err := castValue(lt, types.Text, l)
 				if err != nil {
@@ -919,6 +933,16 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 			}), nil
 		}
 	case "=", "<>", "!=", "<", "<=", ">", ">=":
+		if lt == types.Bpchar || rt == types.Bpchar {
+			// character(n) compares without its trailing spaces, as in PostgreSQL.
+			if (lt == types.Bpchar || lt == types.Text) && (rt == types.Bpchar || rt == types.Text) {
+				return mk(types.Bool, func(l, r any) (any, error) {
+					a, _ := l.(string)
+					b, _ := r.(string)
+					return cmpResult(op, strings.Compare(strings.TrimRight(a, " "), strings.TrimRight(b, " "))), nil
+				}), nil
+			}
+		}
 		if comparableTypes(lt, rt) {
 			return mk(types.Bool, func(l, r any) (any, error) {
 				return cmpResult(op, compareValues(l, r)), nil
@@ -963,6 +987,9 @@ func asBig(v any) (*big.Int, error) {
 
 func comparableTypes(a, b *types.T) bool {
 	if isNumericish(a) && isNumericish(b) {
+		return true
+	}
+	if (a == types.Timestamp || a == types.Timestamptz) && (b == types.Timestamp || b == types.Timestamptz) {
 		return true
 	}
 	return a == b

@@ -51,6 +51,10 @@ var (
 	Numeric     = &T{"numeric", pgtype.NumericOID, -1}
 	Timestamptz = &T{"timestamp with time zone", pgtype.TimestamptzOID, 8}
 	Timestamp   = &T{"timestamp without time zone", pgtype.TimestampOID, 8}
+	// Varchar and Bpchar are the column types character varying(n) and character(n);
+	// their values read back as Text.
+	Varchar = &T{"character varying", pgtype.VarcharOID, -1}
+	Bpchar  = &T{"character", pgtype.BPCharOID, -1}
 	// Oid is an object identifier (pg_class.oid, pg_stat_progress_vacuum.relid).
 	Oid = &T{"oid", pgtype.OIDOID, 4}
 	// Int4Array is integer[], accepted as a parameter of `= ANY($1)`.
@@ -90,7 +94,7 @@ func ByOID(oid uint32) (*T, bool) {
 		}
 	}
 	if oid == pgtype.VarcharOID || oid == pgtype.NameOID || oid == pgtype.BPCharOID {
-		return Text, true
+		return Text, true // as parameters: text, which assignment checks against the column
 	}
 	return nil, false
 }
@@ -107,8 +111,12 @@ func ByName(name string) (*T, bool) {
 		return Int8, true
 	case "bool", "boolean":
 		return Bool, true
-	case "text", "varchar", "bpchar", "name":
+	case "text", "name":
 		return Text, true
+	case "varchar":
+		return Varchar, true
+	case "bpchar":
+		return Bpchar, true
 	case "bytea":
 		return Bytea, true
 	case "numeric", "decimal":
@@ -123,48 +131,94 @@ func ByName(name string) (*T, bool) {
 	return nil, false
 }
 
-// Storage is the engine column type a column of SQL type t is stored as. The engine today
-// stores 64-bit integers and byte strings: bigint and bytea map directly; integer and
-// smallint columns are stored as 64-bit integers and read back as bigint (widened: see
-// docs/sql.md); every other type is 0A000 until the engine stores it.
-func Storage(t *T) (row.Type, error) {
+// Storage is the engine column a column of SQL type t is stored as: the engine's types
+// carry PostgreSQL's names, so each maps to its own. length is n of varchar(n) and
+// character(n) (0: none given; character without a length is character(1), as in
+// PostgreSQL). Varchar and character columns read back as text (see FromStorage).
+func Storage(t *T, name string, length int) (row.Column, error) {
+	c := row.Column{Name: name}
 	switch t {
-	case Int8, Int4, Int2:
-		return row.Int64, nil
+	case Int2:
+		c.Type = row.Int2
+	case Int4:
+		c.Type = row.Int4
+	case Int8:
+		c.Type = row.Int8
+	case Bool:
+		c.Type = row.Bool
+	case Text:
+		c.Type = row.Text
+	case Varchar:
+		c.Type, c.Length = row.Varchar, length
+	case Bpchar:
+		c.Type, c.Length = row.Bpchar, max(length, 1)
 	case Bytea:
-		return row.Bytes, nil
+		c.Type = row.Bytea
+	case Timestamp:
+		c.Type = row.Timestamp
+	case Timestamptz:
+		c.Type = row.Timestamptz
+	default:
+		return c, pgerr.New(pgerr.FeatureNotSupported, "columns of type %s are not supported by engine-server", t.Name)
 	}
-	return 0, pgerr.New(pgerr.FeatureNotSupported, "columns of type %s are not supported by engine-server yet (the engine stores bigint and bytea)", t.Name)
+	if err := c.Validate(); err != nil {
+		return c, pgerr.Wrap(err, pgerr.InvalidParameterValue, "column \"%s\": %v", name, err)
+	}
+	return c, nil
 }
 
-// FromStorage is the SQL type an engine column of type rt reads as.
+// FromStorage is the SQL type an engine column reads as in expressions: varchar(n) reads
+// as text (its length applies on write); character(n) as character, whose values keep
+// their padding and compare and convert to text without it.
 func FromStorage(rt row.Type) *T {
 	switch rt {
-	case row.Int64:
+	case row.Int2:
+		return Int2
+	case row.Int4:
+		return Int4
+	case row.Int8:
 		return Int8
-	case row.Bytes:
+	case row.Bool:
+		return Bool
+	case row.Text, row.Varchar:
+		return Text
+	case row.Bpchar:
+		return Bpchar
+	case row.Bytea:
 		return Bytea
+	case row.Timestamp:
+		return Timestamp
+	case row.Timestamptz:
+		return Timestamptz
 	}
 	return Bytea
 }
 
-// ToStorage converts a value of SQL type t to the value the engine stores for it.
+// ToStorage converts a non-NULL value of SQL type t to the value the engine stores for it
+// (row.Normalize checks ranges, lengths and text encoding).
 func ToStorage(t *T, v any) (any, error) {
-	switch t {
-	case Int8, Int4, Int2:
-		if i, ok := v.(int64); ok {
-			return i, nil
-		}
-	case Bytea:
-		if b, ok := v.([]byte); ok {
-			return b, nil
-		}
+	switch x := v.(type) {
+	case int64, bool, string, []byte:
+		return x, nil
+	case time.Time:
+		return row.MicrosOf(x), nil
 	}
 	return nil, pgerr.New(pgerr.InternalError, "value %T does not convert to a stored %s", v, t.Name)
 }
 
-// FromStorageValue converts a value the engine returned for a column of type rt.
-func FromStorageValue(_ row.Type, v any) any { return v }
+// FromStorageValue converts a value the engine returned to this package's value of its
+// SQL type (nil stays nil).
+func FromStorageValue(v any) any {
+	switch x := v.(type) {
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case row.Micros:
+		return x.Time()
+	}
+	return v
+}
 
 // Range checks that integer v fits t (22003 otherwise).
 func Range(t *T, v int64) error {
@@ -292,7 +346,7 @@ func Parse(t *T, format int16, b []byte) (any, error) {
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
 			return v, nil
 		}
-	case Text, Unknown:
+	case Text, Unknown, Bpchar, Varchar:
 		return string(b), nil
 	case Bytea:
 		return append([]byte{}, b...), nil
@@ -346,7 +400,7 @@ func ParseText(t *T, s string) (any, error) {
 			return false, nil
 		}
 		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type boolean: \"%s\"", s)
-	case Text, Unknown:
+	case Text, Unknown, Bpchar, Varchar:
 		return s, nil
 	case Bytea:
 		return parseBytea(s)
