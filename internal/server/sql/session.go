@@ -189,6 +189,9 @@ func (s *Session) Prepare(query string, paramOIDs []uint32) (*Statement, error) 
 	if s.state == txFailed && !endsBlock(st.raw.Stmt) {
 		return nil, errAborted()
 	}
+	if _, ok := st.raw.Stmt.Node.(*pg.Node_TransactionStmt); ok {
+		return st, nil // BEGIN, COMMIT, ...: no parameters, no rows
+	}
 	p, err := s.plan(st.raw.Stmt, &st.ParamTypes)
 	if err != nil {
 		return nil, err
