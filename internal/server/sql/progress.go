@@ -88,6 +88,16 @@ func (v *Vacuums) get(pid uint32) *runningVacuum {
 	return v.runs[pid]
 }
 
+// Count is the number of VACUUM statements running.
+func (v *Vacuums) Count() int {
+	if v == nil {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.runs)
+}
+
 // Running reports whether the session pid runs a VACUUM now (it is then not foreground).
 func (v *Vacuums) Running(pid uint32) bool { return v.get(pid) != nil }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
@@ -65,6 +66,8 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 		cols, rows = progressVacuumColumns, s.progressVacuumRows
 	case "pg_stat_progress_cluster":
 		cols, rows = progressClusterColumns, s.progressClusterRows
+	case "vacuumops_statement_latency":
+		cols, rows = latencyColumns, s.latencyRows
 	default:
 		return nil
 	}
@@ -163,4 +166,32 @@ func (s *Session) controlSystem(rf *pg.RangeFunction, f *pg.FuncCall) (*source, 
 		// one above 2^63 reads negative there too.
 		return fn([]any{int64(engine.DataVersion), int64(0), int64(s.db.SystemID()), modified})
 	}), nil
+}
+
+// latencyColumns are vacuumops_statement_latency's: per statement kind, the foreground
+// statements of the last window_seconds and their latency percentiles in microseconds.
+var latencyColumns = []column{
+	{name: "kind", t: types.Text},
+	{name: "window_seconds", t: types.Int4},
+	{name: "count", t: types.Int8},
+	{name: "p50_us", t: types.Int8},
+	{name: "p90_us", t: types.Int8},
+	{name: "p99_us", t: types.Int8},
+	{name: "p999_us", t: types.Int8},
+	{name: "max_us", t: types.Int8},
+	{name: "mean_us", t: types.Int8},
+}
+
+func (s *Session) latencyRows(fn func([]any) error) error {
+	if s.latency == nil {
+		return nil
+	}
+	secs := int64(latency.Window / time.Second)
+	for _, st := range s.latency.Snapshot() {
+		us := func(d time.Duration) int64 { return d.Microseconds() }
+		if err := fn([]any{st.Kind, secs, st.Count, us(st.P50), us(st.P90), us(st.P99), us(st.P999), us(st.Max), us(st.Mean)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
