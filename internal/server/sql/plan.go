@@ -65,9 +65,11 @@ func (s *Session) plan(n *pg.Node, ptypes *[]*types.T) (*plan, error) {
 	case *pg.Node_VariableShowStmt:
 		return s.planShow(x.VariableShowStmt)
 	case *pg.Node_DropStmt:
-		return nil, pgerr.Unsupported("DROP " + strings.TrimPrefix(x.DropStmt.RemoveType.String(), "OBJECT_") + " (the engine cannot drop relations yet)")
+		return s.planDrop(x.DropStmt)
 	case *pg.Node_TruncateStmt:
-		return nil, pgerr.Unsupported("TRUNCATE (the engine cannot truncate tables yet)")
+		return s.planTruncate(x.TruncateStmt)
+	case *pg.Node_AlterTableStmt:
+		return s.planAlterTable(x.AlterTableStmt)
 	case *pg.Node_VacuumStmt:
 		return s.planVacuum(x.VacuumStmt)
 	case *pg.Node_CheckPointStmt:
@@ -145,11 +147,13 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}
-			return fn(f.TID, f.Row)
+			return fn(f.TID, fromStorageRow(f.Row))
 		})
 		return engineError2(err)
 	}
-	return engineError2(x.tx.ScanContext(x.ctx, src.table.Name, fn))
+	return engineError2(x.tx.ScanContext(x.ctx, src.table.Name, func(tid page.TID, row []any) error {
+		return fn(tid, fromStorageRow(row))
+	}))
 }
 
 func engineError2(err error) error {
@@ -248,8 +252,11 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 	if err != nil {
 		return nil, err
 	}
+	if name == "pg_control_system" {
+		return s.controlSystem(rf, fc.FuncCall)
+	}
 	if name != "generate_series" {
-		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series)")
+		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series and pg_control_system)")
 	}
 	args := fc.FuncCall.Args
 	if len(args) != 2 && len(args) != 3 {

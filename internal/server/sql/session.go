@@ -67,6 +67,12 @@ type Config struct {
 	MaxConnections int
 	// Activity lists every session for pg_stat_activity (nil: the view is empty).
 	Activity func() []Activity
+	// Vacuums is the server's registry of running VACUUMs, shared by its sessions (nil:
+	// this session's VACUUMs are not shown in the progress views).
+	Vacuums *Vacuums
+	// Signal cancels the running statement of session pid (pg_cancel_backend) or ends
+	// the session (terminate: pg_terminate_backend); false when no such session exists.
+	Signal func(pid uint32, terminate bool) bool
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -77,11 +83,19 @@ type Session struct {
 	settings *settings
 
 	tx       *engine.Tx
+	txCancel context.CancelFunc // ends tx's waits (a canceled statement cancels them)
+	txFresh  bool               // tx's snapshot was taken for the statement about to run
 	state    txState
 	implicit bool // tx was opened implicitly (autocommit, a multi-statement Query, extended batch)
 	txTime   time.Time
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 	activity func() []Activity
+	vacuums  *Vacuums
+	signal   func(uint32, bool) bool
+	database string
+	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
+	// an unknown process); run adds them to the statement's result.
+	pending []*pgerr.Error
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -90,7 +104,8 @@ func NewSession(c Config) *Session {
 	if c.MaxConnections > 0 {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
-	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity}
+	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
+		vacuums: c.Vacuums, signal: c.Signal, database: c.Database}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":
@@ -249,6 +264,7 @@ func (s *Session) EndImplicit() error {
 	}
 	tx := s.tx
 	s.tx, s.implicit = nil, false
+	defer s.txCancel()
 	if err := tx.Commit(); err != nil {
 		return engineError(err)
 	}
@@ -264,6 +280,7 @@ func (s *Session) fail() {
 	if s.tx != nil {
 		_ = s.tx.Rollback() // the transaction is discarded either way
 		s.tx = nil
+		s.txCancel()
 	}
 	if s.state == txBlock {
 		s.state = txFailed
@@ -276,6 +293,7 @@ func (s *Session) Close() {
 	if s.tx != nil {
 		_ = s.tx.Rollback() // nothing of an unfinished transaction may remain
 		s.tx = nil
+		s.txCancel()
 	}
 	s.state, s.implicit = txIdle, false
 }
@@ -288,11 +306,13 @@ func (s *Session) begin() error {
 	if s.tx != nil {
 		return nil
 	}
-	tx, err := s.db.Begin()
+	ctx, cancel := context.WithCancel(context.Background())
+	tx, err := s.db.BeginTx(ctx)
 	if err != nil {
+		cancel()
 		return engineError(err)
 	}
-	s.tx = tx
+	s.tx, s.txCancel, s.txFresh = tx, cancel, true
 	s.txTime = time.Now().UTC()
 	if s.state == txIdle {
 		s.implicit = true
@@ -322,13 +342,28 @@ func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params
 			s.fail()
 			return nil, err
 		}
+		if !s.txFresh {
+			// READ COMMITTED: each statement sees what committed before it began.
+			s.tx.NewSnapshot()
+		}
+		s.txFresh = false
 	}
 	if d := s.statementTimeout(); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errStatementTimeout)
 		defer cancel()
 	}
+	if s.tx != nil {
+		// A canceled statement ends the transaction's row and key waits too (the
+		// transaction then rolls back, as after any error).
+		defer context.AfterFunc(ctx, s.txCancel)()
+	}
+	s.pending = nil
 	res, err := p.run(&execCtx{ctx: ctx, sess: s, tx: s.tx, params: params})
+	if err == nil && len(s.pending) > 0 {
+		res.Notices = append(s.pending, res.Notices...)
+	}
+	s.pending = nil
 	if err != nil {
 		s.fail()
 		return nil, s.contextError(ctx, err)
@@ -394,6 +429,7 @@ func (s *Session) transaction(t *pg.TransactionStmt) (*Result, error) {
 		tx := s.tx
 		s.tx, s.state = nil, txIdle
 		if tx != nil {
+			defer s.txCancel()
 			if err := tx.Commit(); err != nil {
 				return nil, engineError(err)
 			}
@@ -440,6 +476,8 @@ func engineError(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		return pe
+	case errors.Is(err, engine.ErrDeadlock):
+		return pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
 	case errors.Is(err, engine.ErrConflict):
 		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access due to concurrent update")
 	case errors.Is(err, engine.ErrNoSuchTable):

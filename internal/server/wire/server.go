@@ -59,6 +59,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	nextPID atomic.Uint32
+	vacuums *sql.Vacuums // running VACUUMs, for the progress views and vacuum_set_throttle
 
 	mu       sync.Mutex
 	conns    map[uint32]*conn // sessions past startup, by process id
@@ -79,7 +80,7 @@ func New(cfg Config) *Server {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums()}
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
 }
@@ -241,6 +242,23 @@ func (s *Server) cancel(req *pgproto3.CancelRequest) {
 		return
 	}
 	c.cancelStatement()
+}
+
+// signal is pg_cancel_backend (cancel the running statement of session pid) and
+// pg_terminate_backend (end the session, rolling back its transaction); false when no
+// session has that pid.
+func (s *Server) signal(pid uint32, terminate bool) bool {
+	s.mu.Lock()
+	c := s.conns[pid]
+	s.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	if terminate {
+		c.stop()
+	}
+	c.cancelStatement()
+	return true
 }
 
 // fatal writes a FATAL ErrorResponse directly to w (startup phase or shutdown).
