@@ -79,7 +79,7 @@ func exitCode(err error, bySignal bool) int {
 	case errors.Is(err, engine.ErrRecoveryRefused):
 		return runnerwire.ExitNeedsRecovery
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress),
-		errors.Is(err, online.ErrUnreachable):
+		errors.Is(err, online.ErrUnreachable), errors.Is(err, online.ErrOtherServer):
 		return runnerwire.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):
 		return runnerwire.ExitCorruption
