@@ -37,7 +37,7 @@ var sweepOps = []sweepOp{
 		_, err := db.VacuumFull(context.Background(), workTable, opts)
 		return err
 	}},
-	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int64}}) }},
+	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int8}}) }},
 	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") }},
 	{name: "checkpoint and WAL recycling", prepare: func(e *faultEnv) { e.mustInsert(60) }, run: func(db *DB) error {
 		return db.Checkpoint()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
@@ -44,11 +45,11 @@ func (db *DB) BtreeDeps() btree.Deps { return db.btreeDeps() }
 
 // IndexHandle is one index of a TableHandle.
 type IndexHandle struct {
-	Name      string
-	Column    string
-	ColumnPos int // position of Column in the table's columns
-	Rel       storage.RelFileNode
-	Index     *btree.Index
+	Name       string
+	Columns    []string // key columns
+	KeyColumns []int    // positions of Columns in the table's columns
+	Rel        storage.RelFileNode
+	Index      *btree.Index
 }
 
 // TableHandle is a table's relations at one moment of the catalog.
@@ -73,7 +74,7 @@ func (db *DB) TableHandle(name string) (*TableHandle, error) {
 	}
 	h := &TableHandle{Name: t.Name, Columns: append([]Column(nil), t.Columns...), Rel: t.Rel, Heap: db.heapRel(t.Rel)}
 	for _, ix := range t.Indexes {
-		h.Indexes = append(h.Indexes, IndexHandle{Name: ix.Name, Column: ix.Column, ColumnPos: t.ColumnIndex(ix.Column),
+		h.Indexes = append(h.Indexes, IndexHandle{Name: ix.Name, Columns: slices.Clone(ix.Columns), KeyColumns: t.KeyPositions(&ix),
 			Rel: ix.Rel, Index: db.indexTree(ix.Rel)})
 	}
 	return h, nil

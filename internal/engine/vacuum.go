@@ -32,7 +32,7 @@ func (db *DB) VacuumTarget(name string) (*vacuum.Target, error) {
 		},
 	}
 	for _, ix := range h.Indexes {
-		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, ColumnPos: ix.ColumnPos, Rel: ix.Rel, Tree: ix.Index})
+		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, KeyColumns: ix.KeyColumns, Rel: ix.Rel, Tree: ix.Index})
 	}
 	return t, nil
 }
