@@ -188,3 +188,13 @@ func (c *changeSet) commit(info uint8, s *buffer.Strategy) error {
 	c.bufs, c.blocks = nil, nil
 	return err
 }
+
+// Layout is the index's page layout: 1 for an index made by a build
+// before data format 3 (integer keys, fixed-size items), 2 otherwise.
+func (ix *Index) Layout(s *buffer.Strategy) (int, error) {
+	m, err := ix.readMeta(s)
+	if err != nil {
+		return 0, err
+	}
+	return int(m.layout), nil
+}
