@@ -71,6 +71,7 @@ type DB struct {
 	handles map[storage.RelFileNode]any // *heap.Rel or *btree.Index, by relfilenode
 	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock
 	vlocks  map[string]chan struct{}    // per-table vacuum locks by name, see vacuumLock
+	uses    tableUses                   // open transactions per table, for DROP and TRUNCATE
 
 	sysID       uint64 // the directory's system identifier (control file)
 	closed      atomic.Bool

@@ -27,6 +27,7 @@ type Tx struct {
 	ctx    context.Context // cancels the transaction's waits (BeginTx)
 	done   bool
 	failed error
+	tables []string // tables used, until the end (DB.uses)
 }
 
 // Found is one row an index lookup returned.
@@ -58,6 +59,11 @@ func (tx *Tx) XID() uint64 { return uint64(tx.t.XID()) }
 // usable. The caller defers the returned unlock.
 func (tx *Tx) enter(table string) (func(), error) {
 	var tl *sync.RWMutex
+	if table != "" && !tx.done {
+		if err := tx.db.uses.use(tx.ctx, tx, table); err != nil {
+			return nil, err
+		}
+	}
 	if table != "" {
 		tl = tx.db.tableLock(table)
 		tl.RLock()
@@ -464,6 +470,7 @@ func (tx *Tx) Commit() error {
 	}
 	defer unlock()
 	tx.done = true
+	defer tx.db.uses.done(tx)
 	if tx.failed == nil && tx.t.Written() {
 		tx.failed = tx.db.writable()
 	}
@@ -489,6 +496,7 @@ func (tx *Tx) Rollback() error {
 	}
 	defer unlock()
 	tx.done = true
+	defer tx.db.uses.done(tx)
 	if err := tx.db.txns.Abort(tx.t, nil); err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
