@@ -110,7 +110,7 @@ var sweepOps = []sweepOp{
 		}
 		return "", fmt.Errorf("a mix of old and new: heap %s (was %s), index %q (was %q)", after[heap], before[heap], after[index], before[index])
 	}},
-	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int64}}) },
+	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int8}}) },
 		outcome: addedOutcome("other", "")},
 	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") },
 		outcome: addedOutcome(workTable+".acc_n", "n ")},

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
@@ -30,9 +31,11 @@ type TableStats struct {
 // IndexStats describe one index.
 type IndexStats struct {
 	Name    string
-	Column  string
-	Pages   int64 // blocks, meta page included
-	Entries int64 // leaf entries, including those of dead versions
+	Column  string   // the first key column (Columns[0])
+	Columns []string // key columns, in key order
+	Layout  int      // B-tree page layout: 1 (made before format 3), 2
+	Pages   int64    // blocks, meta page included
+	Entries int64    // leaf entries, including those of dead versions
 }
 
 // Stats scans every table and index (with a bulk-read ring, so the scan
@@ -60,7 +63,12 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 			if err != nil {
 				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
 			}
-			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Column, Pages: cs.Pages, Entries: cs.Entries})
+			layout, err := db.indexTree(ix.Rel).Layout(s)
+			if err != nil {
+				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+			}
+			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Columns[0], Columns: slices.Clone(ix.Columns),
+				Layout: layout, Pages: cs.Pages, Entries: cs.Entries})
 		}
 		out = append(out, ts)
 	}

@@ -121,11 +121,11 @@ func cmdBloat(ctx context.Context, args []string, env Env) (err error) {
 
 // bloatColumns is the schema bloat creates: id, k1..k(indexes-1), payload.
 func bloatColumns(indexes int) []engine.Column {
-	cols := []engine.Column{{Name: "id", Type: engine.Int64}}
+	cols := []engine.Column{{Name: "id", Type: engine.Int8}}
 	for i := 1; i < indexes; i++ {
-		cols = append(cols, engine.Column{Name: fmt.Sprintf("k%d", i), Type: engine.Int64})
+		cols = append(cols, engine.Column{Name: fmt.Sprintf("k%d", i), Type: engine.Int8})
 	}
-	return append(cols, engine.Column{Name: "payload", Type: engine.Bytes})
+	return append(cols, engine.Column{Name: "payload", Type: engine.Bytea})
 }
 
 // ensureBloatTable creates the table and its indexes, or checks that an existing table has

@@ -143,7 +143,7 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 		if empty {
 			return nil
 		}
-		err = x.tx.IndexRange(src.index, lo, hi, func(f engine.Found) error {
+		err = x.tx.IndexRange(src.index, []any{lo}, []any{hi}, func(f engine.Found) error {
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}

@@ -121,11 +121,7 @@ func (s *Session) relationSize(oid uint32) (any, error) {
 		if t.OID != oid {
 			continue
 		}
-		h, err := s.db.TableHandle(t.Name)
-		if err != nil {
-			return nil, engineError(err)
-		}
-		n, err := h.Heap.NBlocks()
+		n, err := s.db.TablePages(t.Name)
 		if err != nil {
 			return nil, engineError(err)
 		}
