@@ -26,7 +26,9 @@ type UpgradeResult struct {
 // catalog.DecodeV1), then the control file's version; rows, indexes and
 // WAL are the same bytes in both versions (package row), so nothing else
 // changes, and a directory that was not shut down cleanly is recovered
-// by the next Open as usual.
+// by the next Open as usual. WAL segments named in the older format (16
+// hex digits of the start LSN) are renamed as PostgreSQL names them
+// (wal.RenameOldSegments) first, whatever the version.
 //
 // Each of the two steps replaces one file atomically (vfs.WriteFileAtomic),
 // catalog first: a crash between them leaves a version-2 catalog under a
@@ -65,6 +67,20 @@ func upgrade(opts Options, dir string) (UpgradeResult, error) {
 		return UpgradeResult{}, damaged(err)
 	}
 	res := UpgradeResult{From: ctl.Version, To: DataVersion}
+	if ctl.Version <= DataVersion {
+		size := opts.WALSegmentSize
+		if size == 0 {
+			size = wal.DefaultSegmentSize
+		}
+		n, err := wal.RenameOldSegments(fsys, dir, size)
+		if err != nil {
+			return res, err
+		}
+		if n > 0 {
+			res.Upgraded = true
+			opts.Logf("upgrade %s: %d WAL segments renamed as PostgreSQL names them", dir, n)
+		}
+	}
 	switch {
 	case ctl.Version == DataVersion:
 		if _, err := catalog.Load(fsys, dir); err != nil {
