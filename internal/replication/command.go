@@ -19,6 +19,7 @@ const (
 	DropSlot
 	ReadSlot
 	StartReplication
+	BaseBackupKind // VACUUMOPS_BASE_BACKUP (backup.go)
 )
 
 // Command is one parsed replication command.
@@ -45,6 +46,7 @@ const maxCommandBytes = 4096
 //	DROP_REPLICATION_SLOT slot [WAIT]
 //	READ_REPLICATION_SLOT slot
 //	START_REPLICATION [SLOT slot] [PHYSICAL] XXX/XXX [TIMELINE tli]
+//	VACUUMOPS_BASE_BACKUP
 //
 // Keywords are case-insensitive; a slot may be a double-quoted identifier; one trailing
 // semicolon is allowed. Logical slots and replication are refused with an error.
@@ -86,6 +88,8 @@ func ParseCommand(text string) (*Command, error) {
 		c.Name, err = p.name("slot name")
 	case "START_REPLICATION":
 		c, err = p.start()
+	case BaseBackupCommand:
+		c = &Command{Kind: BaseBackupKind}
 	case "":
 		return nil, fmt.Errorf("syntax error at %q", toks[0].text)
 	default:

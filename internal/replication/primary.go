@@ -59,6 +59,7 @@ type Primary struct {
 
 	mu      sync.Mutex
 	senders map[uint32]*sender
+	holds   map[*walHold]struct{}
 
 	invalidations atomic.Int64
 	stop          chan struct{}
@@ -99,7 +100,7 @@ func NewPrimary(cfg PrimaryConfig) (*Primary, error) {
 		return nil, err
 	}
 	p := &Primary{cfg: cfg, db: cfg.DB, log: in.Log, fs: in.FS, dir: in.Dir, segSize: in.Log.SegmentSize(),
-		slots: slots, senders: map[uint32]*sender{}, stop: make(chan struct{}), done: make(chan struct{})}
+		slots: slots, senders: map[uint32]*sender{}, holds: map[*walHold]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	p.housekeep()
 	go p.housekeeper()
 	return p, nil
@@ -165,8 +166,39 @@ func (p *Primary) updateRetention() {
 		}
 		s.mu.Unlock()
 	}
+	for h := range p.holds {
+		if keep == 0 || h.lsn < keep {
+			keep = h.lsn
+		}
+	}
 	p.mu.Unlock()
 	p.log.SetRetention(keep)
+}
+
+// walHold keeps WAL from lsn (a base backup's redo point).
+type walHold struct{ lsn wal.LSN }
+
+func (p *Primary) hold(lsn wal.LSN) *walHold {
+	h := &walHold{lsn: max(lsn, wal.FirstLSN)}
+	p.mu.Lock()
+	p.holds[h] = struct{}{}
+	p.mu.Unlock()
+	p.updateRetention()
+	return h
+}
+
+func (p *Primary) moveHold(h *walHold, lsn wal.LSN) {
+	p.mu.Lock()
+	h.lsn = max(lsn, wal.FirstLSN)
+	p.mu.Unlock()
+	p.updateRetention()
+}
+
+func (p *Primary) release(h *walHold) {
+	p.mu.Lock()
+	delete(p.holds, h)
+	p.mu.Unlock()
+	p.updateRetention()
 }
 
 // ServeReplication runs the replication commands of one connection.
@@ -314,6 +346,8 @@ func (c *replConn) command(text string) error {
 			"READ_REPLICATION_SLOT")
 	case StartReplication:
 		return c.stream(cmd)
+	case BaseBackupKind:
+		return c.baseBackup()
 	}
 	c.ready()
 	return c.be.Flush()

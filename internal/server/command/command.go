@@ -73,6 +73,7 @@ const usage = `usage: engine-server <command> [flags]
 commands:
   init    create an empty data directory (--data)
   serve   serve a data directory over the PostgreSQL protocol (--init creates it first)
+  basebackup  copy a running primary's data directory (--from HOST:PORT --data DIR)
 
 Run engine-server <command> --help for its flags.`
 
@@ -85,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runInit(args[1:], stdout)
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
+	case "basebackup":
+		return runBaseBackup(ctx, args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
