@@ -156,6 +156,7 @@ type serveFlags struct {
 	maxConnections                                                                int
 	init                                                                          bool
 	maxSlotWALKeep                                                                string
+	standby                                                                       standbyFlags
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
@@ -175,8 +176,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
 		"WAL a replication slot may hold (a quantity such as 1Gi) before it is invalidated; -1 = no limit")
+	f.standby.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if f.standby.primary.from != "" {
+		return runStandby(ctx, &f, stderr)
 	}
 	keep, err := parseKeepSize(f.maxSlotWALKeep)
 	if err != nil {
