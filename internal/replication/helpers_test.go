@@ -54,7 +54,7 @@ func openPrimary(t *testing.T, dir string, cfg replication.PrimaryConfig) *prima
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := wire.New(wire.Config{DB: db, Auth: wire.AuthSCRAM, Users: users, Replication: p, Logf: t.Logf})
+	srv := wire.New(wire.Config{DB: db, Auth: wire.AuthSCRAM, Users: users, Replication: p, Views: p.Views(), Logf: t.Logf})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	pr := &primary{dir: dir, addr: ln.Addr().String(), db: db, srv: srv, p: p}

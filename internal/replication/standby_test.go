@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
@@ -91,6 +92,23 @@ func TestStandbyTakesABaseBackupStreamsAndResumesAfterACrash(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The same figures through SQL, as a monitoring client reads them.
+	sc, err := pgx.Connect(ctx, "postgres://plain:secret@"+pr.addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app, state, flushLSN, slotRestart string
+	var flushLag *string
+	if err := sc.QueryRow(ctx, "SELECT application_name, state, flush_lsn, flush_lag FROM pg_stat_replication").Scan(&app, &state, &flushLSN, &flushLag); err != nil {
+		t.Fatal(err)
+	}
+	if lsn, err := replication.ParseLSN(flushLSN); err != nil || lsn < end || app != "sb1" || state != "streaming" || flushLag == nil {
+		t.Fatalf("pg_stat_replication: %s %s flush %s lag %v, want sb1 streaming flushed to %s", app, state, flushLSN, flushLag, replication.FormatLSN(end))
+	}
+	if err := sc.QueryRow(ctx, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'sb'").Scan(&slotRestart); err != nil {
+		t.Fatal(err)
+	}
+	_ = sc.Close(ctx)
 	stop() // as a crash: no last report
 	write(t, pr.db, "c", 2000, 200)
 	if sl, _ := pr.p.Slots().Get("sb"); sl.RestartLSN < end {

@@ -212,7 +212,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.Join(err, db.Close())
 	}
 	defer primary.Close()
-	cfg.Replication = primary
+	cfg.Replication, cfg.Views = primary, primary.Views()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on %s: %w", f.listen, err), db.Close())

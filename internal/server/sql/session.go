@@ -67,6 +67,8 @@ type Config struct {
 	MaxConnections int
 	// Activity lists every session for pg_stat_activity (nil: the view is empty).
 	Activity func() []Activity
+	// Views are system views other packages provide, by name (extviews.go).
+	Views map[string]View
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -82,6 +84,7 @@ type Session struct {
 	txTime   time.Time
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 	activity func() []Activity
+	views    map[string]View
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -90,7 +93,8 @@ func NewSession(c Config) *Session {
 	if c.MaxConnections > 0 {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
-	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity}
+	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
+		views: c.Views}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":

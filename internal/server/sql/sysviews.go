@@ -50,6 +50,9 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 	if rv.Schemaname != "" && rv.Schemaname != "pg_catalog" {
 		return nil
 	}
+	if src := s.extView(rv); src != nil {
+		return src
+	}
 	if rv.Relname != "pg_stat_activity" {
 		return nil
 	}

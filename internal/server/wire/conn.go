@@ -178,7 +178,8 @@ func (c *conn) startup() error {
 		startup[k] = v
 	}
 	c.sess = sql.NewSession(sql.Config{DB: c.srv.cfg.DB, PID: c.pid, User: user, Database: db,
-		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity})
+		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity,
+		Views: c.srv.cfg.Views})
 	c.sess.SetCopySource(c)
 	app, _ := c.sess.Setting("application_name")
 	c.mu.Lock()

@@ -55,7 +55,9 @@ type Config struct {
 	// Replication serves replication connections (startup parameter replication); nil
 	// refuses them (0A000).
 	Replication ReplicationHandler
-	Logf        func(format string, args ...any)
+	// Views are system views other packages provide (sql.Config.Views).
+	Views map[string]sql.View
+	Logf  func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
