@@ -7,6 +7,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -100,6 +101,11 @@ func (db *DB) RuntimeStats() RuntimeStats {
 // grows (a standby). It stays owned by the DB: do not close it, and do not
 // use it after Close.
 func (db *DB) WAL() *wal.Log { return db.log }
+
+// FS returns the file system the data directory lives on, for a component
+// that keeps files of its own in the directory (a primary's replication
+// slots) and must see the same faults as the engine.
+func (db *DB) FS() vfs.FS { return db.fs }
 
 // TablePages returns the number of blocks of the named table's heap (its
 // main fork; PostgreSQL's pg_relation_size divided by the block size),

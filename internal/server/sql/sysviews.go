@@ -57,6 +57,9 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 	if rv.Schemaname != "" && rv.Schemaname != "pg_catalog" {
 		return nil
 	}
+	if src := s.extView(rv); src != nil {
+		return src
+	}
 	var cols []column
 	var rows func(fn func([]any) error) error
 	switch rv.Relname {
