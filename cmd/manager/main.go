@@ -152,8 +152,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder("vacuum-operator")
+	m := controllers.NewMetrics(metrics.Registry)
 	if err := (&controllers.PolicyReconciler{
-		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers,
+		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers, Metrics: m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up policy controller: %w", err)
 	}
@@ -161,7 +162,7 @@ func run(ctx context.Context, o options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
 		Key: key, RunnerImage: o.runnerImage, AllowedImages: o.allowedImages, ProgressInterval: o.progressInterval,
 		Workers: o.workers,
-		Metrics: controllers.NewMetrics(metrics.Registry),
+		Metrics: m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
 	}
