@@ -86,8 +86,12 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	r.initRunners(nil)
 	var run vacuumv1alpha1.VacuumRun
 	if err := r.Get(ctx, req.NamespacedName, &run); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forgetRun(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	defer r.Metrics.observeRun(&run)
 	orig := run.DeepCopy()
 	res, err := r.reconcileRun(ctx, &run)
 	if !run.DeletionTimestamp.IsZero() {
