@@ -84,7 +84,7 @@ func addedOutcome(name, wantPrefix string) func(before, after catalogShape) (str
 		case !ok:
 			return "old", nil
 		case len(v) < len(wantPrefix) || v[:len(wantPrefix)] != wantPrefix:
-			return "", fmt.Errorf("%s is %q, want %q...", name, v, wantPrefix)
+			return "", fmt.Errorf("%s is %q, want it to start with %q", name, v, wantPrefix)
 		}
 		return "new", nil
 	}
