@@ -112,9 +112,9 @@ var _ = Describe("The manager at scale", Ordered, func() {
 		ns := newNamespace()
 		m := runManager(managerOptions{progressInterval: time.Second})
 		defer m.stop()
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
-		}, NodeTimeout(time.Duration(n)*10*time.Millisecond+30*time.Second))
+		// The pods are left in their namespace for the suite's API server to take with it:
+		// deleting them took as long as making them, inside the spec's timeout (which it
+		// exceeded at load 28), and no later spec lists pods outside its own namespace.
 		cached := m.mgr.GetCache()
 		Expect(cached.WaitForCacheSync(ctx)).To(BeTrue())
 
@@ -152,7 +152,7 @@ var _ = Describe("The manager at scale", Ordered, func() {
 		// removed from CacheOptions this spec measured +14.3 MiB for 2,000, seven times the limit.
 		Expect(growth).To(BeNumerically("<", limit), "the manager's heap grew by %d bytes", growth)
 		Expect(cachedNames()).To(ConsistOf("mine", "mine-after"))
-	}, SpecTimeout(time.Duration(*unrelatedPods)*10*time.Millisecond+40*time.Second))
+	}, SpecTimeout(time.Duration(*unrelatedPods)*25*time.Millisecond+45*time.Second))
 
 	It("watches only the namespaces it is given", func(ctx SpecContext) {
 		watched, other := newNamespace(), newNamespace()
