@@ -25,6 +25,21 @@ import (
 	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
 
+// slowLazyRun is a lazy VacuumRun of the slow-data volume under slowThrottle, as the runner's
+// UID's group (so it can write the volume).
+func slowLazyRun(ns, name string) *vacuumv1alpha1.VacuumRun {
+	fsGroup := int64(runnerUID)
+	return &vacuumv1alpha1.VacuumRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: vacuumv1alpha1.VacuumSpec{
+			Target:   vacuumv1alpha1.Target{PersistentVolumeClaim: "slow-data"},
+			Mode:     vacuumv1alpha1.VacuumModeLazy,
+			Throttle: slowThrottle(),
+			Runner:   vacuumv1alpha1.RunnerSpec{PodSecurityContext: &vacuumv1alpha1.RunnerPodSecurityContext{FSGroup: &fsGroup}},
+		}},
+	}
+}
+
 // A cost-bound throttle slow enough that a run of a few thousand pages lasts tens of seconds:
 // long enough to watch it, poll it and kill its pod mid-run.
 func slowThrottle() vacuumv1alpha1.Throttle {
@@ -183,16 +198,7 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 	})
 
 	It("stops and removes a run's pod when the VacuumRun is deleted", func(ctx SpecContext) {
-		fsGroup := int64(runnerUID)
-		run := &vacuumv1alpha1.VacuumRun{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-me"},
-			Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: vacuumv1alpha1.VacuumSpec{
-				Target:   vacuumv1alpha1.Target{PersistentVolumeClaim: "slow-data"},
-				Mode:     vacuumv1alpha1.VacuumModeLazy,
-				Throttle: slowThrottle(),
-				Runner:   vacuumv1alpha1.RunnerSpec{PodSecurityContext: &vacuumv1alpha1.RunnerPodSecurityContext{FSGroup: &fsGroup}},
-			}},
-		}
+		run := slowLazyRun(ns, "gc-me")
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		pod := runningPod(ctx, ns, run.Name, "")
 		Expect(pod.OwnerReferences).To(ContainElement(And(
@@ -210,16 +216,7 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 	// The operator's finalizer deletes a run's pods itself; only with the operator stopped and the
 	// finalizer gone is it Kubernetes' garbage collector, following owner references, that does.
 	It("garbage-collects a run's pod and token Secret through owner references, with the operator stopped", func(ctx SpecContext) {
-		fsGroup := int64(runnerUID)
-		run := &vacuumv1alpha1.VacuumRun{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-orphan"},
-			Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: vacuumv1alpha1.VacuumSpec{
-				Target:   vacuumv1alpha1.Target{PersistentVolumeClaim: "slow-data"},
-				Mode:     vacuumv1alpha1.VacuumModeLazy,
-				Throttle: slowThrottle(),
-				Runner:   vacuumv1alpha1.RunnerSpec{PodSecurityContext: &vacuumv1alpha1.RunnerPodSecurityContext{FSGroup: &fsGroup}},
-			}},
-		}
+		run := slowLazyRun(ns, "gc-orphan")
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		pod := runningPod(ctx, ns, run.Name, "")
 		owned := ContainElement(And(HaveField("UID", run.UID), HaveField("Controller", HaveValue(BeTrue()))))
