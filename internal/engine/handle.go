@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
@@ -16,11 +17,11 @@ import (
 
 // indexHandle is one index of a tableHandle.
 type indexHandle struct {
-	Name      string
-	Column    string
-	ColumnPos int // position of Column in the table's columns
-	Rel       storage.RelFileNode
-	Index     *btree.Index
+	Name       string
+	Columns    []string // key columns
+	KeyColumns []int    // positions of Columns in the table's columns
+	Rel        storage.RelFileNode
+	Index      *btree.Index
 }
 
 // tableHandle is a table's relations at one moment of the catalog.
@@ -45,7 +46,7 @@ func (db *DB) handle(name string) (*tableHandle, error) {
 	}
 	h := &tableHandle{Name: t.Name, Columns: append([]Column(nil), t.Columns...), Rel: t.Rel, Heap: db.heapRel(t.Rel)}
 	for _, ix := range t.Indexes {
-		h.Indexes = append(h.Indexes, indexHandle{Name: ix.Name, Column: ix.Column, ColumnPos: t.ColumnIndex(ix.Column),
+		h.Indexes = append(h.Indexes, indexHandle{Name: ix.Name, Columns: slices.Clone(ix.Columns), KeyColumns: t.KeyPositions(&ix),
 			Rel: ix.Rel, Index: db.indexTree(ix.Rel)})
 	}
 	return h, nil

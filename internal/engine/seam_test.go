@@ -15,6 +15,7 @@ import (
 var dbMethods = []string{
 	"AddPrimaryKey", "Begin", "BeginTx", "Check", "Checkpoint", "Close",
 	"CreateIndex", "CreateTable", "CreateUniqueIndex", "Dir", "DropTable",
+	"FS", // for files kept beside the engine's (replication slots)
 	"LockStats", "PurgeQuarantine", "Quarantine", "RecoveryInfo", "RuntimeStats",
 	"Stats", "SystemID", "Table", "TablePages", "Tables", "TruncateTable",
 	"Vacuum", "VacuumBatch", "VacuumFull", // the three ways to vacuum, each under the table's vacuum lock

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -30,9 +32,11 @@ type TableStats struct {
 // IndexStats describe one index.
 type IndexStats struct {
 	Name    string
-	Column  string
-	Pages   int64 // blocks, meta page included
-	Entries int64 // leaf entries, including those of dead versions
+	Column  string   // the first key column (Columns[0])
+	Columns []string // key columns, in key order
+	Layout  int      // B-tree page layout: 1 (made before format 3), 2
+	Pages   int64    // blocks, meta page included
+	Entries int64    // leaf entries, including those of dead versions
 }
 
 // Stats scans every table and index (with a bulk-read ring, so the scan
@@ -60,7 +64,12 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 			if err != nil {
 				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
 			}
-			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Column, Pages: cs.Pages, Entries: cs.Entries})
+			layout, err := db.indexTree(ix.Rel).Layout(s)
+			if err != nil {
+				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+			}
+			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Columns[0], Columns: slices.Clone(ix.Columns),
+				Layout: layout, Pages: cs.Pages, Entries: cs.Entries})
 		}
 		out = append(out, ts)
 	}
@@ -92,6 +101,11 @@ func (db *DB) RuntimeStats() RuntimeStats {
 // grows (a standby). It stays owned by the DB: do not close it, and do not
 // use it after Close.
 func (db *DB) WAL() *wal.Log { return db.log }
+
+// FS returns the file system the data directory lives on, for a component
+// that keeps files of its own in the directory (a primary's replication
+// slots) and must see the same faults as the engine.
+func (db *DB) FS() vfs.FS { return db.fs }
 
 // TablePages returns the number of blocks of the named table's heap (its
 // main fork; PostgreSQL's pg_relation_size divided by the block size),

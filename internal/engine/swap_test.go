@@ -45,7 +45,7 @@ func rewriteTable(t *testing.T, db *DB, name string) (storage.RelFileNode, map[s
 				return err
 			}
 			for i, ix := range th.Indexes {
-				entries[i] = append(entries[i], btree.Entry{Key: i64(vals[ix.ColumnPos]), TID: tid})
+				entries[i] = append(entries[i], btree.Entry{Key: btree.IntKey(i64(vals[ix.KeyColumns[0]])), TID: tid})
 			}
 		}
 		return nil

@@ -60,7 +60,7 @@ func (db *DB) target(name string) (*vacuum.Target, *vacuumTable, error) {
 		Table: vt,
 	}
 	for _, ix := range h.Indexes {
-		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, ColumnPos: ix.ColumnPos, Rel: ix.Rel, Tree: ix.Index})
+		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, KeyColumns: ix.KeyColumns, Rel: ix.Rel, Tree: ix.Index})
 	}
 	return t, vt, nil
 }

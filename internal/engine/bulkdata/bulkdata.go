@@ -40,7 +40,7 @@ const PayloadBytes = 100
 const version = 1
 
 // Columns is the table's schema.
-var Columns = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "k1", Type: engine.Int64}, {Name: "payload", Type: engine.Bytes}}
+var Columns = []engine.Column{{Name: "id", Type: engine.Int8}, {Name: "k1", Type: engine.Int8}, {Name: "payload", Type: engine.Bytea}}
 
 // Indexes are the table's two B-trees, named like PostgreSQL would (the
 // SQL twin creates the same).

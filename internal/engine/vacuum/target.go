@@ -77,10 +77,10 @@ func (t *Target) release() {
 
 // Index is one index of a Target.
 type Index struct {
-	Name      string
-	ColumnPos int // position of the key column in Target.Columns
-	Rel       storage.RelFileNode
-	Tree      *btree.Index
+	Name       string
+	KeyColumns []int // positions of the key columns in Target.Columns (row.KeyOf)
+	Rel        storage.RelFileNode
+	Tree       *btree.Index
 }
 
 // ErrTargetIncomplete is returned for a Target missing a field the
