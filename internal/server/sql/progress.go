@@ -201,8 +201,8 @@ func (s *Session) progressVacuumRows(fn func([]any) error) error {
 		tp, snap, _, relid := rv.current()
 		th := rv.run.Settings()
 		maxDead := rv.mwm / 6 // PostgreSQL 15's bound: 6-byte item pointers
-		if cap := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && cap < maxDead {
-			maxDead = cap
+		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
+			maxDead = bound
 		}
 		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,

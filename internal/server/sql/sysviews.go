@@ -6,11 +6,11 @@ import (
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 	"github.com/vacuumops/vacuum-operator/internal/server/latency"
-
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
