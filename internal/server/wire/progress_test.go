@@ -273,3 +273,44 @@ func TestStatementLatencyViewCountsOnlyForegroundStatements(t *testing.T) {
 		t.Errorf("select latency %+v: want max about 1 s (pg_sleep(1)) and p50 well under it", sel)
 	}
 }
+
+// TestUserTablesShowDeadTuplesAndTheVacuumsDone reads pg_stat_user_tables before and after a
+// VACUUM, and looks the table up with to_regclass and pg_relation_size, as the runner picks
+// tables.
+func TestUserTablesShowDeadTuplesAndTheVacuumsDone(t *testing.T) {
+	s := startServer(t, wire.Config{})
+	c := connect(t, s.url("app", "", "postgres"))
+	ctx := context.Background()
+	mustExec(t, c, "CREATE TABLE st (id int4 PRIMARY KEY, v int4)")
+	mustExec(t, c, "INSERT INTO st SELECT g, g FROM generate_series(1, 100) g")
+	mustExec(t, c, "DELETE FROM st WHERE id <= 40")
+	type row struct {
+		live, dead, count int64
+		last              *time.Time
+	}
+	read := func() row {
+		t.Helper()
+		var r row
+		err := c.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, vacuum_count, last_vacuum FROM pg_stat_user_tables
+			WHERE relid = to_regclass('"st"') AND schemaname = 'public' AND relname = 'st'`).Scan(&r.live, &r.dead, &r.count, &r.last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(); r.live != 60 || r.dead != 40 || r.count != 0 || r.last != nil {
+		t.Fatalf("before VACUUM: %+v, want 60 live, 40 dead, never vacuumed", r)
+	}
+	mustExec(t, c, "VACUUM st")
+	if r := read(); r.live != 60 || r.dead != 0 || r.count != 1 || r.last == nil || time.Since(*r.last) > time.Minute {
+		t.Fatalf("after VACUUM: %+v, want 60 live, 0 dead, vacuumed once just now", r)
+	}
+	var size int64
+	if err := c.QueryRow(ctx, "SELECT pg_relation_size(to_regclass('public.st'))").Scan(&size); err != nil || size != 8192 {
+		t.Fatalf("pg_relation_size: %d, %v (want one block)", size, err)
+	}
+	var missing *int64
+	if err := c.QueryRow(ctx, "SELECT to_regclass('nope')").Scan(&missing); err != nil || missing != nil {
+		t.Fatalf("to_regclass of no table: %v, %v (want NULL)", missing, err)
+	}
+}
