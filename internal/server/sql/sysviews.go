@@ -135,7 +135,7 @@ func (s *Session) relationSize(oid uint32) (any, error) {
 		if err != nil {
 			return nil, engineError(err)
 		}
-		return int64(n) * page.Size, nil
+		return n * page.Size, nil
 	}
 	return nil, nil
 }
