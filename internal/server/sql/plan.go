@@ -164,11 +164,7 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 		if empty {
 			return nil
 		}
-		loKey, hiKey, empty := src.clamp(lo, hi)
-		if empty {
-			return nil
-		}
-		err = x.tx.IndexRange(src.index, loKey, hiKey, func(f engine.Found) error {
+		err = x.tx.IndexRange(src.index, []any{lo}, []any{hi}, func(f engine.Found) error {
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}
@@ -179,36 +175,6 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 	return engineError2(x.tx.ScanContext(x.ctx, src.table.Name, func(tid page.TID, row []any) error {
 		return fn(tid, fromStorageRow(row))
 	}))
-}
-
-// clamp turns an inclusive int64 key range into IndexRange's bounds for the index's first
-// column: a bound at or beyond the column type's range is none (nil), and a range wholly
-// outside it is empty (an int4 key never equals 2^40).
-func (src *source) clamp(lo, hi int64) (loKey, hiKey []any, empty bool) {
-	tmin, tmax := int64(math.MinInt64), int64(math.MaxInt64)
-	for _, ix := range src.table.Indexes {
-		if ix.Name != src.index {
-			continue
-		}
-		if i := indexOfColumn(*src.table, ix.Column); i >= 0 {
-			switch src.table.Columns[i].Type {
-			case engine.Int2:
-				tmin, tmax = math.MinInt16, math.MaxInt16
-			case engine.Int4:
-				tmin, tmax = math.MinInt32, math.MaxInt32
-			}
-		}
-	}
-	if lo > tmax || hi < tmin {
-		return nil, nil, true
-	}
-	if lo > tmin {
-		loKey = []any{lo}
-	}
-	if hi < tmax {
-		hiKey = []any{hi}
-	}
-	return loKey, hiKey, false
 }
 
 func engineError2(err error) error {
