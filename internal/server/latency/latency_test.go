@@ -69,7 +69,11 @@ func TestPercentilesCoverTheLastTenSecondsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := obs.(prometheus.Histogram).Write(&m); err != nil {
+	h, ok := obs.(prometheus.Histogram)
+	if !ok {
+		t.Fatalf("%T is not a histogram", obs)
+	}
+	if err := h.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n := m.GetHistogram().GetSampleCount(); n != 1001 {

@@ -301,15 +301,6 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 	}}, nil
 }
 
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 func indexOfColumn(ti engine.TableInfo, name string) int {
 	for i, c := range ti.Columns {
 		if c.Name == name {
@@ -961,6 +952,11 @@ func (s *Session) planDrop(ds *pg.DropStmt) (*plan, error) {
 			return nil, pgerr.Unsupported("DROP TABLE inside a transaction block (the engine's DROP is not transactional)")
 		}
 		for _, n := range names {
+			if s.usedByOpenTx(n) {
+				return nil, pgerr.Unsupported("DROP TABLE of a table this transaction already used (the engine's DROP waits for the transactions that used the table)")
+			}
+		}
+		for _, n := range names {
 			if err := s.db.DropTable(x.ctx, n); err != nil {
 				if errors.Is(err, engine.ErrNoSuchTable) && ds.MissingOk {
 					continue
@@ -995,6 +991,11 @@ func (s *Session) planTruncate(ts *pg.TruncateStmt) (*plan, error) {
 		names = append(names, ti.Name)
 	}
 	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
+		for _, n := range names {
+			if s.usedByOpenTx(n) {
+				return nil, pgerr.Unsupported("TRUNCATE of a table this transaction already used (the engine's TRUNCATE is not transactional and waits for the transactions that used the table)")
+			}
+		}
 		for _, n := range names {
 			if err := s.db.TruncateTable(x.ctx, n); err != nil {
 				return nil, engineError(err)

@@ -99,7 +99,25 @@ func (s *Session) tableRef(rv *pg.RangeVar) (engine.TableInfo, error) {
 		}
 		return ti, engineError(err)
 	}
+	s.planned = append(s.planned, ti.Name)
 	return ti, nil
+}
+
+// noteUses records the tables the statement just planned as used by the open transaction
+// (the engine then holds them for it until it ends, as PostgreSQL's relation locks).
+func (s *Session) noteUses() {
+	if s.usedTx != s.tx {
+		s.used, s.usedTx = map[string]bool{}, s.tx
+	}
+	for _, n := range s.planned {
+		s.used[n] = true
+	}
+}
+
+// usedByOpenTx reports whether this session's open transaction used table: TRUNCATE and
+// DROP of it would wait for that transaction, which is their own.
+func (s *Session) usedByOpenTx(table string) bool {
+	return s.tx != nil && s.usedTx == s.tx && s.used[table]
 }
 
 func tableColumns(ti engine.TableInfo, alias string) []column {

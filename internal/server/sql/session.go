@@ -99,6 +99,11 @@ type Session struct {
 	latency  *latency.Recorder
 	signal   func(uint32, bool) bool
 	database string
+	// planned are the tables the statement being planned names; used those the open
+	// transaction (usedTx) has used.
+	planned []string
+	used    map[string]bool
+	usedTx  *engine.Tx
 	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
 	// an unknown process); run adds them to the statement's result.
 	pending []*pgerr.Error
@@ -386,6 +391,7 @@ func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.
 		}
 		return res, err
 	}
+	s.planned = s.planned[:0]
 	p, err := s.plan(n, &ptypes)
 	if err != nil {
 		s.fail()
@@ -396,6 +402,7 @@ func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.
 			s.fail()
 			return nil, err
 		}
+		s.noteUses()
 		if !s.txFresh {
 			// READ COMMITTED: each statement sees what committed before it began.
 			s.tx.NewSnapshot()
