@@ -3,9 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
-	"slices"
 	"strings"
 	"testing"
 

@@ -16,13 +16,13 @@ import (
 type TableStats struct {
 	Name               string
 	Columns            []Column // the table's columns, with their types
-	Pages              int64 // heap pages
-	AllVisiblePages    int64 // pages flagged all-visible
-	LiveTuples         int64 // visible to current and future snapshots (or being deleted)
-	DeadTuples         int64 // dead to everyone: vacuum removes them
-	RecentlyDeadTuples int64 // deleted, but an older snapshot may still see them
-	InProgressTuples   int64 // inserted by transactions still running
-	DeadLinePointers   int64 // pruned slots waiting for index vacuum
+	Pages              int64    // heap pages
+	AllVisiblePages    int64    // pages flagged all-visible
+	LiveTuples         int64    // visible to current and future snapshots (or being deleted)
+	DeadTuples         int64    // dead to everyone: vacuum removes them
+	RecentlyDeadTuples int64    // deleted, but an older snapshot may still see them
+	InProgressTuples   int64    // inserted by transactions still running
+	DeadLinePointers   int64    // pruned slots waiting for index vacuum
 	LiveBytes          int64
 	DeadBytes          int64
 	FreeBytes          int64
