@@ -67,7 +67,7 @@ func (c *checker) add(file string, blk int64, format string, args ...any) {
 // entry may point at an unused slot or past the end of the table; a page
 // whose visibility-map bit is set must hold only tuples visible to all and
 // no dead line pointers. The error is for failures to run the check (a
-// canceled context, a closed DB), not for problems found.
+// cancelled context, a closed DB), not for problems found.
 func (db *DB) Check(ctx context.Context) (*CheckReport, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()

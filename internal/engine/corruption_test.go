@@ -152,7 +152,7 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 	}
 	_ = rd.Close()
 	seg := int64(target.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
-	segFile := filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg))
+	segFile := wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize)
 	flipBit(t, segFile, int64(target.StartLSN)-seg+20)
 	before, err := os.ReadFile(segFile)
 	if err != nil {
@@ -212,7 +212,7 @@ func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 		t.Fatalf("the last WAL record is %+v, want the last commit", last)
 	}
 	seg := int64(last.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
-	flipBit(t, filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg)), int64(last.StartLSN)-seg+20)
+	flipBit(t, wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize), int64(last.StartLSN)-seg+20)
 
 	db, err = Open(dir, opts)
 	if err != nil {

@@ -16,8 +16,9 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 )
 
-// Tx is a transaction: one snapshot for its whole life (repeatable read),
-// its own changes visible to itself. A Tx belongs to one goroutine. Commit
+// Tx is a transaction: one snapshot for its whole life (repeatable read)
+// unless NewSnapshot takes a fresh one (READ COMMITTED, per statement), its
+// own changes visible to itself. A Tx belongs to one goroutine. Commit
 // returns once the commit is durable; Rollback discards every change. A
 // Tx whose write failed half-way (row stored, index entry not) can only be
 // rolled back: Commit aborts it and returns the first failure.
@@ -52,6 +53,11 @@ func (db *DB) BeginTx(ctx context.Context) (*Tx, error) {
 
 // XID is the transaction's id.
 func (tx *Tx) XID() uint64 { return uint64(tx.t.XID()) }
+
+// NewSnapshot makes the transaction see, from now on, every transaction
+// committed before this call (its own changes stay visible): a server
+// calls it before each statement of a READ COMMITTED transaction.
+func (tx *Tx) NewSnapshot() { tx.db.txns.Resnapshot(tx.t) }
 
 // enter takes, for one operation, the shared lock of table (if named:
 // VACUUM FULL holds it exclusively while it rewrites the table) and then the

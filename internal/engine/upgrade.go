@@ -30,7 +30,10 @@ type UpgradeResult struct {
 // and B-tree pages of layout 1 (every index made before version 3) keep
 // working beside the layout-2 pages of new indexes (package btree;
 // VACUUM FULL rebuilds an index in layout 2). A directory that was not
-// shut down cleanly is recovered by the next Open as usual.
+// shut down cleanly is recovered by the next Open as usual. WAL segments
+// named in the older format (16 hex digits of the start LSN) are renamed
+// as PostgreSQL names them (wal.RenameOldSegments) first, whatever the
+// version.
 //
 // Each of the two steps replaces one file atomically (vfs.WriteFileAtomic),
 // catalog first: a crash between them leaves a new catalog under an old
@@ -69,6 +72,20 @@ func upgrade(opts Options, dir string) (UpgradeResult, error) {
 		return UpgradeResult{}, damaged(err)
 	}
 	res := UpgradeResult{From: ctl.Version, To: DataVersion}
+	if ctl.Version <= DataVersion {
+		size := opts.WALSegmentSize
+		if size == 0 {
+			size = wal.DefaultSegmentSize
+		}
+		n, err := wal.RenameOldSegments(fsys, dir, size)
+		if err != nil {
+			return res, err
+		}
+		if n > 0 {
+			res.Upgraded = true
+			opts.Logf("upgrade %s: %d WAL segments renamed as PostgreSQL names them", dir, n)
+		}
+	}
 	switch {
 	case ctl.Version == DataVersion:
 		if _, err := catalog.Load(fsys, dir); err != nil {

@@ -48,7 +48,7 @@ const (
 
 // full is one table's VACUUM FULL.
 type full struct {
-	run     *Run
+	run     *Batch
 	t       *Target
 	ts      *tableState
 	rep     *Report
@@ -64,8 +64,8 @@ type full struct {
 // new files atomically. It holds the table's exclusive lock throughout.
 // Any error before the switch, ENOSPC and cancellation included, leaves
 // the old table as it was and removes the new files; an error of the
-// switch itself is Target.Swap's to clean up.
-func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
+// switch itself is Table.Swap's to clean up.
+func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	defer t.release()
 	if err := t.check(true); err != nil {
 		return nil, fmt.Errorf("vacuum full %q: %w", t.Name, err)
@@ -92,7 +92,7 @@ func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 func (f *full) rewrite() error {
 	t := f.t
 	f.ts.setPhase(PhaseInitializing)
-	unlock, err := t.LockTable()
+	unlock, err := t.Table.Lock()
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (f *full) rewrite() error {
 	// when the catalog never named them, and keeps them when the switch
 	// may have reached the disk (the catalog there may name them).
 	f.created = nil
-	if err := t.Swap(newHeap, newIndexes); err != nil {
+	if err := t.Table.Swap(newHeap, newIndexes); err != nil {
 		return err
 	}
 	f.rep.PagesRemaining = int64(n)
@@ -236,7 +236,7 @@ func (f *full) checkSpace() error {
 }
 
 func (f *full) alloc() (storage.RelFileNode, error) {
-	rel, err := f.t.AllocRelfilenode()
+	rel, err := f.t.Table.NewRelfilenode()
 	if err != nil {
 		return 0, err
 	}

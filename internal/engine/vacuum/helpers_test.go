@@ -264,15 +264,11 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 // heapPages is the table's heap size in pages.
 func heapPages(t testing.TB, db *engine.DB, name string) int64 {
 	t.Helper()
-	tg, err := db.VacuumTarget(name)
+	n, err := db.TablePages(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := tg.Heap.NBlocks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int64(n)
+	return n
 }
 
 // rowsEqual compares a decoded row with rowOf's (NULLs, Go types).
@@ -294,4 +290,13 @@ func rowsEqual(got, want []any) bool {
 		}
 	}
 	return true
+}
+
+// vacuumTables vacuums the named tables in one new batch of opts.
+func vacuumTables(ctx context.Context, db *engine.DB, names []string, opts vacuum.Options) (*vacuum.BatchReport, error) {
+	b, err := vacuum.NewBatch(opts)
+	if err != nil {
+		return nil, err
+	}
+	return db.VacuumBatch(ctx, b, names)
 }

@@ -146,7 +146,7 @@ func TestVerboseReportStatesWhatTheVacuumDid(t *testing.T) {
 	db, _ := newDB(t, testOpts())
 	tb := createTable(t, db, "t", 1, 1000, 100)
 	deleted := deletePercent(t, db, tb, 100, rand.New(rand.NewSource(3)))
-	rr, err := db.VacuumTables(context.Background(), []string{"t"}, unthrottled())
+	rr, err := vacuumTables(context.Background(), db, []string{"t"}, unthrottled())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestTablesBelowMinDeadTuplePercentAreSkipped(t *testing.T) {
 	n := deletePercent(t, db, dirty, 30, rand.New(rand.NewSource(2)))
 	opts := unthrottled()
 	opts.MinDeadTuplePercent = 10
-	rr, err := db.VacuumTables(context.Background(), []string{"clean", "dirty"}, opts)
+	rr, err := vacuumTables(context.Background(), db, []string{"clean", "dirty"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ func NewReader(fsys vfs.FS, dir string, start LSN, opts Options) (*Reader, error
 	if start < FirstLSN {
 		return nil, fmt.Errorf("wal: read from LSN %X: below the first LSN %X", uint64(start), uint64(FirstLSN))
 	}
+	if _, err := listSegments(fsys, walDir(dir), size); err != nil {
+		return nil, fmt.Errorf("wal: read from LSN %X: %w", uint64(start), err)
+	}
 	return &Reader{fs: fsys, wdir: walDir(dir), size: size, pos: start, end: start}, nil
 }
 
@@ -250,7 +253,7 @@ func (r *Reader) ResumeAfterEnd() (LSN, error) {
 				continue
 			}
 			if q+LSN(total) > limit {
-				continue // runs past what is scanned: reading it would come up short
+				continue // would end past the scanned window: not looked at
 			}
 			if cap(rec) < total {
 				rec = make([]byte, total)
