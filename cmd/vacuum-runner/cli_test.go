@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,33 @@ func checkOK(t *testing.T, dir string) {
 	decode(t, mustVR(t, "check", "--data", dir, "--json").stdout, &c)
 	if !c.OK || len(c.Problems) != 0 {
 		t.Fatalf("check found problems: %+v", c)
+	}
+}
+
+// bloat makes tables of the data model's column types (text keys with
+// NULLs here) and stats reports the types, each index's key columns and
+// its page layout; vacuum then leaves a directory that checks clean.
+func TestBloatOfTextKeysWithNullsThenStatsShowsTheirTypes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustVR(t, "init", "--data", dir)
+	mustVR(t, "bloat", "--data", dir, "--table", "names", "--rows", "4000", "--indexes", "2",
+		"--key-type", "varchar(20)", "--null-fraction", "0.25", "--dead-fraction", "0.5", "--seed", "7")
+	st := stats(t, dir)
+	want := []runner.ColumnOutput{{Name: "id", Type: "int8"}, {Name: "k1", Type: "varchar(20)"}, {Name: "payload", Type: "bytea"}}
+	if !slices.Equal(st.Columns, want) {
+		t.Fatalf("stats columns %+v, want %+v", st.Columns, want)
+	}
+	if len(st.Indexes) != 2 || !slices.Equal(st.Indexes[1].Columns, []string{"k1"}) || st.Indexes[1].Layout != 2 {
+		t.Fatalf("stats indexes %+v, want names_k1_idx on k1 in layout 2", st.Indexes)
+	}
+	// About a quarter of the k1 values are NULL and have no entry.
+	if e := st.Indexes[1].Entries; e < 2800 || e > 3200 {
+		t.Fatalf("k1 index holds %d entries of 4000 rows, want about 3000 (25%% NULL)", e)
+	}
+	mustVR(t, "vacuum", "--data", dir, "--cost-delay", "0")
+	checkOK(t, dir)
+	if out := mustVR(t, "stats", "--data", dir).stdout; !strings.Contains(out, "names (id int8, k1 varchar(20), payload bytea)") {
+		t.Fatalf("stats text output lacks the column types:\n%s", out)
 	}
 }
 
@@ -128,6 +156,8 @@ func TestBadInputExitsTwoWithAOneLineMessage(t *testing.T) {
 		{"bad spec", []string{"run", "--spec", `{"mode":"Lazy","costs":1}`, "--listen", "127.0.0.1:0",
 			"--termination-log", filepath.Join(t.TempDir(), "log")}, `unknown field "costs"`},
 		{"bloat fraction", []string{"bloat", "--data", dir, "--table", "x", "--dead-fraction", "2"}, "--dead-fraction must be between 0 and 1"},
+		{"bloat key type", []string{"bloat", "--data", dir, "--table", "x", "--key-type", "int4(3)"}, "--key-type: int4 takes no length"},
+		{"bloat null fraction", []string{"bloat", "--data", dir, "--table", "x", "--null-fraction", "-1"}, "--null-fraction must be between 0 and 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -116,6 +116,7 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	interrupted, inflightCommitted, doubleCrashes, hotTotal := 0, 0, 0, 0
 	earlyKill := false
+	unverified := 0 // writers killed early since the last verification
 	for iter := 0; iter < *crashIterations; iter++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashLedgerEnv+"="+ledgerPath,
@@ -156,6 +157,7 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 		// is itself interrupted.
 		earlyKill = rng.Intn(4) == 0 && iter+1 < *crashIterations
 		if earlyKill {
+			unverified++
 			continue
 		}
 
@@ -181,7 +183,8 @@ func TestCommittedWorkSurvivesSIGKILL(t *testing.T) {
 		committed, took := verifyLedgerOutcomes(t, db, txs)
 		inflightCommitted += took
 		verifyIndexes(t, db, committed)
-		hotTxs, hotOpen := verifyHot(t, db, hotPath)
+		hotTxs, hotOpen := verifyHot(t, db, hotPath, unverified+1)
+		unverified = 0
 		hotTotal += hotTxs
 		checkClean(t, db)
 		if err := db.Close(); err != nil {

@@ -16,13 +16,14 @@ import (
 // still running), as PostgreSQL's HeapTupleSatisfiesVacuum does.
 type TableStats struct {
 	Name               string
-	Pages              int64 // heap pages
-	AllVisiblePages    int64 // pages flagged all-visible
-	LiveTuples         int64 // visible to current and future snapshots (or being deleted)
-	DeadTuples         int64 // dead to everyone: vacuum removes them
-	RecentlyDeadTuples int64 // deleted, but an older snapshot may still see them
-	InProgressTuples   int64 // inserted by transactions still running
-	DeadLinePointers   int64 // pruned slots waiting for index vacuum
+	Columns            []Column // the table's columns, with their types
+	Pages              int64    // heap pages
+	AllVisiblePages    int64    // pages flagged all-visible
+	LiveTuples         int64    // visible to current and future snapshots (or being deleted)
+	DeadTuples         int64    // dead to everyone: vacuum removes them
+	RecentlyDeadTuples int64    // deleted, but an older snapshot may still see them
+	InProgressTuples   int64    // inserted by transactions still running
+	DeadLinePointers   int64    // pruned slots waiting for index vacuum
 	LiveBytes          int64
 	DeadBytes          int64
 	FreeBytes          int64
@@ -55,7 +56,7 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stats of %q: %w", t.Name, err)
 		}
-		ts := TableStats{Name: t.Name, Pages: c.Pages, AllVisiblePages: c.AllVisible,
+		ts := TableStats{Name: t.Name, Columns: slices.Clone(t.Columns), Pages: c.Pages, AllVisiblePages: c.AllVisible,
 			LiveTuples: c.Live + c.DeleteInProgress, DeadTuples: c.Dead, RecentlyDeadTuples: c.RecentlyDead,
 			InProgressTuples: c.InsertInProgress, DeadLinePointers: c.DeadLinePointers,
 			LiveBytes: c.LiveBytes, DeadBytes: c.DeadBytes, FreeBytes: c.FreeBytes}

@@ -308,8 +308,8 @@ func TestUpgradeRefusesANewerDirectory(t *testing.T) {
 // made by the code of format 2 (testdata/upgrade/v2.tar.gz: an int4
 // primary key and a nullable int2 index, both B-tree layout 1) is refused
 // by Open, upgraded to format 3 without touching its index pages, and
-// then works: every row reads through both indexes, inserts split the
-// layout-1 pages, the primary key still refuses duplicates, Check is
+// then works: every row reads through both indexes, 1000 inserts split
+// the layout-1 leaves, the primary key still refuses duplicates, Check is
 // clean, and VACUUM FULL rebuilds both indexes in layout 2.
 func TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes(t *testing.T) {
 	dir := extractFixture(t, "v2.tar.gz")
@@ -373,7 +373,7 @@ func TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes(t *testing.T) {
 	}
 	verify(2000)
 	tx := mustTx(t, db)
-	for i := 2001; i <= 6000; i++ {
+	for i := 2001; i <= 3000; i++ { // the rightmost leaves split
 		if _, err := tx.Insert("people", []any{i, "new", i % 100, nil}); err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	verify(6000)
+	verify(3000)
 	checkClean(t, db)
 	if got := layouts(); !reflect.DeepEqual(got, []int{1, 1}) {
 		t.Fatalf("index layouts after inserts %v, want [1 1]", got)
@@ -394,6 +394,6 @@ func TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes(t *testing.T) {
 	if got := layouts(); !reflect.DeepEqual(got, []int{2, 2}) {
 		t.Fatalf("index layouts after VACUUM FULL %v, want [2 2]", got)
 	}
-	verify(6000)
+	verify(3000)
 	checkClean(t, db)
 }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 )
 
 // BloatOutput is what `bloat --json` prints: what it did and how long it took.
@@ -32,6 +35,8 @@ type bloatParams struct {
 	rows                         int64
 	deadFraction, updateFraction float64
 	indexes, payloadBytes        int
+	keyType                      engine.Column // type of k1..kN-1 (Name unset)
+	nullFraction                 float64
 	seed                         uint64
 	batch                        int
 	bufferPool                   cliflag.Quantity
@@ -56,6 +61,9 @@ func parseBloatFlags(args []string) (bloatParams, error) {
 	fs.Float64Var(&p.updateFraction, "update-fraction", 0, "fraction of the rows not deleted to update once")
 	fs.IntVar(&p.indexes, "indexes", 1, "B-tree indexes: id, then k1..kN-1")
 	fs.IntVar(&p.payloadBytes, "payload-bytes", 100, "bytes of payload per row")
+	keyType := fs.String("key-type", "int8", "type of the k1..kN-1 columns: "+strings.Join(keyTypeNames(), ", ")+
+		" (varchar(n) and bpchar(n) with a length)")
+	fs.Float64Var(&p.nullFraction, "null-fraction", 0, "fraction of the k1..kN-1 values that are NULL")
 	fs.Uint64Var(&p.seed, "seed", 1, "seed of the pseudo-random keys, payloads and choices")
 	fs.IntVar(&p.batch, "batch", 10000, "rows per transaction")
 	p.bufferPool.Value = mustQuantity("256Mi")
@@ -84,7 +92,14 @@ func parseBloatFlags(args []string) (bloatParams, error) {
 		return p, usagef("--payload-bytes must be between 0 and %d, got %d", page.Size/2, p.payloadBytes)
 	case p.batch < 1:
 		return p, usagef("--batch must be at least 1, got %d", p.batch)
+	case p.nullFraction < 0 || p.nullFraction > 1:
+		return p, usagef("--null-fraction must be between 0 and 1, got %v", p.nullFraction)
 	}
+	kt, err := parseKeyType(*keyType)
+	if err != nil {
+		return p, usagef("--key-type: %v", err)
+	}
+	p.keyType = kt
 	if v, ok := p.bufferPool.Value.AsInt64(); !ok || v < 1<<20 {
 		return p, usagef("--buffer-pool must be at least 1Mi, got %s", p.bufferPool.Value.String())
 	}
@@ -120,19 +135,98 @@ func cmdBloat(ctx context.Context, args []string, env Env) (err error) {
 	return err
 }
 
-// bloatColumns is the schema bloat creates: id, k1..k(indexes-1), payload.
-func bloatColumns(indexes int) []engine.Column {
+// bloatColumns is the schema bloat creates: id, k1..k(indexes-1) of key
+// type kt, payload.
+func bloatColumns(indexes int, kt engine.Column) []engine.Column {
 	cols := []engine.Column{{Name: "id", Type: engine.Int8}}
 	for i := 1; i < indexes; i++ {
-		cols = append(cols, engine.Column{Name: fmt.Sprintf("k%d", i), Type: engine.Int8})
+		c := kt
+		c.Name = fmt.Sprintf("k%d", i)
+		cols = append(cols, c)
 	}
 	return append(cols, engine.Column{Name: "payload", Type: engine.Bytea})
+}
+
+// keyTypeNames lists the types --key-type takes (every column type).
+func keyTypeNames() []string {
+	var out []string
+	for _, t := range row.Types() {
+		out = append(out, t.String())
+	}
+	return out
+}
+
+// parseKeyType parses a type as PostgreSQL's catalog names it, with a
+// length for varchar(n) and bpchar(n) ("varchar" alone is unlimited).
+func parseKeyType(s string) (engine.Column, error) {
+	name, length := s, 0
+	if i := strings.IndexByte(s, '('); i > 0 && strings.HasSuffix(s, ")") {
+		n, err := strconv.Atoi(s[i+1 : len(s)-1])
+		if err != nil || n < 1 || n > maxKeyLength {
+			return engine.Column{}, fmt.Errorf("length of %q must be between 1 and %d", s, maxKeyLength)
+		}
+		name, length = s[:i], n
+	}
+	t, err := row.ParseType(name)
+	if err != nil {
+		return engine.Column{}, err
+	}
+	c := engine.Column{Name: "k", Type: t, Length: length}
+	if length > 0 && t != engine.Varchar && t != engine.Bpchar {
+		return engine.Column{}, fmt.Errorf("%s takes no length", name)
+	}
+	if t == engine.Bpchar && length == 0 {
+		c.Length = 1 // bpchar is char(1), as in PostgreSQL
+	}
+	if err := c.Validate(); err != nil {
+		return engine.Column{}, err
+	}
+	c.Name = ""
+	return c, nil
+}
+
+// maxKeyLength bounds varchar(n) and bpchar(n) of --key-type: every key
+// fits the B-tree (btree.MaxKeySize bytes encoded).
+const maxKeyLength = 500
+
+// keyValue returns a pseudo-random value of column type kt (NULL with
+// probability nullFraction): integers and timestamps spread over their
+// range, text of 8 to 24 characters (at most the length), bytea of 16.
+func keyValue(rng *rand.Rand, kt engine.Column, nullFraction float64) any {
+	if nullFraction > 0 && rng.Float64() < nullFraction {
+		return nil
+	}
+	switch kt.Type {
+	case engine.Int2:
+		return int16(rng.Uint32())
+	case engine.Int4:
+		return int32(rng.Uint32())
+	case engine.Int8:
+		return int64(rng.Uint64() >> 1)
+	case engine.Bool:
+		return rng.Uint32()&1 == 1
+	case engine.Timestamp, engine.Timestamptz:
+		// 2000-01-01 plus up to about 30 years, in microseconds.
+		return row.Micros(rng.Int64N(30 * 365 * 24 * 3600 * 1_000_000))
+	case engine.Bytea:
+		return payload(rng, 16)
+	}
+	n := 8 + rng.IntN(17)
+	if kt.Length > 0 {
+		n = min(n, kt.Length)
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[rng.IntN(len(letters))]
+	}
+	return string(b)
 }
 
 // ensureBloatTable creates the table and its indexes, or checks that an existing table has
 // the schema bloat would have given it. It returns the first id to insert.
 func ensureBloatTable(ctx context.Context, db *engine.DB, p bloatParams) (int64, error) {
-	cols := bloatColumns(p.indexes)
+	cols := bloatColumns(p.indexes, p.keyType)
 	info, err := db.Table(p.table)
 	if errors.Is(err, engine.ErrNoSuchTable) {
 		if err := db.CreateTable(p.table, cols); err != nil {
@@ -186,7 +280,7 @@ func bloat(ctx context.Context, db *engine.DB, p bloatParams) (BloatOutput, erro
 	row := func(id int64, vals []any) []any {
 		vals = append(vals[:0], id)
 		for range nk {
-			vals = append(vals, int64(rng.Uint64()>>1))
+			vals = append(vals, keyValue(rng, p.keyType, p.nullFraction))
 		}
 		return append(vals, payload(rng, p.payloadBytes))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,6 +33,7 @@ type QuarantineOutput struct {
 // their index entries to go.
 type TableStatsOutput struct {
 	Name       string             `json:"name"`
+	Columns    []ColumnOutput     `json:"columns"`
 	Pages      int64              `json:"pages"`
 	LiveTuples int64              `json:"liveTuples"`
 	DeadTuples int64              `json:"deadTuples"`
@@ -40,10 +42,20 @@ type TableStatsOutput struct {
 
 // IndexStatsOutput is one index of `stats --json`.
 type IndexStatsOutput struct {
+	Name    string   `json:"name"`
+	Column  string   `json:"column"`  // the first key column
+	Columns []string `json:"columns"` // every key column, in key order
+	Layout  int      `json:"layout"`  // B-tree page layout: 1 (made before format 3) or 2
+	Pages   int64    `json:"pages"`
+	Entries int64    `json:"entries"`
+}
+
+// ColumnOutput is one column of a table in `stats --json`: its type as
+// PostgreSQL's catalog names it (int8, varchar(20), bpchar(3), ...).
+type ColumnOutput struct {
 	Name    string `json:"name"`
-	Column  string `json:"column"`
-	Pages   int64  `json:"pages"`
-	Entries int64  `json:"entries"`
+	Type    string `json:"type"`
+	NotNull bool   `json:"notNull,omitempty"`
 }
 
 // CheckOutput is `check --json`.
@@ -140,17 +152,32 @@ func cmdStats(ctx context.Context, args []string, env Env) (err error) {
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	p := &printer{w: tw}
-	p.printf("table\tpages\tlive tuples\tdead tuples\tindex\tcolumn\tindex pages\tentries\t\n")
+	p.printf("table\tpages\tlive tuples\tdead tuples\tindex\tcolumns\tindex pages\tentries\t\n")
 	for _, t := range out.Tables {
 		p.printf("%s\t%d\t%d\t%d\t\t\t\t\t\n", t.Name, t.Pages, t.LiveTuples, t.DeadTuples)
 		for _, ix := range t.Indexes {
-			p.printf("\t\t\t\t%s\t%s\t%d\t%d\t\n", ix.Name, ix.Column, ix.Pages, ix.Entries)
+			p.printf("\t\t\t\t%s\t%s\t%d\t%d\t\n", ix.Name, strings.Join(ix.Columns, ", "), ix.Pages, ix.Entries)
 		}
 	}
 	if p.err != nil {
 		return p.err
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range out.Tables {
+		cols := make([]string, len(t.Columns))
+		for i, c := range t.Columns {
+			cols[i] = c.Name + " " + c.Type
+			if c.NotNull {
+				cols[i] += " not null"
+			}
+		}
+		if _, err := fmt.Fprintf(env.Stdout, "%s (%s)\n", t.Name, strings.Join(cols, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // statsOutput converts the engine's statistics to the JSON contract.
@@ -158,9 +185,13 @@ func statsOutput(st []engine.TableStats) StatsOutput {
 	out := StatsOutput{Tables: []TableStatsOutput{}}
 	for _, t := range st {
 		ts := TableStatsOutput{Name: t.Name, Pages: t.Pages, LiveTuples: t.LiveTuples,
-			DeadTuples: t.DeadTuples + t.DeadLinePointers, Indexes: []IndexStatsOutput{}}
+			DeadTuples: t.DeadTuples + t.DeadLinePointers, Columns: []ColumnOutput{}, Indexes: []IndexStatsOutput{}}
+		for _, c := range t.Columns {
+			ts.Columns = append(ts.Columns, ColumnOutput{Name: c.Name, Type: c.TypeName(), NotNull: c.NotNull})
+		}
 		for _, ix := range t.Indexes {
-			ts.Indexes = append(ts.Indexes, IndexStatsOutput{Name: ix.Name, Column: ix.Column, Pages: ix.Pages, Entries: ix.Entries})
+			ts.Indexes = append(ts.Indexes, IndexStatsOutput{Name: ix.Name, Column: ix.Column, Columns: ix.Columns,
+				Layout: ix.Layout, Pages: ix.Pages, Entries: ix.Entries})
 		}
 		out.Tables = append(out.Tables, ts)
 	}

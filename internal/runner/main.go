@@ -61,7 +61,7 @@ const usageText = `usage: vacuum-runner COMMAND [flags]
 commands:
   init    --data DIR
   bloat   --data DIR --table NAME [--rows N] [--dead-fraction F] [--update-fraction F]
-          [--indexes N] [--payload-bytes N] [--seed N]
+          [--indexes N] [--key-type TYPE] [--null-fraction F] [--payload-bytes N] [--seed N]
   stats   --data DIR [--json]
   vacuum  --data DIR [--table NAME]... [throttle and memory flags] [--json]
   full    --data DIR [--table NAME]... [throttle and memory flags] [--json]

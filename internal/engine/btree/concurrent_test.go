@@ -27,7 +27,7 @@ func TestConcurrentInsertsLookupsAndBulkDelete(t *testing.T) {
 		wg.Go(func() {
 			for i := range 3_000 {
 				k := int64(i*2 + w)
-				if err := ix.Insert(IntKey(int64(k)), page.TID{Block: 1000 + uint32(w), Off: page.OffsetNumber(i + 1)}, nil); err != nil {
+				if err := ix.Insert(IntKey(k), page.TID{Block: 1000 + uint32(w), Off: page.OffsetNumber(i + 1)}, nil); err != nil {
 					t.Error(err)
 					return
 				}

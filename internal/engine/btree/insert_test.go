@@ -95,7 +95,7 @@ func TestDuplicateKeysAreKeptInTIDOrderAndDuplicatePairsRejected(t *testing.T) {
 	}
 	for i := range 500 {
 		for _, k := range []int64{41, 43} {
-			if err := ix.Insert(IntKey(int64(k)), tidFor(i), nil); err != nil {
+			if err := ix.Insert(IntKey(k), tidFor(i), nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -55,9 +55,6 @@ const (
 	noBlock           = storage.BlockNumber(0) // "no sibling": block 0 is the meta page
 )
 
-// maxItemSize2 is the largest layout-2 item (a pivot with a maximal key).
-const maxItemSize2 = pivotHeader2 + MaxKeySize
-
 // Page flags in the special space.
 const (
 	flagLeaf    uint16 = 1 << 0

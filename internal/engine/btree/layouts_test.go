@@ -31,11 +31,11 @@ func withLayout(t *testing.T, layout uint16, tests map[string]func(*testing.T)) 
 // (The whole matrix runs with -btree-matrix.)
 func TestLayoutOneIndexesKeepWorking(t *testing.T) {
 	tests := map[string]func(*testing.T){
-		"damage": TestCheckDetectsDamagedPages,
-		"redo":   TestRedoOverPartlyWrittenFilesIsIdempotent,
+		"redo": TestRedoOverPartlyWrittenFilesIsIdempotent,
 	}
 	if *layoutMatrix {
 		maps.Copy(tests, map[string]func(*testing.T){
+			"damage":            TestCheckDetectsDamagedPages,
 			"random inserts":    TestInsertManyRandomKeysSplitsAndFindsEveryKey,
 			"ascending inserts": TestAscendingInsertsFillPagesNinetyPercent,
 			"duplicates":        TestDuplicateKeysAreKeptInTIDOrderAndDuplicatePairsRejected,
@@ -132,7 +132,7 @@ func TestVariableKeysThroughInsertDeleteBuildAndRedo(t *testing.T) {
 	defer func() { longKeys = false }()
 	env := newEnv(t, 128)
 	ix := mustCreate(t, env, 10)
-	es := randomEntries(3, 3_000, 1<<30)
+	es := randomEntries(3, 1_500, 1<<30)
 	insertAll(t, ix, es)
 	mustCheck(t, ix)
 	if m, err := ix.readMeta(nil); err != nil || m.level < 2 {
@@ -161,6 +161,9 @@ func TestVariableKeysThroughInsertDeleteBuildAndRedo(t *testing.T) {
 		if tids, err := built.Lookup(e.Key, nil); err != nil || !slices.Contains(tids, e.TID) {
 			t.Fatalf("built index: lookup of a %d-byte key: %v, %v", len(e.Key), tids, err)
 		}
+	}
+	if err := env.deps.Log.Flush(env.deps.Log.InsertLSN(), nil); err != nil {
+		t.Fatal(err)
 	}
 	deps := recoveryDeps(t, t.TempDir())
 	replay(t, env.fs, env.dir, deps)

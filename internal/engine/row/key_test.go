@@ -29,11 +29,14 @@ func compareTuples(x, y []any) int {
 		var c int
 		switch v := x[i].(type) {
 		case int32:
-			c = cmp.Compare(v, y[i].(int32))
+			w, _ := y[i].(int32)
+			c = cmp.Compare(v, w)
 		case string:
-			c = cmp.Compare(v, y[i].(string))
+			w, _ := y[i].(string)
+			c = cmp.Compare(v, w)
 		case bool:
-			c = cmp.Compare(b2i(v), b2i(y[i].(bool)))
+			w, _ := y[i].(bool)
+			c = cmp.Compare(b2i(v), b2i(w))
 		}
 		if c != 0 {
 			return c

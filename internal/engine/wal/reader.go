@@ -219,11 +219,14 @@ func (r *Reader) segment(segno uint64) (vfs.File, int64, error) {
 // scans to the end of the segment after the one reading stopped in (a
 // mid-log damage is followed by valid records there or sooner). It
 // returns the start of the first such record, or 0 when there is none: a
-// torn or clean end.
+// torn or clean end. A candidate that would end past the scanned window
+// is dismissed unread, so stale bytes that look like headers of huge
+// records cost nothing.
 func (r *Reader) ResumeAfterEnd() (LSN, error) {
 	stop := r.pos
 	limit := LSN((uint64(stop)/uint64(r.size) + 2) * uint64(r.size))
 	chunk := make([]byte, 0, readAhead+recHeaderSize)
+	var rec []byte // a candidate record, reused: candidates are many in stale data
 	for base := stop + 1; base < limit; {
 		n := min(int(limit-base), readAhead)
 		buf := chunk[:n+recHeaderSize]
@@ -249,7 +252,13 @@ func (r *Reader) ResumeAfterEnd() (LSN, error) {
 			if prev < stop || prev >= q {
 				continue
 			}
-			rec := make([]byte, total)
+			if q+LSN(total) > limit {
+				continue // would end past the scanned window: not looked at
+			}
+			if cap(rec) < total {
+				rec = make([]byte, total)
+			}
+			rec = rec[:total]
 			m, err := r.readAt(q, rec)
 			if err != nil {
 				return 0, err

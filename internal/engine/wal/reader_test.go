@@ -1,12 +1,14 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
@@ -475,4 +477,43 @@ func FuzzResumeAfterEnd(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Stale bytes after the end of the log that look like headers of huge
+// records (a length near MaxRecordSize, a prev link into the scanned
+// window) are dismissed without reading or allocating them: the scan for
+// a valid record after the end took minutes on such data (one 32 MiB
+// buffer per candidate) and made Open hang.
+func TestResumeAfterEndDismissesHugeCandidatesCheaply(t *testing.T) {
+	dir := t.TempDir()
+	recs := writeRecords(t, dir, 300, 500)
+	truncateLogAt(t, dir, testSegSize) // one segment of records
+	end := recs[20]
+	// Zero a record's worth after the end (the scan starts past a clean
+	// end), then fill the rest of the first segment with fake headers.
+	stale := make([]byte, int(testSegSize-uint64(end.EndLSN)%testSegSize))
+	for i := 0; i+recHeaderSize <= len(stale); i += 16 {
+		binary.LittleEndian.PutUint32(stale[i:], MaxRecordSize-1)
+		binary.LittleEndian.PutUint64(stale[i+offRecPrev:], uint64(end.EndLSN)+1)
+	}
+	clear(stale[:recHeaderSize])
+	patchLog(t, dir, end.EndLSN, stale)
+	r, err := NewReader(vfs.OS(), dir, FirstLSN, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }() // read only
+	for {
+		if _, err := r.Next(); err != nil {
+			break
+		}
+	}
+	start := time.Now()
+	q, err := r.ResumeAfterEnd()
+	if err != nil || q != 0 {
+		t.Fatalf("ResumeAfterEnd = %X, %v; want no valid record", uint64(q), err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("ResumeAfterEnd took %v over %d fake headers", took, len(stale)/16)
+	}
 }
