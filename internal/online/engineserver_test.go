@@ -229,4 +229,3 @@ func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
