@@ -214,9 +214,6 @@ func (s *Session) fromClause(from []*pg.Node, c *compiler) (*source, error) {
 		if v := s.systemView(x.RangeVar); v != nil {
 			return v, nil
 		}
-		if v := s.statsView(x.RangeVar); v != nil {
-			return v, nil
-		}
 		ti, err := s.tableRef(x.RangeVar)
 		if err != nil {
 			return nil, err
