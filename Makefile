@@ -192,11 +192,12 @@ IMAGE_TAR ?= $(LOCALBIN)/vacuum-operator.tar
 E2E_REAL_ARGS ?=
 
 .PHONY: image-tar
-image-tar: $(LOCALBIN) ## Build static bin/manager and bin/vacuum-runner and the image tarball bin/vacuum-operator.tar (no Docker).
+image-tar: $(LOCALBIN) engine-server ## Build static bin/manager, bin/vacuum-runner and bin/engine-server and the image tarball bin/vacuum-operator.tar (no Docker).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/vacuum-runner ./cmd/vacuum-runner
 	go run ./hack/imagetar --tag $(IMAGE) --out $(IMAGE_TAR) \
 		--add $(LOCALBIN)/manager=/manager --add $(LOCALBIN)/vacuum-runner=/vacuum-runner \
+		--add $(LOCALBIN)/engine-server=/engine-server \
 		--user 65532:65532 --entrypoint /manager
 
 ## `make deploy`: IMG is the image of the manager and its runner pods (default: what image-tar

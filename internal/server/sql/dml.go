@@ -301,15 +301,6 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 	}}, nil
 }
 
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 func indexOfColumn(ti engine.TableInfo, name string) int {
 	for i, c := range ti.Columns {
 		if c.Name == name {

@@ -1134,7 +1134,8 @@ func (c *compiler) like(a *pg.A_Expr, op string) (*expr, error) {
 		if err != nil || rv == nil {
 			return nil, err
 		}
-		s, p := lv.(string), rv.(string)
+		s, _ := lv.(string)
+		p, _ := rv.(string)
 		if fold {
 			s, p = strings.ToLower(s), strings.ToLower(p)
 		}

@@ -421,6 +421,21 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			v, _ := e.sess.settings.get(name)
 			return v, nil
 		}}, nil
+	case "to_regclass":
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Text); err != nil {
+			return nil, err
+		}
+		return &expr{t: types.Oid, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			name, _ := asString(v)
+			return e.sess.regclass(name)
+		}}, nil
 	case "pg_relation_size":
 		if err := argc(1); err != nil {
 			return nil, err

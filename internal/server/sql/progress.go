@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
@@ -22,10 +23,40 @@ const DatabaseOID = 5
 type Vacuums struct {
 	mu   sync.Mutex
 	runs map[uint32]*runningVacuum
+	done map[uint32]vacuumed // by table OID, since the server started
+}
+
+// vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.
+type vacuumed struct {
+	last  time.Time
+	count int64
 }
 
 // NewVacuums returns an empty registry.
-func NewVacuums() *Vacuums { return &Vacuums{runs: map[uint32]*runningVacuum{}} }
+func NewVacuums() *Vacuums {
+	return &Vacuums{runs: map[uint32]*runningVacuum{}, done: map[uint32]vacuumed{}}
+}
+
+// finished records a completed vacuum (lazy or FULL) of the table with OID relid.
+func (v *Vacuums) finished(relid uint32, at time.Time) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	d := v.done[relid]
+	d.last, d.count = at, d.count+1
+	v.done[relid] = d
+	v.mu.Unlock()
+}
+
+func (v *Vacuums) vacuumedOf(relid uint32) vacuumed {
+	if v == nil {
+		return vacuumed{}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.done[relid]
+}
 
 // runningVacuum is one session's VACUUM statement: the engine run (one throttle budget for
 // all its tables, as PostgreSQL's cost balance is one per VACUUM) and the table it is on.
@@ -86,6 +117,16 @@ func (v *Vacuums) get(pid uint32) *runningVacuum {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.runs[pid]
+}
+
+// Count is the number of VACUUM statements running.
+func (v *Vacuums) Count() int {
+	if v == nil {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.runs)
 }
 
 // Running reports whether the session pid runs a VACUUM now (it is then not foreground).
@@ -191,8 +232,8 @@ func (s *Session) progressVacuumRows(fn func([]any) error) error {
 		tp, snap, _, relid := rv.current()
 		th := rv.run.Settings()
 		maxDead := rv.mwm / 6 // PostgreSQL 15's bound: 6-byte item pointers
-		if cap := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && cap < maxDead {
-			maxDead = cap
+		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
+			maxDead = bound
 		}
 		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,

@@ -18,6 +18,7 @@ import (
 	"github.com/pganalyze/pg_query_go/v6/parser"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
@@ -70,6 +71,8 @@ type Config struct {
 	// Vacuums is the server's registry of running VACUUMs, shared by its sessions (nil:
 	// this session's VACUUMs are not shown in the progress views).
 	Vacuums *Vacuums
+	// Latency records foreground statement latency (nil: not recorded).
+	Latency *latency.Recorder
 	// Signal cancels the running statement of session pid (pg_cancel_backend) or ends
 	// the session (terminate: pg_terminate_backend); false when no such session exists.
 	Signal func(pid uint32, terminate bool) bool
@@ -91,6 +94,7 @@ type Session struct {
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 	activity func() []Activity
 	vacuums  *Vacuums
+	latency  *latency.Recorder
 	signal   func(uint32, bool) bool
 	database string
 	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
@@ -105,7 +109,7 @@ func NewSession(c Config) *Session {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
 	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
-		vacuums: c.Vacuums, signal: c.Signal, database: c.Database}
+		vacuums: c.Vacuums, signal: c.Signal, database: c.Database, latency: c.Latency}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":
@@ -188,6 +192,9 @@ func (s *Session) Prepare(query string, paramOIDs []uint32) (*Statement, error) 
 	st.raw = stmts[0]
 	if s.state == txFailed && !endsBlock(st.raw.Stmt) {
 		return nil, errAborted()
+	}
+	if _, ok := st.raw.Stmt.Node.(*pg.Node_TransactionStmt); ok {
+		return st, nil // BEGIN, COMMIT, ...: no parameters, no rows
 	}
 	p, err := s.plan(st.raw.Stmt, &st.ParamTypes)
 	if err != nil {
@@ -320,8 +327,52 @@ func (s *Session) begin() error {
 	return nil
 }
 
-// run plans and executes one statement under the transaction rules.
+// run plans and executes one statement under the transaction rules, and records its
+// latency when it is foreground work.
 func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
+	if s.latency != nil {
+		if kind := statementKind(n); kind != "" && !s.maintenance() {
+			defer func(start time.Time) { s.latency.Observe(kind, time.Since(start)) }(time.Now())
+		}
+	}
+	return s.runStatement(ctx, n, ptypes, params)
+}
+
+// MaintenancePrefix starts the application_name of the runner's sessions: their statements
+// are not foreground (decisions.md), nor is any VACUUM.
+const MaintenancePrefix = "vacuum-runner"
+
+// maintenance reports whether this session's statements are maintenance, not foreground.
+func (s *Session) maintenance() bool {
+	app, _ := s.settings.get("application_name")
+	return strings.HasPrefix(app, MaintenancePrefix)
+}
+
+// statementKind is the latency histogram a statement counts in ("" for VACUUM, which is
+// never foreground).
+func statementKind(n *pg.Node) string {
+	switch x := n.Node.(type) {
+	case *pg.Node_SelectStmt:
+		return "select"
+	case *pg.Node_InsertStmt:
+		return "insert"
+	case *pg.Node_UpdateStmt:
+		return "update"
+	case *pg.Node_DeleteStmt:
+		return "delete"
+	case *pg.Node_CopyStmt:
+		return "copy"
+	case *pg.Node_VacuumStmt:
+		return ""
+	case *pg.Node_TransactionStmt:
+		if x.TransactionStmt.Kind == pg.TransactionStmtKind_TRANS_STMT_COMMIT {
+			return "commit"
+		}
+	}
+	return "other"
+}
+
+func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
 	if s.state == txFailed && !endsBlock(n) {
 		return nil, errAborted()
 	}

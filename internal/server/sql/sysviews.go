@@ -3,13 +3,15 @@ package sql
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
-
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
@@ -58,6 +60,7 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 	}
 	var cols []column
 	var rows func(fn func([]any) error) error
+	var xrows func(x *execCtx, fn func([]any) error) error
 	switch rv.Relname {
 	case "pg_stat_activity":
 		cols, rows = activityColumns, s.activityRows
@@ -65,12 +68,19 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 		cols, rows = progressVacuumColumns, s.progressVacuumRows
 	case "pg_stat_progress_cluster":
 		cols, rows = progressClusterColumns, s.progressClusterRows
+	case "vacuumops_statement_latency":
+		cols, rows = latencyColumns, s.latencyRows
+	case "pg_stat_user_tables", "pg_stat_all_tables":
+		cols, xrows = userTablesColumns, s.userTablesRows
 	default:
 		return nil
 	}
 	alias := rv.Relname
 	if rv.Alias != nil {
 		alias = rv.Alias.Aliasname
+	}
+	if xrows != nil {
+		return viewSource(alias, cols, xrows)
 	}
 	return viewSource(alias, cols, func(_ *execCtx, fn func([]any) error) error { return rows(fn) })
 }
@@ -163,4 +173,108 @@ func (s *Session) controlSystem(rf *pg.RangeFunction, f *pg.FuncCall) (*source, 
 		// one above 2^63 reads negative there too.
 		return fn([]any{int64(engine.DataVersion), int64(0), int64(s.db.SystemID()), modified})
 	}), nil
+}
+
+// latencyColumns are vacuumops_statement_latency's: per statement kind, the foreground
+// statements of the last window_seconds and their latency percentiles in microseconds.
+var latencyColumns = []column{
+	{name: "kind", t: types.Text},
+	{name: "window_seconds", t: types.Int4},
+	{name: "count", t: types.Int8},
+	{name: "p50_us", t: types.Int8},
+	{name: "p90_us", t: types.Int8},
+	{name: "p99_us", t: types.Int8},
+	{name: "p999_us", t: types.Int8},
+	{name: "max_us", t: types.Int8},
+	{name: "mean_us", t: types.Int8},
+}
+
+func (s *Session) latencyRows(fn func([]any) error) error {
+	if s.latency == nil {
+		return nil
+	}
+	secs := int64(latency.Window / time.Second)
+	for _, st := range s.latency.Snapshot() {
+		us := func(d time.Duration) int64 { return d.Microseconds() }
+		if err := fn([]any{st.Kind, secs, st.Count, us(st.P50), us(st.P90), us(st.P99), us(st.P999), us(st.Max), us(st.Mean)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// userTablesColumns are the pg_stat_user_tables columns this server fills, with
+// PostgreSQL's names and types.
+var userTablesColumns = []column{
+	{name: "relid", t: types.Oid},
+	{name: "schemaname", t: types.Text},
+	{name: "relname", t: types.Text},
+	{name: "n_live_tup", t: types.Int8},
+	{name: "n_dead_tup", t: types.Int8},
+	{name: "last_vacuum", t: types.Timestamptz},
+	{name: "vacuum_count", t: types.Int8},
+}
+
+// userTablesRows are pg_stat_user_tables' rows: n_live_tup and n_dead_tup are exact, from a
+// scan of every table classified against the vacuum horizon (the engine keeps no running
+// counters), so reading the view costs a scan of the database; last_vacuum and
+// vacuum_count count the VACUUMs finished since the server started.
+func (s *Session) userTablesRows(x *execCtx, fn func([]any) error) error {
+	tables, err := s.db.Tables()
+	if err != nil {
+		return engineError(err)
+	}
+	stats, err := s.db.Stats(x.ctx)
+	if err != nil {
+		return engineError(err)
+	}
+	byName := map[string]engine.TableStats{}
+	for _, st := range stats {
+		byName[st.Name] = st
+	}
+	for _, t := range tables {
+		st := byName[t.Name]
+		v := s.vacuums.vacuumedOf(t.OID)
+		if err := fn([]any{int64(t.OID), "public", t.Name, st.LiveTuples, st.DeadTuples + st.RecentlyDeadTuples,
+			orNull(v.last), v.count}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// regclass is to_regclass(name): the OID of the table or index name names (a bare or
+// public-qualified name, quoted or not, folded to lower case as an identifier), NULL when
+// there is none.
+func (s *Session) regclass(name string) (any, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return nil, nil
+	}
+	for i, p := range parts {
+		if len(p) >= 2 && strings.HasPrefix(p, `"`) && strings.HasSuffix(p, `"`) {
+			parts[i] = strings.ReplaceAll(p[1:len(p)-1], `""`, `"`)
+		} else {
+			parts[i] = strings.ToLower(p)
+		}
+	}
+	if len(parts) == 2 && parts[0] != "public" {
+		return nil, nil
+	}
+	rel := parts[len(parts)-1]
+	tables, err := s.db.Tables()
+	if err != nil {
+		return nil, engineError(err)
+	}
+	for _, t := range tables {
+		if t.Name == rel {
+			return int64(t.OID), nil
+		}
+		for _, ix := range t.Indexes {
+			if ix.Name == rel {
+				return int64(ix.OID), nil
+			}
+		}
+	}
+	return nil, nil
 }

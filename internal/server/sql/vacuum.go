@@ -151,10 +151,16 @@ func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string, opts v
 	if err != nil {
 		return nil, err
 	}
+	var rep *vacuum.Report
 	if opts.Full {
-		return rv.run.VacuumFull(x.ctx, t)
+		rep, err = rv.run.VacuumFull(x.ctx, t)
+	} else {
+		rep, err = rv.run.Vacuum(x.ctx, t)
 	}
-	return rv.run.Vacuum(x.ctx, t)
+	if err == nil {
+		s.vacuums.finished(ti.OID, time.Now())
+	}
+	return rep, err
 }
 
 func vacuumError(x *execCtx, table string, err error) error {

@@ -216,3 +216,101 @@ func TestCancelBackendStopsAThrottledVacuumAndFullShowsInClusterProgress(t *test
 		t.Fatalf("pg_cancel_backend of no backend: %v, %v (want false and a warning)", ok, err)
 	}
 }
+
+// TestStatementLatencyViewCountsOnlyForegroundStatements runs statements from an
+// application session and from a vacuum-runner session (including a VACUUM), and reads
+// vacuumops_statement_latency: only the application's statements are there, by kind, and
+// the one slow statement (pg_sleep(1)) is the maximum.
+func TestStatementLatencyViewCountsOnlyForegroundStatements(t *testing.T) {
+	s := startServer(t, wire.Config{})
+	app := connect(t, s.url("app", "", "postgres"))
+	runner := connect(t, s.url("app", "", "postgres")+"&application_name=vacuum-runner-test")
+	mustExec(t, runner, "CREATE TABLE lat (id int4 PRIMARY KEY, v int4)")
+	for i := range 20 {
+		mustExec(t, app, "INSERT INTO lat VALUES ($1, 0)", int32(i))
+	}
+	for range 30 {
+		mustExec(t, app, "SELECT v FROM lat WHERE id = 3")
+		mustExec(t, runner, "SELECT v FROM lat WHERE id = 4")
+	}
+	mustExec(t, app, "SELECT pg_sleep(1)")
+	mustExec(t, runner, "VACUUM lat")
+	mustExec(t, app, "BEGIN")
+	mustExec(t, app, "UPDATE lat SET v = v + 1 WHERE id < 5")
+	mustExec(t, app, "COMMIT")
+	rows, err := runner.Query(context.Background(), "SELECT kind, window_seconds, count, p50_us, p99_us, max_us FROM vacuumops_statement_latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stat struct {
+		window              int32
+		count, p50, p99, mx int64
+	}
+	got := map[string]stat{}
+	for rows.Next() {
+		var k string
+		var st stat
+		if err := rows.Scan(&k, &st.window, &st.count, &st.p50, &st.p99, &st.mx); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = st
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	// pgx's extended protocol: the app's statements are one Execute each.
+	want := map[string]int64{"insert": 20, "select": 31, "update": 1, "commit": 1, "other": 1}
+	for k, n := range want {
+		if got[k].count != n || got[k].window != 10 {
+			t.Errorf("kind %s: %+v, want count %d over 10 s", k, got[k], n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("kinds %v, want exactly %v (no VACUUM, nothing of the vacuum-runner session)", got, want)
+	}
+	sel := got["select"]
+	if sel.mx < 1_000_000 || sel.mx > 5_000_000 || sel.p50 >= 1_000_000 || sel.p50 <= 0 {
+		t.Errorf("select latency %+v: want max about 1 s (pg_sleep(1)) and p50 well under it", sel)
+	}
+}
+
+// TestUserTablesShowDeadTuplesAndTheVacuumsDone reads pg_stat_user_tables before and after a
+// VACUUM, and looks the table up with to_regclass and pg_relation_size, as the runner picks
+// tables.
+func TestUserTablesShowDeadTuplesAndTheVacuumsDone(t *testing.T) {
+	s := startServer(t, wire.Config{})
+	c := connect(t, s.url("app", "", "postgres"))
+	ctx := context.Background()
+	mustExec(t, c, "CREATE TABLE st (id int4 PRIMARY KEY, v int4)")
+	mustExec(t, c, "INSERT INTO st SELECT g, g FROM generate_series(1, 100) g")
+	mustExec(t, c, "DELETE FROM st WHERE id <= 40")
+	type row struct {
+		live, dead, count int64
+		last              *time.Time
+	}
+	read := func() row {
+		t.Helper()
+		var r row
+		err := c.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, vacuum_count, last_vacuum FROM pg_stat_user_tables
+			WHERE relid = to_regclass('"st"') AND schemaname = 'public' AND relname = 'st'`).Scan(&r.live, &r.dead, &r.count, &r.last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(); r.live != 60 || r.dead != 40 || r.count != 0 || r.last != nil {
+		t.Fatalf("before VACUUM: %+v, want 60 live, 40 dead, never vacuumed", r)
+	}
+	mustExec(t, c, "VACUUM st")
+	if r := read(); r.live != 60 || r.dead != 0 || r.count != 1 || r.last == nil || time.Since(*r.last) > time.Minute {
+		t.Fatalf("after VACUUM: %+v, want 60 live, 0 dead, vacuumed once just now", r)
+	}
+	var size int64
+	if err := c.QueryRow(ctx, "SELECT pg_relation_size(to_regclass('public.st'))").Scan(&size); err != nil || size != 8192 {
+		t.Fatalf("pg_relation_size: %d, %v (want one block)", size, err)
+	}
+	var missing *int64
+	if err := c.QueryRow(ctx, "SELECT to_regclass('nope')").Scan(&missing); err != nil || missing != nil {
+		t.Fatalf("to_regclass of no table: %v, %v (want NULL)", missing, err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/sql"
 )
@@ -60,6 +61,7 @@ type Server struct {
 	cfg     Config
 	nextPID atomic.Uint32
 	vacuums *sql.Vacuums // running VACUUMs, for the progress views and vacuum_set_throttle
+	latency *latency.Recorder
 
 	mu       sync.Mutex
 	conns    map[uint32]*conn // sessions past startup, by process id
@@ -80,10 +82,16 @@ func New(cfg Config) *Server {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums()}
+	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
 }
+
+// Latency is the server's foreground statement latency (its Collector is on /metrics).
+func (s *Server) Latency() *latency.Recorder { return s.latency }
+
+// VacuumsRunning is the number of VACUUM statements running now.
+func (s *Server) VacuumsRunning() int { return s.vacuums.Count() }
 
 // ErrServerClosed is what Serve returns after Shutdown.
 var ErrServerClosed = errors.New("server closed")
