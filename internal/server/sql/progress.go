@@ -62,7 +62,7 @@ func (v *Vacuums) vacuumedOf(relid uint32) vacuumed {
 // all its tables, as PostgreSQL's cost balance is one per VACUUM) and the table it is on.
 type runningVacuum struct {
 	pid  uint32
-	run  *vacuum.Run
+	run  *vacuum.Batch
 	full bool
 	mwm  int64 // maintenance_work_mem in bytes
 
@@ -134,7 +134,7 @@ func (v *Vacuums) Running(pid uint32) bool { return v.get(pid) != nil }
 
 // current is the progress of the table the vacuum is on: the last table started, or a
 // fresh one in phase initializing while the next table's vacuum lock is being taken.
-func (rv *runningVacuum) current() (vacuum.TableProgress, vacuum.Snapshot, string, uint32) {
+func (rv *runningVacuum) current() (vacuum.TableProgress, vacuum.Progress, string, uint32) {
 	snap := rv.run.Progress()
 	rv.mu.Lock()
 	table, relid := rv.table, rv.relid

@@ -108,7 +108,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 				names = append(names, t.Name)
 			}
 		}
-		run, err := vacuum.NewRun(opts)
+		run, err := vacuum.NewBatch(opts)
 		if err != nil {
 			return nil, vacuumError(x, "", err)
 		}
