@@ -287,7 +287,7 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 			rep.Totals.ElapsedSeconds)
 	case code == runnerwire.ExitCancelled:
 		s.Phase = runnerwire.SummaryCancelled
-		s.Message = "canceled"
+		s.Message = "cancelled"
 		var sig *SignalError
 		if errors.As(context.Cause(ctx), &sig) {
 			s.Message = sig.Error()

@@ -54,7 +54,7 @@ func (w *writer) writeError(err error, vals []any) error {
 	case errors.As(err, &uv):
 		return &pgerr.Error{Severity: "ERROR", Code: pgerr.UniqueViolation,
 			Message: fmt.Sprintf("duplicate key value violates unique constraint \"%s\"", uv.Index),
-			Detail:  fmt.Sprintf("Key (%s)=(%d) already exists.", uv.Column, uv.Key)}
+			Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(uv.Columns, ", "), row.FormatValues(uv.Key))}
 	case errors.As(err, &ve) && errors.Is(err, row.ErrNotNull):
 		e := pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint", ve.Column, w.ti.Name)
 		e.Detail = "Failing row contains " + failingRow(w.cols, vals) + "."
@@ -794,7 +794,7 @@ func ddlError(err error, name string) error {
 		return nil
 	case errors.As(err, &uv):
 		e := pgerr.New(pgerr.UniqueViolation, "could not create unique index \"%s\"", uv.Index)
-		e.Detail = fmt.Sprintf("Key (%s)=(%d) is duplicated.", uv.Column, uv.Key)
+		e.Detail = fmt.Sprintf("Key (%s)=(%s) is duplicated.", strings.Join(uv.Columns, ", "), row.FormatValues(uv.Key))
 		return e
 	case errors.As(err, &ve) && errors.Is(err, row.ErrNotNull):
 		return pgerr.New(pgerr.NotNullViolation, "column \"%s\" of relation contains null values", ve.Column)

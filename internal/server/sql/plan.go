@@ -140,10 +140,13 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 		if err != nil {
 			return err
 		}
+		if !empty {
+			lo, hi, empty = src.clampToKeyType(lo, hi)
+		}
 		if empty {
 			return nil
 		}
-		err = x.tx.IndexRange(src.index, lo, hi, func(f engine.Found) error {
+		err = x.tx.IndexRange(src.index, []any{lo}, []any{hi}, func(f engine.Found) error {
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}
@@ -198,6 +201,30 @@ func (src *source) keyRange(x *execCtx) (lo, hi int64, empty bool, err error) {
 		}
 	}
 	return lo, hi, lo > hi, nil
+}
+
+// clampToKeyType narrows an inclusive range to the values the index's first key column
+// can hold (an int4 key never sees the int8 extremes keyRange starts from).
+func (src *source) clampToKeyType(lo, hi int64) (int64, int64, bool) {
+	kmin, kmax := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, ix := range src.table.Indexes {
+		if ix.Name != src.index || len(ix.Columns) == 0 {
+			continue
+		}
+		for _, c := range src.table.Columns {
+			if c.Name != ix.Columns[0] {
+				continue
+			}
+			switch c.Type {
+			case engine.Int2:
+				kmin, kmax = math.MinInt16, math.MaxInt16
+			case engine.Int4:
+				kmin, kmax = math.MinInt32, math.MaxInt32
+			}
+		}
+	}
+	lo, hi = max(lo, kmin), min(hi, kmax)
+	return lo, hi, lo > hi
 }
 
 // fromClause builds the source of a FROM list (empty: one row without columns).

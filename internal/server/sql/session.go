@@ -76,6 +76,8 @@ type Config struct {
 	// Signal cancels the running statement of session pid (pg_cancel_backend) or ends
 	// the session (terminate: pg_terminate_backend); false when no such session exists.
 	Signal func(pid uint32, terminate bool) bool
+	// Views are system views other packages provide, by name (extviews.go).
+	Views map[string]View
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -100,6 +102,7 @@ type Session struct {
 	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
 	// an unknown process); run adds them to the statement's result.
 	pending []*pgerr.Error
+	views   map[string]View
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -109,7 +112,7 @@ func NewSession(c Config) *Session {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
 	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
-		vacuums: c.Vacuums, signal: c.Signal, database: c.Database, latency: c.Latency}
+		vacuums: c.Vacuums, signal: c.Signal, database: c.Database, latency: c.Latency, views: c.Views}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":

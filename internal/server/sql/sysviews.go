@@ -58,6 +58,9 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 	if rv.Schemaname != "" && rv.Schemaname != "pg_catalog" {
 		return nil
 	}
+	if src := s.extView(rv); src != nil {
+		return src
+	}
 	var cols []column
 	var rows func(fn func([]any) error) error
 	var xrows func(x *execCtx, fn func([]any) error) error
@@ -128,11 +131,7 @@ func (s *Session) relationSize(oid uint32) (any, error) {
 		if t.OID != oid {
 			continue
 		}
-		h, err := s.db.TableHandle(t.Name)
-		if err != nil {
-			return nil, engineError(err)
-		}
-		n, err := h.Heap.NBlocks()
+		n, err := s.db.TablePages(t.Name)
 		if err != nil {
 			return nil, engineError(err)
 		}

@@ -117,7 +117,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		defer s.vacuums.remove(s.pid)
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
-			rep, err := s.vacuumTable(x, rv, name, opts)
+			rep, err := s.vacuumTable(x, rv, name)
 			if errors.Is(err, vacuum.ErrVacuumInProgress) {
 				res.Notices = append(res.Notices, warning("55P03", fmt.Sprintf("skipping vacuum of \"%s\" --- lock not available", name)))
 				continue
@@ -141,26 +141,23 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 
 // vacuumTable vacuums one table in the statement's run (registered for the progress views
 // from before its vacuum lock is taken, so a waiting VACUUM shows as initializing).
-func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string, opts vacuum.Options) (*vacuum.Report, error) {
+func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string) (*vacuum.Report, error) {
 	ti, err := s.db.Table(name)
 	if err != nil {
 		return nil, err
 	}
 	rv.setTable(name, ti.OID)
-	t, err := s.db.LockedVacuumTarget(x.ctx, name, opts.NoWait)
+	rep, err := s.db.VacuumBatch(x.ctx, rv.run, []string{name})
 	if err != nil {
 		return nil, err
 	}
-	var rep *vacuum.Report
-	if opts.Full {
-		rep, err = rv.run.VacuumFull(x.ctx, t)
-	} else {
-		rep, err = rv.run.Vacuum(x.ctx, t)
+	for i := len(rep.Tables) - 1; i >= 0; i-- {
+		if rep.Tables[i].Table == name {
+			s.vacuums.finished(ti.OID, time.Now())
+			return rep.Tables[i], nil
+		}
 	}
-	if err == nil {
-		s.vacuums.finished(ti.OID, time.Now())
-	}
-	return rep, err
+	return nil, fmt.Errorf("vacuum of %q gave no report", name)
 }
 
 func vacuumError(x *execCtx, table string, err error) error {

@@ -53,7 +53,12 @@ type Config struct {
 	Database string // the one database name clients may connect to
 	// MaxConnections bounds concurrent sessions (53300 beyond it); 0 = 100.
 	MaxConnections int
-	Logf           func(format string, args ...any)
+	// Replication serves replication connections (startup parameter replication); nil
+	// refuses them (0A000).
+	Replication ReplicationHandler
+	// Views are system views other packages provide (sql.Config.Views).
+	Views map[string]sql.View
+	Logf  func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
