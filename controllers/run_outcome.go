@@ -48,6 +48,11 @@ func containerEnd(pod *corev1.Pod) (attemptEnd, bool) {
 		} else {
 			end.Message = strings.TrimSpace(t.Message)
 		}
+		if end.Message == "" && pod.Status.Reason != "" {
+			// Killed with no word from the runner: say why the kubelet ended the pod
+			// ("Evicted: Usage of EmptyDir volume "tmp" exceeds the limit "64Mi".").
+			end.Message = strings.TrimSpace(pod.Status.Reason + ": " + pod.Status.Message)
+		}
 		return end, true
 	}
 	return attemptEnd{}, false

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -202,6 +203,28 @@ var _ = Describe("Tenancy", func() {
 		Expect(getRun(ns, "forged").Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
 		Expect(replicasOf(app)).To(BeEquivalentTo(3))
 		Expect(getRun(ns, "forged").Status.Quiesced).To(BeNil())
+	})
+
+	It("never lowers a workload someone scaled up between the run's end and its restore", func() {
+		app := newWorkload(ns, "Deployment", "app", 3)
+		newRun(ns, "raised", "data", quiesceDeployment)
+		pod := reconcileUntilPod(r, ns, "raised", 1)
+		Expect(replicasOf(app)).To(BeZero())
+		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		reconcileRun(r, ns, "raised")
+		run := getRun(ns, "raised")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
+		Expect(run.Status.Quiesced).NotTo(BeNil(), "not restored yet: the next reconcile restores")
+
+		var scale autoscalingv1.Scale
+		Expect(k8sClient.SubResource("scale").Get(suiteCtx, app, &scale)).To(Succeed())
+		scale.Spec.Replicas = 5
+		Expect(k8sClient.SubResource("scale").Update(suiteCtx, app, client.WithSubResourceBody(&scale))).To(Succeed())
+		for range 2 {
+			reconcileRun(r, ns, "raised")
+		}
+		Expect(replicasOf(app)).To(BeEquivalentTo(5), "the restore only raises a count, up to the one it recorded")
+		Expect(getRun(ns, "raised").Status.Quiesced).To(BeNil())
 	})
 
 	It("lets a policy adopt only runs it controls: a hand-made run of its run's name is left alone", func() {

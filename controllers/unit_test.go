@@ -225,3 +225,19 @@ func TestRunTokenIsAnHMACOfTheRunUIDUnderTheManagerKey(t *testing.T) {
 		t.Errorf("token %q is not hex SHA-256", runToken(k1, "a"))
 	}
 }
+
+func TestAnEvictedRunnerIsReportedWithTheKubeletsReason(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted",
+		Message: `Usage of EmptyDir volume "tmp" exceeds the limit "64Mi". `,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: runnerContainer, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}}}}}
+	end, ok := containerEnd(pod)
+	if !ok {
+		t.Fatal("no end read from a terminated runner container")
+	}
+	v, reason, msg := judge(end, false)
+	if v != verdictRetry || reason != vacuumv1alpha1.ReasonAttemptFailed ||
+		msg != `Evicted: Usage of EmptyDir volume "tmp" exceeds the limit "64Mi".` {
+		t.Fatalf("judged %v %s %q, want a retried attempt naming the eviction", v, reason, msg)
+	}
+}

@@ -65,7 +65,9 @@ var _ = Describe("A run started by the earlier manager version", func() {
 		r, rec = newRunReconciler(clocktesting.NewFakeClock(time.Now()))
 	})
 
-	app := func() *vacuumv1alpha1.QuiesceTarget { return &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "app"} }
+	app := func() *vacuumv1alpha1.QuiesceTarget {
+		return &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "app"}
+	}
 	appReplicas := func() int32 {
 		obj := workloadTypes[app().Kind]()
 		obj.SetNamespace(ns)

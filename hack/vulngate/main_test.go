@@ -18,7 +18,7 @@ const (
 	progress  = `{"progress":{"message":"Scanning your code and 600 packages across 80 dependent modules for known vulnerabilities..."}}`
 )
 
-func TestGate(t *testing.T) {
+func TestGateFailsOnCalledVulnerabilitiesNotOnImportedOnes(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		stream      []string

@@ -88,7 +88,10 @@ func TestOpenRefusesDirectoriesThatAreNotDataDirectories(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesAnUnknownDataDirectoryVersion(t *testing.T) {
+// newerDataDir returns a closed data directory whose control file says
+// it was written by a newer engine (DataVersion + 1).
+func newerDataDir(t *testing.T) string {
+	t.Helper()
 	db, dir := newDB(t, testOpts())
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -101,7 +104,11 @@ func TestOpenRefusesAnUnknownDataDirectoryVersion(t *testing.T) {
 	if err := wal.WriteControl(vfs.OS(), dir, ctl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, testOpts()); !errors.Is(err, ErrUnsupportedVersion) {
+	return dir
+}
+
+func TestOpenRefusesAnUnknownDataDirectoryVersion(t *testing.T) {
+	if _, err := Open(newerDataDir(t), testOpts()); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Fatalf("Open of a future version: %v, want ErrUnsupportedVersion", err)
 	}
 }

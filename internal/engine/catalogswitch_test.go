@@ -33,6 +33,27 @@ func (f *rootSyncFail) SyncDir(d string) error {
 	return f.FS.SyncDir(d)
 }
 
+// openWithRootSyncFail initializes a data directory (no automatic
+// checkpoints) and opens it through a rootSyncFail, not yet armed; opts
+// reopens it without the failing FS.
+func openWithRootSyncFail(t *testing.T) (db *DB, dir string, opts Options, fsys *rootSyncFail) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "data")
+	opts = testOpts()
+	opts.CheckpointWALBytes = -1
+	if err := Init(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	fsys = &rootSyncFail{FS: vfs.NewOS(t.Logf), root: filepath.Clean(dir)}
+	o := opts
+	o.FS = fsys
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, dir, opts, fsys
+}
+
 // TestFailedCatalogDirectoryFsyncNeverLosesTheTable fails the directory
 // fsync that follows the catalog's rename during VACUUM FULL, CREATE TABLE
 // and CREATE INDEX. The switch may have reached the disk, so the engine
@@ -93,23 +114,11 @@ func TestFailedCatalogDirectoryFsyncNeverLosesTheTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "data")
-			opts := testOpts()
-			opts.CheckpointWALBytes = -1
-			if err := Init(dir, opts); err != nil {
-				t.Fatal(err)
-			}
-			fsys := &rootSyncFail{FS: vfs.NewOS(t.Logf), root: filepath.Clean(dir)}
-			o := opts
-			o.FS = fsys
-			db, err := Open(dir, o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, dir, opts, fsys := openWithRootSyncFail(t)
 			want := fillAndThin(t, db, 2000)
 
 			fsys.armed.Store(true)
-			err = tc.op(db)
+			err := tc.op(db)
 			if fsys.fired.Load() != 1 {
 				t.Fatalf("%s did not fsync the data directory (err %v)", tc.name, err)
 			}
@@ -202,22 +211,10 @@ func fillAndThin(t *testing.T, db *DB, n int) map[int64]rowVal {
 // writes and checkpoints are refused until the directory is reopened, and
 // the reopened directory has every committed row.
 func TestFailedDirectoryFsyncInACheckpointStopsWritesUntilReopened(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	opts := testOpts()
-	opts.CheckpointWALBytes = -1
-	if err := Init(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	fsys := &rootSyncFail{FS: vfs.NewOS(t.Logf), root: filepath.Clean(dir)}
-	o := opts
-	o.FS = fsys
-	db, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, dir, opts, fsys := openWithRootSyncFail(t)
 	want := fillAndThin(t, db, 200)
 	fsys.armed.Store(true)
-	err = db.Checkpoint()
+	err := db.Checkpoint()
 	if fsys.fired.Load() != 1 || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("checkpoint with a failing directory fsync = %v (fired %d), want EIO", err, fsys.fired.Load())
 	}

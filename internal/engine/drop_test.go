@@ -264,22 +264,11 @@ func TestDropAndTruncateAreSafeAtEveryPowerCut(t *testing.T) {
 func TestDropWithAFailedDirectoryFsyncRemovesNoFile(t *testing.T) {
 	for _, name := range []string{"drop", "truncate"} {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "data")
-			opts := testOpts()
-			opts.CheckpointWALBytes = -1
-			if err := Init(dir, opts); err != nil {
-				t.Fatal(err)
-			}
-			fsys := &rootSyncFail{FS: vfs.NewOS(t.Logf), root: filepath.Clean(dir)}
-			o := opts
-			o.FS = fsys
-			db, err := Open(dir, o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, dir, opts, fsys := openWithRootSyncFail(t)
 			fillDropTable(t, db, 300)
 			ti, _ := db.Table("d")
 			fsys.armed.Store(true)
+			var err error
 			if name == "drop" {
 				err = db.DropTable(context.Background(), "d")
 			} else {

@@ -72,6 +72,55 @@ func sameExcept(a, b catalogShape, names ...string) bool {
 	return true
 }
 
+// prepareSpare makes the table the DROP and TRUNCATE cases switch out: "spare", with an
+// index and a few rows (the work table's ledger stays as it is).
+func prepareSpare(e *faultEnv) {
+	e.t.Helper()
+	if err := e.db.CreateTable("spare", []Column{{Name: "id", Type: Int8}}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.db.CreateIndex("spare_id", "spare", "id"); err != nil {
+		e.t.Fatal(err)
+	}
+	tx := mustTx(e.t, e.db)
+	for i := range 10 {
+		if _, err := tx.Insert("spare", []any{int64(i)}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// switchedTogether is the outcome of a switch of the named entries (a heap and its
+// indexes): all as before ("old"), or all new ("new": gone when gone is set, else on new
+// files), never some of each; every other entry unchanged.
+func switchedTogether(gone bool, names ...string) func(before, after catalogShape) (string, error) {
+	return func(before, after catalogShape) (string, error) {
+		if !sameExcept(before, after, names...) {
+			return "", fmt.Errorf("catalog %v, want %v but for %v", after, before, names)
+		}
+		olds, news := 0, 0
+		for _, n := range names {
+			v, ok := after[n]
+			switch {
+			case ok && v == before[n]:
+				olds++
+			case gone && !ok, !gone && ok && v != before[n]:
+				news++
+			}
+		}
+		switch {
+		case olds == len(names):
+			return "old", nil
+		case news == len(names):
+			return "new", nil
+		}
+		return "", fmt.Errorf("a mix of old and new for %v: now %v, before %v", names, after, before)
+	}
+}
+
 // addedOutcome is the outcome of a DDL that adds the catalog entry name,
 // whose value must be want when it is there.
 func addedOutcome(name, wantPrefix string) func(before, after catalogShape) (string, error) {
@@ -84,7 +133,7 @@ func addedOutcome(name, wantPrefix string) func(before, after catalogShape) (str
 		case !ok:
 			return "old", nil
 		case len(v) < len(wantPrefix) || v[:len(wantPrefix)] != wantPrefix:
-			return "", fmt.Errorf("%s is %q, want %q...", name, v, wantPrefix)
+			return "", fmt.Errorf("%s is %q, want it to start with %q", name, v, wantPrefix)
 		}
 		return "new", nil
 	}
@@ -96,24 +145,15 @@ var sweepOps = []sweepOp{
 		opts.Throttle = &throttle.Settings{}
 		_, err := db.VacuumFull(context.Background(), workTable, opts)
 		return err
-	}, outcome: func(before, after catalogShape) (string, error) {
-		// The heap and its index switch together: both old or both new.
-		heap, index := workTable, workTable+"."+workTable+"_id"
-		if !sameExcept(before, after, heap, index) {
-			return "", fmt.Errorf("catalog %v, want %v but for the work table's files", after, before)
-		}
-		switch oldHeap, oldIndex := after[heap] == before[heap], after[index] == before[index]; {
-		case oldHeap && oldIndex:
-			return "old", nil
-		case !oldHeap && !oldIndex && after[index] != "":
-			return "new", nil
-		}
-		return "", fmt.Errorf("a mix of old and new: heap %s (was %s), index %q (was %q)", after[heap], before[heap], after[index], before[index])
-	}},
+	}, outcome: switchedTogether(false, workTable, workTable+"."+workTable+"_id")},
 	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int8}}) },
 		outcome: addedOutcome("other", "")},
 	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") },
 		outcome: addedOutcome(workTable+".acc_n", "n ")},
+	{name: "drop table", prepare: prepareSpare, run: func(db *DB) error { return db.DropTable(context.Background(), "spare") },
+		outcome: switchedTogether(true, "spare", "spare.spare_id")},
+	{name: "truncate", prepare: prepareSpare, run: func(db *DB) error { return db.TruncateTable(context.Background(), "spare") },
+		outcome: switchedTogether(false, "spare", "spare.spare_id")},
 	{name: "checkpoint and WAL recycling", prepare: func(e *faultEnv) { e.mustInsert(60) }, run: func(db *DB) error {
 		return db.Checkpoint()
 	}, outcome: func(before, after catalogShape) (string, error) {

@@ -296,19 +296,7 @@ func TestUpgradeIsCrashSafeAtEveryStep(t *testing.T) {
 }
 
 func TestUpgradeRefusesANewerDirectory(t *testing.T) {
-	db, dir := newDB(t, testOpts())
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := wal.ReadControl(vfs.OS(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl.Version = DataVersion + 1
-	if err := wal.WriteControl(vfs.OS(), dir, ctl); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Upgrade(dir, testOpts()); !errors.Is(err, ErrUnsupportedVersion) {
+	if _, err := Upgrade(newerDataDir(t), testOpts()); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Fatalf("Upgrade of a newer directory: %v, want ErrUnsupportedVersion", err)
 	}
 	if _, err := Upgrade(t.TempDir(), testOpts()); !errors.Is(err, ErrNotDataDir) {

@@ -148,22 +148,22 @@ func (db *DB) swapChecked(name string, was *tableHandle, newHeap storage.RelFile
 // pages are given back. Rows stay readable and writable meanwhile (only
 // the final truncation takes the table's lock briefly).
 func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewBatch(opts)
-	if err != nil {
-		return nil, err
-	}
-	t, err := db.lockedTarget(ctx, table, opts.NoWait)
-	if err != nil {
-		return nil, err
-	}
-	return run.Vacuum(ctx, t)
+	return db.vacuumOne(ctx, table, opts, (*vacuum.Batch).Vacuum)
 }
 
 // VacuumFull rewrites one table and rebuilds its indexes (PostgreSQL's
 // VACUUM FULL), holding the table's exclusive lock throughout. It first
 // checks that the volume has room for the copy (vacuum.ErrNoSpace).
 func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewBatch(opts)
+	return db.vacuumOne(ctx, table, opts, (*vacuum.Batch).VacuumFull)
+}
+
+// vacuumOne vacuums one table in a batch of its own, with how (lazy or
+// FULL), under the table's vacuum lock.
+func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options,
+	how func(*vacuum.Batch, context.Context, *vacuum.Target) (*vacuum.Report, error),
+) (*vacuum.Report, error) {
+	b, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options)
 	if err != nil {
 		return nil, err
 	}
-	return run.VacuumFull(ctx, t)
+	return how(b, ctx, t)
 }
 
 // VacuumBatch vacuums several tables in one batch (vacuum.NewBatch):

@@ -29,6 +29,10 @@
 //   - Deleting a pod (deletionTimestamp set) sends SIGTERM to the process group, SIGKILL after
 //     the grace period, then, once the process has ended, deletes the pod with grace 0 as a
 //     kubelet does. Stopping the node kills every process it started.
+//   - An emptyDir volume with a sizeLimit is measured every Config.EvictionInterval (1 s):
+//     its files' blocks plus the files the pod's process unlinked there and keeps open. Over
+//     the limit, the pod is evicted as a kubelet evicts it: SIGKILL, phase Failed, reason
+//     Evicted, "Usage of EmptyDir volume ... exceeds the limit ...".
 //   - Status written back: phase Pending -> Running -> Succeeded/Failed, podIP(s), hostIP,
 //     conditions (PodScheduled, Initialized, ContainersReady, Ready), the container state
 //     (waiting, running with startedAt, terminated with exitCode, reason, message = the

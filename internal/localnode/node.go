@@ -52,6 +52,9 @@ type Config struct {
 	// addresses 127.0.0.2-254 (default DefaultAddressLockDir()). Nodes given different
 	// directories may hand out the same address.
 	AddressLockDir string
+	// EvictionInterval is how often the emptyDir volumes with a sizeLimit of a running pod
+	// are measured (default DefaultEvictionInterval); a pod over a limit is evicted.
+	EvictionInterval time.Duration
 	// Log receives the node's log lines (default: discard).
 	Log logr.Logger
 }

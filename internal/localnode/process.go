@@ -29,8 +29,12 @@ type podProcess struct {
 	startedAt metav1.Time
 	done      chan struct{} // closed once the process has ended and result is set
 
+	// limits are the pod's emptyDir volumes with a sizeLimit, watched while it runs.
+	limits []volumeLimit
+
 	mu       sync.Mutex
 	termSent bool
+	evicted  string // why the node evicted the pod ("" unless it did)
 	result   exitResult
 	reported bool // the terminal status has been written
 }
@@ -41,6 +45,7 @@ type exitResult struct {
 	signal     string // "" unless killed by a signal
 	finishedAt metav1.Time
 	message    string // termination message, at most maxTerminationMessage bytes
+	evicted    string // the eviction message when the node evicted the pod
 }
 
 // startProcess starts l as a new process group, its output appended to logPath.
@@ -89,6 +94,7 @@ func (p *podProcess) wait() {
 		res.message = msg
 	}
 	p.mu.Lock()
+	res.evicted = p.evicted
 	p.result = res
 	p.mu.Unlock()
 	close(p.done)

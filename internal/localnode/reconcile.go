@@ -122,13 +122,20 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) 
 	if err != nil {
 		n.cfg.Log.Error(err, "pod started with a problem", "pod", key)
 	}
-	p := &podProcess{uid: pod.UID, key: key, ip: ip, termPath: l.termPath, cmd: cmd, startedAt: started, done: make(chan struct{})}
+	p := &podProcess{uid: pod.UID, key: key, ip: ip, termPath: l.termPath, cmd: cmd, startedAt: started, done: make(chan struct{}),
+		limits: n.volumeLimits(pod)}
 	n.mu.Lock()
 	n.procs[pod.UID] = p
 	n.wg.Add(1)
+	if len(p.limits) > 0 {
+		n.wg.Add(1)
+	}
 	n.mu.Unlock()
 	n.cfg.Log.Info("started pod", "pod", key, "ip", ip, "pid", cmd.Process.Pid)
 	go n.watch(p)
+	if len(p.limits) > 0 {
+		go n.enforceLimits(p)
+	}
 	return ctrl.Result{}, nil
 }
 

@@ -106,6 +106,11 @@ func markTerminated(pod *corev1.Pod, started metav1.Time, res exitResult) {
 		pod.Status.Phase = corev1.PodFailed
 		reason = "Error"
 	}
+	if res.evicted != "" { // as a kubelet's eviction manager reports it
+		pod.Status.Phase = corev1.PodFailed
+		pod.Status.Reason, pod.Status.Message = "Evicted", res.evicted
+		reason = "Error"
+	}
 	setReadiness(pod, false, "PodCompleted")
 	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{

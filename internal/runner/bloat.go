@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 )
@@ -33,7 +34,7 @@ type bloatParams struct {
 	indexes, payloadBytes        int
 	seed                         uint64
 	batch                        int
-	bufferPool                   quantityValue
+	bufferPool                   cliflag.Quantity
 	lockTimeout                  time.Duration
 	allowRecovery                bool
 	json                         bool
@@ -47,7 +48,7 @@ const maxBloatIndexes = 32
 
 func parseBloatFlags(args []string) (bloatParams, error) {
 	var p bloatParams
-	fs := newFlagSet("bloat")
+	fs := cliflag.NewSet("bloat")
 	fs.StringVar(&p.data, "data", "", "data directory")
 	fs.StringVar(&p.table, "table", "", "table to create (if needed) and fill")
 	fs.Int64Var(&p.rows, "rows", 100000, "rows to insert")
@@ -57,7 +58,7 @@ func parseBloatFlags(args []string) (bloatParams, error) {
 	fs.IntVar(&p.payloadBytes, "payload-bytes", 100, "bytes of payload per row")
 	fs.Uint64Var(&p.seed, "seed", 1, "seed of the pseudo-random keys, payloads and choices")
 	fs.IntVar(&p.batch, "batch", 10000, "rows per transaction")
-	p.bufferPool.q = mustQuantity("256Mi")
+	p.bufferPool.Value = mustQuantity("256Mi")
 	fs.Var(&p.bufferPool, "buffer-pool", "buffer pool size")
 	fs.DurationVar(&p.lockTimeout, "lock-timeout", 0, "how long to wait for a busy data directory")
 	fs.BoolVar(&p.allowRecovery, "allow-crash-recovery", false,
@@ -84,8 +85,8 @@ func parseBloatFlags(args []string) (bloatParams, error) {
 	case p.batch < 1:
 		return p, usagef("--batch must be at least 1, got %d", p.batch)
 	}
-	if v, ok := p.bufferPool.q.AsInt64(); !ok || v < 1<<20 {
-		return p, usagef("--buffer-pool must be at least 1Mi, got %s", p.bufferPool.q.String())
+	if v, ok := p.bufferPool.Value.AsInt64(); !ok || v < 1<<20 {
+		return p, usagef("--buffer-pool must be at least 1Mi, got %s", p.bufferPool.Value.String())
 	}
 	return p, nil
 }
@@ -95,7 +96,7 @@ func cmdBloat(ctx context.Context, args []string, env Env) (err error) {
 	if err != nil {
 		return err
 	}
-	pool, _ := p.bufferPool.q.AsInt64()
+	pool, _ := p.bufferPool.Value.AsInt64()
 	// A bulk load checkpoints rarely: every checkpoint would write the hot pages again and
 	// make the next change of each page log a full-page image.
 	opts := recoveryGate(engine.Options{BufferPoolBytes: pool, CheckpointWALBytes: bloatCheckpointWAL, Logf: engineLog(env.Stderr)},

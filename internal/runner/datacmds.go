@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 )
 
@@ -71,7 +72,7 @@ type dataFlags struct {
 }
 
 func cmdInit(ctx context.Context, args []string, env Env) error {
-	fs := newFlagSet("init")
+	fs := cliflag.NewSet("init")
 	data := fs.String("data", "", "data directory to create")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -89,7 +90,7 @@ func cmdInit(ctx context.Context, args []string, env Env) error {
 // parseDataFlags parses the flags of stats, check and upgrade.
 func parseDataFlags(name string, args []string) (dataFlags, error) {
 	var f dataFlags
-	fs := newFlagSet(name)
+	fs := cliflag.NewSet(name)
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 0, "how long to wait for a busy data directory")

@@ -3,7 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -12,33 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
-// quantityValue is a pflag.Value holding a Kubernetes quantity ("50Mi", "2Gi", "0").
-type quantityValue struct{ q resource.Quantity }
-
-func (v *quantityValue) String() string { return v.q.String() }
-func (v *quantityValue) Type() string   { return "quantity" }
-func (v *quantityValue) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return fmt.Errorf("not a Kubernetes quantity such as 50Mi or 2Gi")
-	}
-	v.q = q
-	return nil
-}
-
 // quantity writes a byte count as a Kubernetes quantity ("128Mi").
 func quantity(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }
-
-// newFlagSet returns a flag set that reports errors instead of printing them.
-func newFlagSet(cmd string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.SortFlags = false
-	return fs
-}
 
 // parseFlags parses args into fs and turns every failure into a one-line *UsageError.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
@@ -65,8 +43,8 @@ type vacuumFlags struct {
 
 	costDelay                          time.Duration
 	costLimit, hit, miss, dirty        int32
-	readRate, writeRate, walRate       quantityValue
-	ringSize, bufferPool, workMem      quantityValue
+	readRate, writeRate, walRate       cliflag.Quantity
+	ringSize, bufferPool, workMem      cliflag.Quantity
 	parallelism, indexWorkers, minDead int32
 	noTruncate                         bool
 	json                               bool
@@ -86,15 +64,15 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 	fs.Int32Var(&f.hit, "page-hit-cost", runnerwire.DefaultPageHitCost, "cost of a page found in the buffer pool")
 	fs.Int32Var(&f.miss, "page-miss-cost", runnerwire.DefaultPageMissCost, "cost of a page read from storage")
 	fs.Int32Var(&f.dirty, "page-dirty-cost", runnerwire.DefaultPageDirtyCost, "cost of a page dirtied")
-	f.readRate.q = resource.MustParse("0")
-	f.writeRate.q = resource.MustParse("0")
-	f.walRate.q = resource.MustParse("0")
+	f.readRate.Value = resource.MustParse("0")
+	f.writeRate.Value = resource.MustParse("0")
+	f.walRate.Value = resource.MustParse("0")
 	fs.Var(&f.readRate, "max-read-rate", "relation bytes read per second (0 = no limit)")
 	fs.Var(&f.writeRate, "max-write-rate", "relation bytes written per second (0 = no limit)")
 	fs.Var(&f.walRate, "max-wal-rate", "WAL bytes per second (0 = no limit)")
-	f.ringSize.q = resource.MustParse("2Mi")
-	f.bufferPool.q = resource.MustParse("128Mi")
-	f.workMem.q = resource.MustParse("64Mi")
+	f.ringSize.Value = resource.MustParse("2Mi")
+	f.bufferPool.Value = resource.MustParse("128Mi")
+	f.workMem.Value = resource.MustParse("64Mi")
 	fs.Var(&f.ringSize, "ring-size", "vacuum ring size (0 = none, else 128Ki to 16Gi)")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
 	fs.Int32Var(&f.parallelism, "parallelism", runnerwire.DefaultParallelism, "tables vacuumed at once")
@@ -111,7 +89,7 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 // overlay sets in s every field whose flag was given on the command line.
 func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 	set := f.fs.Changed
-	q := func(v quantityValue) *resource.Quantity { c := v.q.DeepCopy(); return &c }
+	q := func(v cliflag.Quantity) *resource.Quantity { c := v.Value.DeepCopy(); return &c }
 	if set("data") {
 		s.DataDir = f.data
 	}

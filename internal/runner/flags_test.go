@@ -8,11 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 func TestFlagsOverrideOnlyTheSpecFieldsGivenOnTheCommandLine(t *testing.T) {
-	fs := newFlagSet("run")
+	fs := cliflag.NewSet("run")
 	vf := addVacuumFlags(fs, true)
 	if err := parseFlags(fs, []string{"--cost-limit", "500", "--max-wal-rate", "10Mi", "--table", "a", "--table", "b",
 		"--no-truncate", "--mode", "FULL"}); err != nil {
@@ -51,7 +52,7 @@ func TestBadVacuumFlagsNameTheFlagInOneLine(t *testing.T) {
 		{[]string{"--data", "/d", "--mode", "sideways"}, []string{`--mode: must be Lazy or Full, got "sideways"`}},
 	}
 	for _, c := range cases {
-		fs := newFlagSet("run")
+		fs := cliflag.NewSet("run")
 		vf := addVacuumFlags(fs, true)
 		if err := parseFlags(fs, c.args); err != nil {
 			t.Fatalf("%v: %v", c.args, err)

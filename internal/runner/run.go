@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -36,7 +37,7 @@ const DefaultMaxConnections = 16
 
 // cmdRun is pod mode: parse, serve, vacuum, write the Summary, exit with its code.
 func cmdRun(ctx context.Context, args []string, env Env) error {
-	fs := newFlagSet("run")
+	fs := cliflag.NewSet("run")
 	vf := addVacuumFlags(fs, true)
 	var f runFlags
 	fs.StringVar(&f.spec, "spec", "", "RunSpec as JSON")

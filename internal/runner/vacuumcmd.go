@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -18,7 +19,7 @@ func cmdFull(ctx context.Context, args []string, env Env) error {
 
 // vacuumCLI is `vacuum` and `full`: resolve the flags, check memory, open, vacuum, report.
 func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []string, env Env) (err error) {
-	fs := newFlagSet(name)
+	fs := cliflag.NewSet(name)
 	vf := addVacuumFlags(fs, false)
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for a busy data directory")
 	sf := addServerFlags(fs)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"flag"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -13,6 +14,10 @@ import (
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
+
+// bigSpill runs the FULL whose sort runs exceed the runner pod's 64Mi /tmp (about 8 minutes
+// here, most of it making the volume).
+var bigSpill = flag.Bool("e2e.bigspill", false, "run the VACUUM FULL whose sort runs exceed 64Mi (slow)")
 
 var _ = Describe("A vacuum run on the local dev cluster", func() {
 	It("runs the sample lazy policy applied with kubectl and removes exactly the dead tuples bloat made", func() {
@@ -100,6 +105,24 @@ var _ = Describe("A vacuum run on the local dev cluster", func() {
 		run := waitPhase(runOf(ns, "spill"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
 		Expect(run.Status.Totals.TuplesRemoved).To(Equal(dead["t"]))
 		Expect(filepath.Join(dir, "pgsql_tmp")).To(BeADirectory(), "the runner sorts on the data volume")
+		expectCheckClean(dir)
+	})
+
+	It("runs a VACUUM FULL whose sort runs exceed the pod's 64Mi /tmp, which the local node evicts a pod for", func() {
+		if !*bigSpill {
+			Skip("slow: run with -e2e.bigspill")
+		}
+		ns := newNamespace()
+		// 600,000 rows with 10 indexes, 5% deleted: 5.7 million index entries of 14 bytes
+		// each, all spilled at once (79.8 MB, against 64Mi = 67.1 MB).
+		dir, dead := makeVolume(ns, "data", bloatTable{name: "t", rows: 600_000, payload: 8, indexes: 10, deleted: 0.05})
+		p := policy(ns, "bigspill", "data", vacuumv1alpha1.VacuumModeFull, vacuumv1alpha1.Throttle{})
+		p.Spec.MaintenanceWorkMem = ptr.To(resource.MustParse("1Mi"))
+		p.Spec.BackoffLimit = 0
+		Expect(cluster.Client.Create(suiteCtx, p)).To(Succeed())
+		run := waitPhase(runOf(ns, "bigspill"), vacuumv1alpha1.RunSucceeded, 15*time.Minute)
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1), "the pod was not evicted")
+		Expect(run.Status.Totals.TuplesRemoved).To(Equal(dead["t"]))
 		expectCheckClean(dir)
 	})
 })

@@ -16,6 +16,7 @@ import (
 type bloatTable struct {
 	name          string
 	rows, payload int
+	indexes       int // B-tree indexes (0: bloat's default, one)
 	deleted       float64
 	updated       float64
 }
@@ -38,7 +39,8 @@ func makeVolume(ns, claim string, tables ...bloatTable) (string, map[string]int6
 		runTool("bloat", "--data", dir, "--table", t.name, "--rows", strconv.Itoa(t.rows),
 			"--payload-bytes", strconv.Itoa(t.payload),
 			"--dead-fraction", strconv.FormatFloat(t.deleted, 'f', -1, 64),
-			"--update-fraction", strconv.FormatFloat(t.updated, 'f', -1, 64))
+			"--update-fraction", strconv.FormatFloat(t.updated, 'f', -1, 64),
+			"--indexes", strconv.Itoa(max(t.indexes, 1)))
 	}
 	dead := map[string]int64{}
 	for _, s := range stats(dir) {

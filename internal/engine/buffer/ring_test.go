@@ -10,7 +10,7 @@ import (
 
 func uintptrOfPage(p page.Page) uintptr { return uintptr(unsafe.Pointer(&p[0])) }
 
-func TestRingSizes(t *testing.T) {
+func TestRingSizeFollowsTheStrategyAndIsCappedAtAnEighthOfThePool(t *testing.T) {
 	tests := []struct {
 		name      string
 		frames    int

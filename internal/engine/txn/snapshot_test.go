@@ -5,23 +5,31 @@ import (
 	"testing"
 )
 
-func TestSnapshotVisibility(t *testing.T) {
+func TestSnapshotSeesWhatCommittedBeforeItAndNothingRunningOrLater(t *testing.T) {
 	m, _ := newTestManager(t, t.TempDir(), 0)
 	committedBefore := m.Begin()
 	committedBefore.MarkWritten()
-	_ = m.Commit(committedBefore, nil)
+	if err := m.Commit(committedBefore, nil); err != nil {
+		t.Fatal(err)
+	}
 	abortedBefore := m.Begin()
 	abortedBefore.MarkWritten()
-	_ = m.Abort(abortedBefore, nil)
+	if err := m.Abort(abortedBefore, nil); err != nil {
+		t.Fatal(err)
+	}
 	runningAtSnapshotThenCommitted := m.Begin()
 	runningAtSnapshot := m.Begin()
 
 	reader := m.Begin()
 	snap := reader.Snapshot()
 
-	_ = m.Commit(runningAtSnapshotThenCommitted, nil)
+	if err := m.Commit(runningAtSnapshotThenCommitted, nil); err != nil {
+		t.Fatal(err)
+	}
 	startedAfter := m.Begin()
-	_ = m.Commit(startedAfter, nil)
+	if err := m.Commit(startedAfter, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/replication"
 )
 
@@ -45,7 +46,7 @@ func (f *primaryFlags) config(cmd, fromFlag, app string) (replication.ConnConfig
 }
 
 func runBaseBackup(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("basebackup")
+	fs := cliflag.NewSet("basebackup")
 	var pf primaryFlags
 	pf.register(fs, "from", "the primary's PostgreSQL address, HOST:PORT")
 	data := fs.String("data", "", "directory to create (absent or empty)")

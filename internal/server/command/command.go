@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/replication"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
@@ -95,28 +96,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return usagef("unknown command %q\n%s", args[0], usage)
 }
 
-// quantityValue is a pflag.Value holding a Kubernetes quantity ("128Mi"), as the runner's
-// --buffer-pool takes it.
-type quantityValue struct{ q resource.Quantity }
-
-func (v *quantityValue) String() string { return v.q.String() }
-func (v *quantityValue) Type() string   { return "quantity" }
-func (v *quantityValue) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return errors.New("not a Kubernetes quantity such as 128Mi or 1Gi")
-	}
-	v.q = q
-	return nil
-}
-
-func newFlagSet(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.SortFlags = false
-	return fs
-}
-
 func parse(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -131,7 +110,7 @@ func parse(fs *pflag.FlagSet, args []string) error {
 }
 
 func runInit(args []string, stdout io.Writer) error {
-	fs := newFlagSet("init")
+	fs := cliflag.NewSet("init")
 	data := fs.String("data", "", "data directory to create")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -152,7 +131,7 @@ func runInit(args []string, stdout io.Writer) error {
 // serveFlags are serve's flags.
 type serveFlags struct {
 	data, listen, metricsListen, usersFile, authMethod, database, tlsCert, tlsKey string
-	bufferPool                                                                    quantityValue
+	bufferPool                                                                    cliflag.Quantity
 	maxConnections                                                                int
 	init                                                                          bool
 	maxSlotWALKeep                                                                string
@@ -161,10 +140,10 @@ type serveFlags struct {
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	f := serveFlags{}
-	fs := newFlagSet("serve")
+	fs := cliflag.NewSet("serve")
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.init, "init", false, "initialize the data directory first if it is empty or missing")
-	f.bufferPool.q = resource.MustParse("128Mi")
+	f.bufferPool.Value = resource.MustParse("128Mi")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
@@ -197,7 +176,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.q.Value(), Logf: func(format string, a ...any) {
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
 	}})
 	if err != nil {

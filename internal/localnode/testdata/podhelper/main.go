@@ -31,6 +31,8 @@ func main() {
 	var reads, writes multi
 	flag.Var(&reads, "read", "file to include in the report (repeatable)")
 	flag.Var(&writes, "write", "PATH=CONTENT to write (repeatable)")
+	fill := flag.String("fill", "", "PATH=BYTES: write that many bytes to PATH before sleeping")
+	unlinked := flag.Bool("unlinked", false, "with --fill: unlink the file first and keep it open, as a sort run is")
 	flag.Parse()
 	// Signal handling first: the report printed below tells tests it is in place.
 	sigs := make(chan os.Signal, 1)
@@ -64,6 +66,29 @@ func main() {
 			fail(err)
 		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			fail(err)
+		}
+	}
+	if *fill != "" {
+		p, n, _ := strings.Cut(*fill, "=")
+		var size int
+		if _, err := fmt.Sscan(n, &size); err != nil {
+			fail(err)
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			fail(err)
+		}
+		defer f.Close() // held open while the helper sleeps
+		if *unlinked {
+			if err := os.Remove(p); err != nil {
+				fail(err)
+			}
+		}
+		if _, err := f.Write(make([]byte, size)); err != nil {
+			fail(err)
+		}
+		if err := f.Sync(); err != nil {
 			fail(err)
 		}
 	}
