@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/endpoints"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -159,46 +158,10 @@ func (r *RunReconciler) serverAddress(ctx context.Context, run *vacuumv1alpha1.V
 		client.MatchingLabels{discoveryv1.LabelServiceName: srv.Service}); err != nil {
 		return "", "", fmt.Errorf("list EndpointSlices of Service %s/%s: %w", run.Namespace, srv.Service, err)
 	}
-	if addr := readyAddress(eps.Items, svcPort.Name); addr != "" {
-		return addr, "", nil
+	if ip, target, ok := endpoints.Ready(eps.Items, svcPort.Name); ok {
+		return net.JoinHostPort(ip, strconv.Itoa(int(target))), "", nil
 	}
 	return "", fmt.Sprintf("Service %s has no ready endpoint on port %d", srv.Service, port), nil
-}
-
-// readyAddress is the first ready endpoint address of slices on the Service port named
-// portName, as IP:target port.
-func readyAddress(items []discoveryv1.EndpointSlice, portName string) string {
-	slices.SortFunc(items, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-	for _, sl := range items {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue // FQDN endpoints would need DNS
-		}
-		var target int32
-		for _, p := range sl.Ports {
-			if ptr.Deref(p.Name, "") == portName && ptr.Deref(p.Protocol, corev1.ProtocolTCP) == corev1.ProtocolTCP && p.Port != nil {
-				target = *p.Port
-			}
-		}
-		if target == 0 {
-			continue
-		}
-		var addrs []string
-		for _, ep := range sl.Endpoints {
-			// A nil ready condition means ready (the EndpointSlice API's rule); a
-			// terminating endpoint is never taken.
-			if !ptr.Deref(ep.Conditions.Ready, true) || ptr.Deref(ep.Conditions.Terminating, false) {
-				continue
-			}
-			addrs = append(addrs, ep.Addresses...)
-		}
-		slices.Sort(addrs)
-		for _, a := range addrs {
-			if ip := net.ParseIP(a); ip != nil {
-				return net.JoinHostPort(ip.String(), strconv.Itoa(int(target)))
-			}
-		}
-	}
-	return ""
 }
 
 // advanceOnline moves a live online run forward: endpoint, token, identity, lock, attempt.

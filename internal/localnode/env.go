@@ -19,7 +19,15 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		return nil, nil, &podError{"Unsupported", "envFrom is not supported on the local node"}
 	}
 	m := map[string]string{}
-	var list [][2]string
+	// The Service variables come first, so the container's own env may refer to them and
+	// override them, as with a kubelet.
+	list, err := n.serviceEnv(ctx, pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, kv := range list {
+		m[kv[0]] = kv[1]
+	}
 	lookup := func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	for _, e := range c.Env {
 		var v string

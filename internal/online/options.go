@@ -55,10 +55,6 @@ type Options struct {
 // Check returns the fields of o that server cannot honour, one *FieldError each (joined),
 // or nil. It is called before any table is touched.
 func Check(server Server, o Options) error {
-	if server.Kind == KindEngineServer {
-		return fmt.Errorf("%s: online runs against the engine server need its vacuum_set_throttle and "+
-			"progress views, which are not available yet: %w", server, ErrUnsupportedServer)
-	}
 	var errs []error
 	add := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -72,7 +68,7 @@ func Check(server Server, o Options) error {
 	for _, n := range names {
 		byteRates(server, o.TableThrottles[n], fmt.Sprintf("tableOverrides[%s].throttle", n), add)
 	}
-	if o.RingSize != nil && server.Major < 16 {
+	if o.RingSize != nil && server.Kind == KindPostgreSQL && server.Major < 16 {
 		add("ringSize", "becomes BUFFER_USAGE_LIMIT, which needs PostgreSQL 16 or later; the server is %s", server)
 	}
 	if o.IndexWorkers != nil && o.Full {

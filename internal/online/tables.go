@@ -1,9 +1,11 @@
 package online
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -85,4 +87,41 @@ func scanTable(row pgx.CollectableRow) (Table, error) {
 	var t Table
 	err := row.Scan(&t.OID, &t.Schema, &t.Name, &t.Bytes, &t.Live, &t.Dead)
 	return t, err
+}
+
+// pickEngineTables is PickTables on the engine server, which has pg_stat_user_tables and
+// pg_relation_size but no pg_class and no joins: it reads the view whole and picks and
+// orders in Go. Its tables are all in schema public; a name may say so ("public.t").
+func pickEngineTables(ctx context.Context, conn *pgx.Conn, names []string) ([]Table, error) {
+	rows, err := conn.Query(ctx, `SELECT relid, schemaname, relname, pg_relation_size(relid), n_live_tup, n_dead_tup
+		FROM pg_stat_user_tables`)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, scanTable)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	if len(names) == 0 {
+		slices.SortFunc(all, func(a, b Table) int {
+			return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Name, b.Name))
+		})
+		return all, nil
+	}
+	var out []Table
+	var errs []error
+	seen := map[uint32]bool{}
+	for i, name := range names {
+		j := slices.IndexFunc(all, func(t Table) bool { return t.Name == name || t.Qualified() == name })
+		if j < 0 {
+			errs = append(errs, &FieldError{Field: fmt.Sprintf("tables[%d]", i),
+				Message: fmt.Sprintf("no table %q in database %q", name, conn.Config().Database)})
+			continue
+		}
+		if t := all[j]; !seen[t.OID] {
+			seen[t.OID] = true
+			out = append(out, t)
+		}
+	}
+	return out, errors.Join(errs...)
 }

@@ -99,7 +99,11 @@ func (r *Run) prepare(ctx context.Context) error {
 	if err := r.ctl.QueryRow(ctx, "SELECT current_setting('block_size')::bigint").Scan(&r.block); err != nil {
 		return fmt.Errorf("read block_size: %w", err)
 	}
-	r.tables, err = PickTables(ctx, r.ctl, r.opts.Tables)
+	if s.Kind == KindEngineServer {
+		r.tables, err = pickEngineTables(ctx, r.ctl, r.opts.Tables)
+	} else {
+		r.tables, err = PickTables(ctx, r.ctl, r.opts.Tables)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,11 +126,19 @@ func (r *Run) Close() error {
 	return r.ctl.Close(context.Background())
 }
 
-// ThrottleApplies says when UpdateThrottle takes effect on this server.
-func (r *Run) ThrottleApplies() string { return runnerwire.ThrottleAppliesNextTable }
+// ThrottleApplies says when UpdateThrottle takes effect on this server: at once on the
+// engine server (vacuum_set_throttle), from the next table on PostgreSQL.
+func (r *Run) ThrottleApplies() string {
+	if r.server.Kind == KindEngineServer {
+		return runnerwire.ThrottleAppliesImmediately
+	}
+	return runnerwire.ThrottleAppliesNextTable
+}
 
-// UpdateThrottle sets the throttle of the tables not yet started (PostgreSQL cannot
-// re-throttle a running manual VACUUM). Tables with an override keep theirs.
+// UpdateThrottle sets the throttle of the tables not yet started; on the engine server it
+// also changes the running VACUUMs' throttle at their next delay point, through
+// vacuum_set_throttle (PostgreSQL cannot re-throttle a running manual VACUUM). Tables with
+// an override keep theirs.
 func (r *Run) UpdateThrottle(l runnerwire.Limits) error {
 	if err := CheckThrottle(r.server, l); err != nil {
 		return err
@@ -134,8 +146,55 @@ func (r *Run) UpdateThrottle(l runnerwire.Limits) error {
 	r.mu.Lock()
 	r.throttle = l
 	r.updates++
+	type backend struct {
+		pid   uint32
+		table string
+	}
+	var running []backend
+	for _, st := range r.states {
+		if st.running && r.opts.limitsFor(st.table, l) == l {
+			running = append(running, backend{st.pid, st.table.Qualified()})
+		}
+	}
 	r.mu.Unlock()
+	if r.server.Kind != KindEngineServer || len(running) == 0 {
+		return nil
+	}
+	names, values := throttleSettings(r.server, l)
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	// A session of its own: the control session belongs to the progress poller.
+	conn, err := Connect(ctx, r.target, r.cfg.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }() // only sent settings
+	for _, b := range running {
+		for i, n := range names {
+			if _, err := conn.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(b.pid), n, values[i]); err != nil {
+				return fmt.Errorf("vacuum_set_throttle(%d, %s, %v) for %s: %w", b.pid, n, values[i], b.table, err)
+			}
+		}
+	}
 	return nil
+}
+
+// throttleSettings are the session settings of a throttle on server, with their values:
+// the cost settings on both, the byte rates (in bytes per second) on the engine server.
+func throttleSettings(server Server, l runnerwire.Limits) ([]string, []string) {
+	names := []string{"vacuum_cost_delay", "vacuum_cost_limit", "vacuum_cost_page_hit",
+		"vacuum_cost_page_miss", "vacuum_cost_page_dirty"}
+	values := []string{
+		strconv.FormatInt(l.CostDelay.Microseconds(), 10) + "us",
+		strconv.Itoa(l.CostLimit), strconv.Itoa(l.PageHitCost),
+		strconv.Itoa(l.PageMissCost), strconv.Itoa(l.PageDirtyCost),
+	}
+	if server.Kind == KindEngineServer {
+		names = append(names, "vacuum_max_read_rate", "vacuum_max_write_rate", "vacuum_max_wal_rate")
+		values = append(values, strconv.FormatInt(l.MaxReadBytesPerSecond, 10),
+			strconv.FormatInt(l.MaxWriteBytesPerSecond, 10), strconv.FormatInt(l.MaxWALBytesPerSecond, 10))
+	}
+	return names, values
 }
 
 // Vacuum vacuums the picked tables on Parallelism sessions and returns the report of what
@@ -350,12 +409,10 @@ func (r *Run) worker(ctx, work context.Context, queue <-chan *tableState, stop <
 // setup sends the table's throttle as session settings (and maintenance_work_mem if the
 // caller wrote it), in one statement.
 func (r *Run) setup(ctx context.Context, conn *pgx.Conn, l runnerwire.Limits) error {
-	names := []string{"vacuum_cost_delay", "vacuum_cost_limit", "vacuum_cost_page_hit",
-		"vacuum_cost_page_miss", "vacuum_cost_page_dirty"}
-	values := []any{
-		strconv.FormatInt(l.CostDelay.Microseconds(), 10) + "us",
-		strconv.Itoa(l.CostLimit), strconv.Itoa(l.PageHitCost),
-		strconv.Itoa(l.PageMissCost), strconv.Itoa(l.PageDirtyCost),
+	names, vals := throttleSettings(r.server, l)
+	values := make([]any, len(vals))
+	for i, v := range vals {
+		values[i] = v
 	}
 	if m := r.opts.MaintenanceWorkMem; m != nil {
 		names = append(names, "maintenance_work_mem")

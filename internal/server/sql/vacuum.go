@@ -151,9 +151,9 @@ func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string) (*vacu
 	if err != nil {
 		return nil, err
 	}
-	s.vacuums.finished(ti.OID, time.Now())
 	for i := len(rep.Tables) - 1; i >= 0; i-- {
 		if rep.Tables[i].Table == name {
+			s.vacuums.finished(ti.OID, time.Now())
 			return rep.Tables[i], nil
 		}
 	}

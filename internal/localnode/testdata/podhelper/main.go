@@ -1,5 +1,5 @@
 // Command podhelper is the local node tests' container: it reports what it sees (its args,
-// its downward-API env, files it was asked to read, an address it could listen on) as JSON
+// its environment, files it was asked to read, an address it could listen on) as JSON
 // in the termination message file, and exits as told.
 package main
 
@@ -44,8 +44,10 @@ func main() {
 
 	report := map[string]any{"args": os.Args[1:]}
 	env := map[string]string{}
-	for _, k := range []string{"POD_IP", "POD_NAME", "POD_NAMESPACE", "NODE_NAME", "LITERAL", "COMPOSED", "HOME", "TMPDIR"} {
-		env[k] = os.Getenv(k)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
 	}
 	report["env"] = env
 	files := map[string]string{}
