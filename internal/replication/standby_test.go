@@ -146,3 +146,62 @@ func TestStandbyTakesABaseBackupStreamsAndResumesAfterACrash(t *testing.T) {
 		}
 	}
 }
+
+// TestSynchronousCommitWaitsForTheStandbysFlush: with --synchronous-standby, a commit
+// returns only once that standby has flushed it; while the standby is down a commit does
+// not return, and it returns once the standby is back.
+func TestSynchronousCommitWaitsForTheStandbysFlush(t *testing.T) {
+	pr := startPrimary(t, replication.PrimaryConfig{MaxSlotWALKeepSize: -1, SynchronousStandby: "sync1"})
+	if err := pr.db.CreateTable("s", []engine.Column{{Name: "id", Type: engine.Int8}, {Name: "pad", Type: engine.Bytea}}); err != nil {
+		t.Fatal(err)
+	}
+	host, port := pr.hostPort()
+	cfg := replication.StandbyConfig{Primary: replication.ConnConfig{Host: host, Port: port, User: "repl", Password: "secret",
+		AppName: "sync1"}, Dir: t.TempDir() + "/standby", BaseBackupIfEmpty: true, StatusInterval: time.Second}
+	r, stop := runReceiver(t, cfg)
+	commit := func(id int64) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			tx, err := pr.db.Begin()
+			if err == nil {
+				if _, err = tx.Insert("s", []any{id, []byte("x")}); err == nil {
+					err = tx.Commit()
+				}
+			}
+			done <- err
+		}()
+		return done
+	}
+	if err := <-commit(0); err != nil { // waits for the standby's base backup and first report
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := <-commit(1); err != nil {
+		t.Fatal(err)
+	}
+	lat := time.Since(t0)
+	if end := pr.db.Internals().Log.FlushedLSN(); r.Status().Flushed < end {
+		t.Fatalf("commit returned with the standby flushed to %s, the commit at or before %s", replication.FormatLSN(r.Status().Flushed), replication.FormatLSN(end))
+	}
+	t.Logf("synchronous commit with the standby up: %v (status interval 1 s: the standby reports at once when caught up)", lat)
+	if lat > 900*time.Millisecond {
+		t.Fatalf("synchronous commit took %v: the standby did not report its flush at once", lat)
+	}
+	stop()
+	blocked := commit(2)
+	select {
+	case err := <-blocked:
+		t.Fatalf("commit returned (%v) while the synchronous standby was down", err)
+	case <-time.After(700 * time.Millisecond):
+	}
+	cfg.BaseBackupIfEmpty = false
+	runReceiver(t, cfg)
+	select {
+	case err := <-blocked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("commit still waiting 20 s after the synchronous standby came back")
+	}
+}
