@@ -319,7 +319,7 @@ func deadTIDsConclusions(tb *Table) ([]Rule, *Verdict) {
 func vacuumWatched(ctx context.Context, db interface {
 	VacuumTarget(string) (*vacuum.Target, error)
 }, table string, vo vacuum.Options) (*vacuum.Report, int64, error) {
-	run, err := vacuum.NewRun(vo)
+	run, err := vacuum.NewBatch(vo)
 	if err != nil {
 		return nil, 0, err
 	}

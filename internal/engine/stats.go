@@ -72,13 +72,13 @@ type RuntimeStats struct {
 	Pool buffer.Stats
 	WAL  wal.Stats
 	// Commits is what foreground commits charged (WAL records, flushes).
-	Commits usage.Snapshot
+	Commits usage.Reading
 	// Checkpoints counts the checkpoints completed since Open (automatic,
 	// requested and shutdown).
 	Checkpoints int64
 }
 
-// EngineStats returns the buffer pool's and the WAL's counters.
-func (db *DB) EngineStats() RuntimeStats {
-	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Snapshot(), Checkpoints: db.ckpts.Load()}
+// RuntimeStats returns the buffer pool's and the WAL's counters.
+func (db *DB) RuntimeStats() RuntimeStats {
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Read(), Checkpoints: db.ckpts.Load()}
 }

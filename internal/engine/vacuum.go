@@ -55,7 +55,7 @@ func (db *DB) vacuumLock(name string) chan struct{} {
 // another vacuum of the table to finish (until ctx is done), or failing at
 // once with vacuum.ErrVacuumInProgress when noWait, and then returns the
 // table's Target, built under the lock (so a FULL that finished meanwhile
-// is seen). Target.Release lets the lock go; Run.Vacuum and Run.VacuumFull
+// is seen). Target.Release lets the lock go; Batch.Vacuum and Batch.VacuumFull
 // call it when they return. VacuumTarget, by contrast, takes no lock.
 func (db *DB) LockedVacuumTarget(ctx context.Context, name string, noWait bool) (*vacuum.Target, error) {
 	if _, err := db.Table(name); err != nil {
@@ -120,7 +120,7 @@ func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFile
 // pages are given back. Rows stay readable and writable meanwhile (only
 // the final truncation takes the table's lock briefly).
 func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewRun(opts)
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*v
 // VACUUM FULL), holding the table's exclusive lock throughout. It first
 // checks that the volume has room for the copy (vacuum.ErrNoSpace).
 func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewRun(opts)
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,19 +148,19 @@ func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options)
 
 // VacuumTables vacuums several tables in one run (Options.Parallelism at
 // once, lazily or FULL per Options.Full) under one shared throttle budget.
-// Use NewVacuumRun and RunVacuum instead to watch progress or re-throttle
+// Use vacuum.NewBatch and VacuumBatch instead to watch progress or re-throttle
 // while it runs.
-func (db *DB) VacuumTables(ctx context.Context, tables []string, opts vacuum.Options) (*vacuum.RunReport, error) {
-	run, err := vacuum.NewRun(opts)
+func (db *DB) VacuumTables(ctx context.Context, tables []string, opts vacuum.Options) (*vacuum.BatchReport, error) {
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
-	return db.RunVacuum(ctx, run, tables)
+	return db.VacuumBatch(ctx, run, tables)
 }
 
-// RunVacuum vacuums tables within an existing run (vacuum.NewRun), whose
+// VacuumBatch vacuums tables within an existing batch (vacuum.NewBatch), whose
 // Progress and UpdateThrottle other goroutines may call meanwhile.
-func (db *DB) RunVacuum(ctx context.Context, run *vacuum.Run, tables []string) (*vacuum.RunReport, error) {
+func (db *DB) VacuumBatch(ctx context.Context, run *vacuum.Batch, tables []string) (*vacuum.BatchReport, error) {
 	for _, name := range tables {
 		if _, err := db.Table(name); err != nil {
 			return nil, err

@@ -158,7 +158,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	if err != nil {
 		return none, err
 	}
-	var rr *vacuum.RunReport
+	var rr *vacuum.BatchReport
 	err = func() (err error) {
 		defer closeDB(db, &err)
 		tables, err := selectTables(db, r.Tables)
@@ -171,12 +171,12 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		if err := makeSortDir(r); err != nil {
 			return err
 		}
-		run, err := vacuum.NewRun(optionsFrom(r))
+		run, err := vacuum.NewBatch(optionsFrom(r))
 		if err != nil {
 			return &UsageError{Msg: err.Error()}
 		}
 		state.setRun(run)
-		rr, err = db.RunVacuum(ctx, run, tables)
+		rr, err = db.VacuumBatch(ctx, run, tables)
 		if rr == nil {
 			rr = run.Report()
 		}
@@ -259,7 +259,7 @@ func serve(addr string, h http.Handler, o serverOptions, logf func(string, ...an
 }
 
 // summaryOf builds the Summary of an engine run that ended with err and code.
-func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) runnerwire.Summary {
+func summaryOf(ctx context.Context, rr *vacuum.BatchReport, err error, code int) runnerwire.Summary {
 	return summaryOfReport(ctx, reportFrom(rr), err, code)
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 func TestSummaryOfManyTablesFitsTheTerminationLogWithTotalsFirst(t *testing.T) {
-	rr := &vacuum.RunReport{}
+	rr := &vacuum.BatchReport{}
 	for i := range 200 {
 		rr.Tables = append(rr.Tables, &vacuum.Report{Table: fmt.Sprintf("table_%03d", i), Mode: vacuum.ModeLazy,
 			TuplesRemoved: 10, Elapsed: time.Second, Indexes: []vacuum.IndexReport{{Name: "pkey"}}})

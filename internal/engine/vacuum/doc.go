@@ -3,7 +3,7 @@
 // one throttle budget per run (package vacuum/throttle), both reporting
 // live progress and a VACUUM VERBOSE-style report. It imports only the
 // lower engine packages; the engine turns a table into a Target
-// (engine/vacuum.go) and calls Run.Vacuum / Run.VacuumFull.
+// (engine/vacuum.go) and calls Batch.Vacuum / Batch.VacuumFull.
 //
 // # Lazy vacuum
 //
@@ -137,7 +137,7 @@
 //     dropped its entries for the TIDs of the current store.
 //   - The store holds TIDs of dead tuples and LP_DEAD pointers only, added
 //     in block order.
-//   - All workers of a Run share one root throttle; parallel tables and
+//   - All workers of a Batch share one root throttle; parallel tables and
 //     index workers never raise the run's rate above its limits.
 //   - Progress counters only grow; a table's phase ends at "done".
 //   - VACUUM FULL switches the catalog at most once, after the new files

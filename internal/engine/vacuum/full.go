@@ -48,7 +48,7 @@ const (
 
 // full is one table's VACUUM FULL.
 type full struct {
-	run     *Run
+	run     *Batch
 	t       *Target
 	ts      *tableState
 	rep     *Report
@@ -65,7 +65,7 @@ type full struct {
 // Any error before the switch, ENOSPC and cancellation included, leaves
 // the old table as it was and removes the new files; an error of the
 // switch itself is Target.Swap's to clean up.
-func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
+func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	defer t.release()
 	if err := t.check(true); err != nil {
 		return nil, fmt.Errorf("vacuum full %q: %w", t.Name, err)

@@ -44,7 +44,7 @@ type Target struct {
 	Swap func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
 	// Release, when set, lets go of the table's vacuum lock the engine
 	// took before building the Target (one vacuum of a table at a time);
-	// Run.Vacuum and Run.VacuumFull call it when they return.
+	// Batch.Vacuum and Batch.VacuumFull call it when they return.
 	Release func()
 }
 
