@@ -627,6 +627,12 @@ func (c *replConn) receive(ctx context.Context, s *sender, lastRecv *atomic.Int6
 			}
 			st := fb.Status
 			now := time.Now()
+			// The slot first: whoever sees the stream's new position sees the slot's.
+			if s.slot != "" && st.Flush != 0 {
+				if err := p.slots.Advance(s.slot, st.Flush); err != nil {
+					p.cfg.Logf("replication: slot %q: %v", s.slot, err)
+				}
+			}
 			s.mu.Lock()
 			s.write, s.flush, s.play = max(s.write, st.Write), max(s.flush, st.Flush), max(s.play, st.Apply)
 			s.replyTime = now
@@ -637,11 +643,6 @@ func (c *replConn) receive(ctx context.Context, s *sender, lastRecv *atomic.Int6
 			close(p.flushed)
 			p.flushed = make(chan struct{})
 			p.mu.Unlock()
-			if s.slot != "" && st.Flush != 0 {
-				if err := p.slots.Advance(s.slot, st.Flush); err != nil {
-					p.cfg.Logf("replication: slot %q: %v", s.slot, err)
-				}
-			}
 			if st.ReplyRequested {
 				if err := c.sendCopy(encodeKeepalive(end, now, false)); err != nil {
 					return err
