@@ -78,7 +78,7 @@ lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
 	$(GOLANGCI_LINT) run --fix ./...
 
 .PHONY: test
-test: envtest ## Run all tests (-count=1): RACE_PKGS with -race, the rest without, then test-e2e.
+test: envtest helm promtool ## Run all tests (-count=1): RACE_PKGS with -race, the rest without, then test-e2e.
 	@export KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))"; \
 	race_pkgs="$$(go list $(RACE_PKGS) 2>/dev/null || true)"; \
 	other_pkgs="$$(go list ./... | grep -vxF -e "$$race_pkgs" | grep -v '/test/e2e$$' || true)"; \
@@ -112,11 +112,11 @@ test-readme-real: ## The README's kind quickstart on the real-cluster lane, then
 	README_REAL=1 go test -count=1 -timeout 45m -v -run TestReadmeKindQuickstartOnTheRealClusterLane ./test/readme/
 
 .PHONY: verify-generated
-verify-generated: manifests generate docs ## Fail if generated code, manifests or docs/api.md differ from git (use on a clean tree).
-	@changes="$$(git status --porcelain --untracked-files=all -- api config docs/api.md)"; \
+verify-generated: manifests generate docs chart ## Fail if generated code, manifests, the chart or docs/api.md differ from git (use on a clean tree).
+	@changes="$$(git status --porcelain --untracked-files=all -- api config docs/api.md dist/chart)"; \
 	if [ -n "$$changes" ]; then \
 		echo "Generated files are out of date; run 'make manifests generate docs' and commit:"; \
-		echo "$$changes"; git --no-pager diff --stat -- api config docs/api.md; exit 1; \
+		echo "$$changes"; git --no-pager diff --stat -- api config docs/api.md dist/chart; exit 1; \
 	fi
 
 ## Sub-fields not listed in docs/api.md: embedded Kubernetes types, documented upstream.
@@ -264,3 +264,30 @@ VULNCHECK_ALLOW_STDLIB ?= 0
 .PHONY: vulncheck
 vulncheck: ## govulncheck (offline database from golang.org/x/vulndb) through hack/vulngate: fails on reachable vulnerabilities in modules.
 	VULNCHECK_ALLOW_STDLIB=$(VULNCHECK_ALLOW_STDLIB) hack/vulncheck.sh
+
+##@ Packaging
+
+HELM ?= $(LOCALBIN)/helm
+HELM_VERSION ?= v3.22.0
+PROMTOOL ?= promtool
+## build-installer writes one file with everything `make deploy` applies, for `kubectl apply -f`.
+INSTALLER ?= dist/install.yaml
+
+.PHONY: chart
+chart: envtest ## Write the chart's generated templates (dist/chart/templates/generated) from config/.
+	go run ./hack/chartsync --kubectl "$$($(SETUP_ENVTEST))/kubectl" --config config/default --out dist/chart/templates/generated
+
+.PHONY: build-installer
+build-installer: envtest ## Write $(INSTALLER): config/default with the manager and runner image IMG, for kubectl apply -f.
+	@mkdir -p $(dir $(INSTALLER))
+	IMG='$(IMG)' KUBECTL="$$($(SETUP_ENVTEST))/kubectl" hack/deploy/deploy.sh render > $(INSTALLER)
+
+.PHONY: helm
+helm: $(LOCALBIN) ## Install helm into ./bin (built from the Go module proxy).
+	$(call go-install-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+.PHONY: promtool
+promtool: ## Install promtool (Debian's prometheus package) when missing; needs root.
+	@command -v $(PROMTOOL) >/dev/null 2>&1 || { \
+		[ "$$(id -u)" = 0 ] || { echo "promtool missing: apt-get install prometheus (as root)" >&2; exit 1; }; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }

@@ -58,11 +58,12 @@ func runManager(o managerOptions) *testManager {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	m := &testManager{mgr: mgr, rec: &recorder{}, reg: prometheus.NewRegistry()}
-	Expect((&PolicyReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: m.rec}).SetupWithManager(mgr)).To(Succeed())
+	metrics := NewMetrics(m.reg)
+	Expect((&PolicyReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: m.rec, Metrics: metrics}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&RunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: m.rec, Key: testKey,
 		RunnerImage: "vacuum-operator:test", ProgressInterval: o.progressInterval,
-		Metrics: NewMetrics(m.reg),
+		Metrics: metrics,
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(suiteCtx)
 	done := make(chan struct{})

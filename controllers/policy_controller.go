@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
@@ -24,6 +27,8 @@ type PolicyReconciler struct {
 	Clock clock.PassiveClock
 	// Workers is how many policies are reconciled at once (DefaultWorkers when 0).
 	Workers int
+	// Metrics gets the policy's gauges, rebuilt from its status on every reconcile (nil: none).
+	Metrics *Metrics
 }
 
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies,verbs=get;list;watch
@@ -37,8 +42,12 @@ type PolicyReconciler struct {
 func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var policy vacuumv1alpha1.VacuumPolicy
 	if err := r.Get(ctx, req.NamespacedName, &policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forgetPolicy(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	defer func() { r.Metrics.observePolicy(&policy, r.scheduleInterval(&policy)) }()
 	if !policy.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
@@ -68,4 +77,18 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultWorkers)}).
 		Named("vacuumpolicy").
 		Complete(r)
+}
+
+// scheduleInterval is the time from the policy's latest schedule tick to its next one (0
+// without a schedule, or with one that does not parse).
+func (r *PolicyReconciler) scheduleInterval(p *vacuumv1alpha1.VacuumPolicy) time.Duration {
+	if p.Spec.Schedule == "" {
+		return 0
+	}
+	sched, err := parseSchedule(p)
+	if err != nil {
+		return 0
+	}
+	last := latestTickBefore(sched, r.Clock.Now())
+	return sched.Next(last).Sub(last)
 }

@@ -190,22 +190,24 @@ var _ = Describe("Manager metrics", Ordered, func() {
 		setPodTerminated(&pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
 		Eventually(runPhase(ns, run)).WithTimeout(15 * time.Second).Should(Equal(vacuumv1alpha1.RunSucceeded))
 
-		succeeded := map[string]string{"policy": "metered", "result": "Succeeded"}
+		succeeded := map[string]string{"namespace": ns, "policy": "metered", "result": "Succeeded"}
 		count := func(labels map[string]string) func() float64 {
 			return func() float64 { v, _ := metricValue(m.reg, "vacuum_runs_total", labels); return v }
 		}
 		Eventually(count(succeeded)).WithTimeout(5 * time.Second).Should(Equal(1.0))
 		Consistently(count(succeeded)).WithTimeout(2*time.Second).Should(Equal(1.0), "one run ended, counted once")
 		Expect(mustMetric(m.reg, "vacuum_run_duration_seconds", succeeded)).To(Equal(1.0), "one duration observed")
-		Expect(mustMetric(m.reg, "vacuum_pages_processed_total", map[string]string{"policy": "metered"})).
+		Expect(mustMetric(m.reg, "vacuum_processed_pages_total", map[string]string{"namespace": ns, "policy": "metered"})).
 			To(BeEquivalentTo(summary.Totals.PagesScanned))
 		for kind, want := range map[string]int64{"read": summary.Totals.BytesRead, "written": summary.Totals.BytesWritten, "wal": summary.Totals.WALBytes} {
-			Expect(mustMetric(m.reg, "vacuum_bytes_processed_total", map[string]string{"policy": "metered", "kind": kind})).
+			Expect(mustMetric(m.reg, "vacuum_processed_bytes_total", map[string]string{"namespace": ns, "policy": "metered", "kind": kind})).
 				To(BeEquivalentTo(want), "bytes %s", kind)
 		}
 		ended := getRun(ns, run).Status.CompletionTime
-		Expect(mustMetric(m.reg, "vacuum_last_success_timestamp_seconds", map[string]string{"policy": "metered"})).
-			To(BeEquivalentTo(ended.Unix()))
+		Eventually(func() float64 {
+			v, _ := metricValue(m.reg, "vacuum_last_success_timestamp_seconds", map[string]string{"namespace": ns, "policy": "metered"})
+			return v
+		}).WithTimeout(5*time.Second).Should(BeEquivalentTo(ended.Unix()), "from the policy's status.lastSuccessfulTime")
 
 		By("counting a second, failed run of the policy under its own result")
 		p := getPolicy(ns, "metered")
@@ -227,11 +229,11 @@ var _ = Describe("Manager metrics", Ordered, func() {
 		failedPod := podsOf(ns, again)[0]
 		setPodTerminated(&failedPod, 2, "Error", "")
 		Eventually(runPhase(ns, again)).WithTimeout(15 * time.Second).Should(Equal(vacuumv1alpha1.RunFailed))
-		failed := map[string]string{"policy": "metered", "result": "Failed"}
+		failed := map[string]string{"namespace": ns, "policy": "metered", "result": "Failed"}
 		Eventually(count(failed)).WithTimeout(5 * time.Second).Should(Equal(1.0))
 		Consistently(count(failed)).WithTimeout(2 * time.Second).Should(Equal(1.0))
 		Expect(count(succeeded)()).To(Equal(1.0))
-		Expect(mustMetric(m.reg, "vacuum_pages_processed_total", map[string]string{"policy": "metered"})).
+		Expect(mustMetric(m.reg, "vacuum_processed_pages_total", map[string]string{"namespace": ns, "policy": "metered"})).
 			To(BeEquivalentTo(summary.Totals.PagesScanned), "a run that processed nothing adds no pages")
 	})
 })

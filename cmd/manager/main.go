@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -28,6 +29,7 @@ import (
 // options are the manager's flags.
 type options struct {
 	metricsAddr      string
+	metricsSecure    bool
 	probeAddr        string
 	leaderElect      bool
 	namespace        string
@@ -43,7 +45,10 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to (0 disables it)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"serve /metrics over HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview: GET /metrics, "+
+			"as ClusterRole metrics-reader grants); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among managers, so one reconciles at a time")
 	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "vacuum-operator-system"),
@@ -88,6 +93,17 @@ func splitList(v string) []string {
 	return out
 }
 
+// metricsOptions serves /metrics as kubebuilder's scaffold does: with --metrics-secure, over
+// HTTPS (a self-signed certificate made at start) behind controller-runtime's authentication
+// and authorization filter.
+func metricsOptions(o options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
+	if o.metricsSecure {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -119,7 +135,7 @@ func run(ctx context.Context, o options) error {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "vacuum-operator.vacuumops.io",
@@ -136,8 +152,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder("vacuum-operator")
+	m := controllers.NewMetrics(metrics.Registry)
 	if err := (&controllers.PolicyReconciler{
-		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers,
+		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers, Metrics: m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up policy controller: %w", err)
 	}
@@ -145,7 +162,7 @@ func run(ctx context.Context, o options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
 		Key: key, RunnerImage: o.runnerImage, AllowedImages: o.allowedImages, ProgressInterval: o.progressInterval,
 		Workers: o.workers,
-		Metrics: controllers.NewMetrics(metrics.Registry),
+		Metrics: m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
 	}

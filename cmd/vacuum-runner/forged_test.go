@@ -25,17 +25,32 @@ import (
 // the runner need more.
 const memLimit = 256 << 20
 
-// vrMeasured runs vacuum-runner under GOMEMLIMIT=256MiB and returns its exit code, stderr
-// and peak resident set size (getrusage of the child: no cgroup needed).
+// vrMeasured runs vacuum-runner as a pod limited to 256Mi runs it: in a memory cgroup of
+// that hard limit (where the machine gives one: root and a cgroup v1 memory controller),
+// with GOMEMLIMIT=256MiB as the runner image sets it. It returns the exit code, stderr
+// and peak resident set size (getrusage of the child), and fails the test on an OOM kill.
 func vrMeasured(t *testing.T, args ...string) (int, string, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT=256MiB")
+	cg, why := newMemCgroup(t, memLimit)
+	if cg != nil {
+		cg.wrap(cmd)
+	} else {
+		t.Logf("no memory cgroup for the child (%s): the limit is GOMEMLIMIT and the RSS check alone", why)
+	}
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &errb
 	err := cmd.Run()
+	if cg != nil {
+		kills, failcnt := cg.oomKills(t)
+		t.Logf("memory cgroup %s: limit hit %d times, %d OOM kills", cg.dir, failcnt, kills)
+		if kills > 0 {
+			t.Fatalf("vacuum-runner %v was OOM-killed in a %d MiB memory cgroup (exit %v)", args, memLimit>>20, err)
+		}
+	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("vacuum-runner %v: %v", args, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/promtool"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -84,11 +85,12 @@ func TestThrottledRunServesProgressThatMovesForwardAndAcceptsANewThrottleWithThe
 		t.Errorf("/healthz says %q", body)
 	}
 	metrics := getText(t, "http://"+s.addr+"/metrics")
-	for _, m := range []string{"vacuum_runner_heap_blocks_scanned_total", "vacuum_runner_phase{", "go_goroutines"} {
+	for _, m := range []string{"vacuum_runner_heap_blocks_scanned_total", "vacuum_runner_phase{", "vacuum_runner_progress_ratio", "go_goroutines"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
+	promtool.CheckMetrics(t, []byte(metrics)) // the Prometheus naming guide, on the binary's own exposition
 
 	url := "http://" + s.addr + "/throttle"
 	unthrottled := `{"costDelay":"0s"}`
@@ -248,6 +250,7 @@ func TestCrashedDirectoryExitsSevenUnlessItsLastOpenerWasThisRunOrRecoveryIsAllo
 		{"check", "--data", s.dir},
 		{"stats", "--data", s.dir},
 		{"vacuum", "--data", s.dir, "--cost-delay", "0"},
+		{"bloat", "--data", s.dir, "--table", "more", "--rows", "10"},
 	} {
 		r := vr(t, nil, args...)
 		if r.code != runnerwire.ExitNeedsRecovery || !strings.Contains(r.stderr, "run 3f1c2a4e-run-a") {

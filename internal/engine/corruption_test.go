@@ -176,7 +176,7 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 	opts := testOpts()
 	db, dir := newDB(t, opts)
-	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int64}, {Name: "v", Type: Bytes}, {Name: "n", Type: Int64}}); err != nil {
+	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int8}, {Name: "v", Type: Bytea}, {Name: "n", Type: Int8}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Checkpoint(); err != nil {

@@ -100,13 +100,14 @@ func NewPrimary(cfg PrimaryConfig) (*Primary, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	in := cfg.DB.Internals()
-	slots, err := OpenSlots(in.FS, in.Dir)
+	fs, dir, log := cfg.DB.FS(), cfg.DB.Dir(), cfg.DB.WAL()
+	slots, err := OpenSlots(fs, dir)
 	if err != nil {
 		return nil, err
 	}
-	p := &Primary{cfg: cfg, db: cfg.DB, log: in.Log, fs: in.FS, dir: in.Dir, segSize: in.Log.SegmentSize(),
-		slots: slots, senders: map[uint32]*sender{}, holds: map[*walHold]struct{}{}, flushed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Primary{cfg: cfg, db: cfg.DB, log: log, fs: fs, dir: dir, segSize: log.SegmentSize(),
+		slots: slots, senders: map[uint32]*sender{}, holds: map[*walHold]struct{}{}, flushed: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	p.housekeep()
 	go p.housekeeper()
 	if cfg.SynchronousStandby != "" {

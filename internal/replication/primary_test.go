@@ -45,7 +45,7 @@ func TestPglogreplStreamsWALAndTracksStandbyPositions(t *testing.T) {
 	if id.SystemID != formatUint(pr.db.SystemID()) || id.Timeline != 1 || id.DBName != "" {
 		t.Fatalf("IDENTIFY_SYSTEM = %+v, want system %d, timeline 1, no database", id, pr.db.SystemID())
 	}
-	if flushed := pr.db.Internals().Log.FlushedLSN(); uint64(id.XLogPos) != uint64(flushed) {
+	if flushed := pr.db.WAL().FlushedLSN(); uint64(id.XLogPos) != uint64(flushed) {
 		t.Fatalf("IDENTIFY_SYSTEM xlogpos %s, want the flushed end %s", id.XLogPos, replication.FormatLSN(flushed))
 	}
 	for name, want := range map[string]string{"wal_segment_size": "16MB", "data_directory_mode": "0700"} {
@@ -74,7 +74,7 @@ func TestPglogreplStreamsWALAndTracksStandbyPositions(t *testing.T) {
 	}
 	c = replConnect(t, pr.replURL("repl")+"&application_name=standby1")
 	write(t, pr.db, "t", 500, 200)
-	end := pr.db.Internals().Log.FlushedLSN()
+	end := pr.db.WAL().FlushedLSN()
 	start := pglogrepl.LSN(sl.RestartLSN)
 	if err := pglogrepl.StartReplication(ctx, c, "s1", start, pglogrepl.StartReplicationOptions{Mode: pglogrepl.PhysicalReplication, Timeline: 1}); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestReplicationNeedsTheMarkerAndRefusesBadRequests(t *testing.T) {
 		t.Fatalf("replication connection of a user without the marker: %v, want 42501", err)
 	}
 	c := replConnect(t, pr.replURL("repl"))
-	ahead := pglogrepl.LSN(pr.db.Internals().Log.FlushedLSN() + 1<<20)
+	ahead := pglogrepl.LSN(pr.db.WAL().FlushedLSN() + 1<<20)
 	cases := []struct {
 		name, sql, code string
 	}{

@@ -61,7 +61,7 @@ func TestPgReceivewalFilesEqualTheServersSegments(t *testing.T) {
 	// pg_receivewal creates its slot without reserving WAL; its first stream (from the
 	// start of the current segment, up to now) makes the slot hold WAL from there.
 	// (pg_receivewal stops once it has received past --endpos: one byte before the end.)
-	run("-D", out, "-S", "recv", "-E", replication.FormatLSN(pr.db.Internals().Log.FlushedLSN()-1))
+	run("-D", out, "-S", "recv", "-E", replication.FormatLSN(pr.db.WAL().FlushedLSN()-1))
 	if sl, ok := pr.p.Slots().Get("recv"); !ok || sl.RestartLSN == 0 || sl.RestartLSN >= 16<<20 {
 		t.Fatalf("slot after the first stream: %+v, %v; want one holding the first segment", sl, ok)
 	}
@@ -70,7 +70,7 @@ func TestPgReceivewalFilesEqualTheServersSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, pr.db, "t2", 100, 100)
-	end := pr.db.Internals().Log.FlushedLSN()
+	end := pr.db.WAL().FlushedLSN()
 	if end < 16<<20 {
 		t.Fatalf("WAL ends at %X, want past the first 16 MiB segment", uint64(end))
 	}

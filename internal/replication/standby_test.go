@@ -77,7 +77,7 @@ func TestStandbyTakesABaseBackupStreamsAndResumesAfterACrash(t *testing.T) {
 		AppName: "sb1"}, Dir: dir, BaseBackupIfEmpty: true, Slot: "sb", StatusInterval: 50 * time.Millisecond}
 	r, stop := runReceiver(t, cfg)
 	write(t, pr.db, "b", 3000, 200)
-	end := pr.db.Internals().Log.FlushedLSN()
+	end := pr.db.WAL().FlushedLSN()
 	waitFlushed(t, r, end)
 	if !r.Status().BaseBackupFromUs {
 		t.Fatal("standby did not take its base backup")
@@ -121,7 +121,7 @@ func TestStandbyTakesABaseBackupStreamsAndResumesAfterACrash(t *testing.T) {
 	}
 	cfg.BaseBackupIfEmpty = false
 	r, stop = runReceiver(t, cfg)
-	end = pr.db.Internals().Log.FlushedLSN()
+	end = pr.db.WAL().FlushedLSN()
 	waitFlushed(t, r, end)
 	stop()
 
@@ -182,7 +182,7 @@ func TestSynchronousCommitWaitsForTheStandbysFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	lat := time.Since(t0)
-	if end := pr.db.Internals().Log.FlushedLSN(); r.Status().Flushed < end {
+	if end := pr.db.WAL().FlushedLSN(); r.Status().Flushed < end {
 		t.Fatalf("commit returned with the standby flushed to %s, the commit at or before %s", replication.FormatLSN(r.Status().Flushed), replication.FormatLSN(end))
 	}
 	t.Logf("synchronous commit with the standby up: %v (status interval 1 s: the standby reports at once when caught up)", lat)
@@ -266,7 +266,7 @@ func TestStandbyReceivesVacuum(t *testing.T) {
 				t.Fatal(err)
 			}
 			write(t, pr.db, "v", 500, 300) // ids 0..499 again: counted, not keyed
-			waitFlushed(t, r, pr.db.Internals().Log.FlushedLSN())
+			waitFlushed(t, r, pr.db.WAL().FlushedLSN())
 			stop()
 			sdb, err := engine.Open(dir, engine.Options{BufferPoolBytes: 8 << 20, Logf: t.Logf})
 			if err != nil {

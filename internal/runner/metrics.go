@@ -24,9 +24,9 @@ func counter(name, help string, f func(runnerwire.Progress) float64) metricDef {
 }
 
 var progressMetrics = []metricDef{
-	gauge("tables_total", "Tables the run will vacuum.", func(p runnerwire.Progress) float64 { return float64(p.TablesTotal) }),
+	gauge("tables", "Tables the run will vacuum.", func(p runnerwire.Progress) float64 { return float64(p.TablesTotal) }),
 	gauge("tables_done", "Tables finished.", func(p runnerwire.Progress) float64 { return float64(p.TablesDone) }),
-	gauge("progress_percent", "Progress of the whole run, 0-100.", func(p runnerwire.Progress) float64 { return p.Percent }),
+	gauge("progress_ratio", "Progress of the whole run, 0 to 1.", func(p runnerwire.Progress) float64 { return p.Percent / 100 }),
 	gauge("heap_blocks", "Heap blocks of the tables started.", func(p runnerwire.Progress) float64 { return float64(p.PagesTotal) }),
 	counter("heap_blocks_scanned_total", "Heap blocks scanned.", func(p runnerwire.Progress) float64 { return float64(p.PagesScanned) }),
 	counter("heap_blocks_vacuumed_total", "Heap blocks vacuumed.", func(p runnerwire.Progress) float64 { return float64(p.PagesVacuumed) }),

@@ -132,6 +132,9 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 			return none, err
 		}
 	}
+	if spec.Server != nil && spec.Identify {
+		return identifyServer(ctx, onlineTarget(*spec.Server))
+	}
 	state := &runState{start: start, tables: len(r.Tables), logf: func(format string, args ...any) {
 		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: "+format+"\n", args...)
 	}}
@@ -272,15 +275,19 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 		tables[i] = t
 	}
 	rep.Tables = tables
-	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
-	switch code {
-	case runnerwire.ExitOK:
+	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
+		Server: rep.Server}
+	switch {
+	case code == runnerwire.ExitOK && rep.Server != nil && rep.Server.SystemIdentifier != "" && len(rep.Tables) == 0:
+		s.Message = fmt.Sprintf("identified %s (%s), system identifier %s", rep.Server.Kind, rep.Server.Version,
+			rep.Server.SystemIdentifier)
+	case code == runnerwire.ExitOK:
 		s.Message = fmt.Sprintf("vacuumed %d tables (%d skipped), removed %d tuples and %d pages in %.1fs",
 			rep.Totals.TablesVacuumed, rep.Totals.TablesSkipped, rep.Totals.TuplesRemoved, rep.Totals.PagesRemoved,
 			rep.Totals.ElapsedSeconds)
-	case runnerwire.ExitCancelled:
+	case code == runnerwire.ExitCancelled:
 		s.Phase = runnerwire.SummaryCancelled
-		s.Message = "canceled"
+		s.Message = "cancelled"
 		var sig *SignalError
 		if errors.As(context.Cause(ctx), &sig) {
 			s.Message = sig.Error()

@@ -244,7 +244,7 @@ func BenchmarkParallelTables(b *testing.B) {
 				opts := unthrottled()
 				opts.Parallelism = par
 				b.StartTimer()
-				rr, err := db.VacuumTables(context.Background(), names, opts)
+				rr, err := vacuumTables(context.Background(), db, names, opts)
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)

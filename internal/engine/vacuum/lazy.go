@@ -421,14 +421,14 @@ func (lv *lazy) truncate() error {
 	if err != nil || n >= cur {
 		return err
 	}
-	if lv.t.LockTable == nil {
+	if lv.t.Table == nil {
 		lv.rep.TruncateSkippedWhy = "no table lock available"
 		return nil
 	}
 	if err := lv.w.delay(); err != nil {
 		return err
 	}
-	unlock, err := lv.t.LockTable()
+	unlock, err := lv.t.Table.Lock()
 	if err != nil {
 		return err
 	}

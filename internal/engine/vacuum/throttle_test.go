@@ -51,13 +51,11 @@ func TestCancelledVacuumStopsPromptlyAndLeavesTableConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := db.VacuumTarget("t")
-	if err != nil {
-		t.Fatal(err)
-	}
 	go func() {
-		var err error
-		rep, err = run.Vacuum(ctx, target)
+		rr, err := db.VacuumBatch(ctx, run, []string{"t"})
+		if rr != nil && len(rr.Tables) == 1 {
+			rep = rr.Tables[0]
+		}
 		done <- err
 	}()
 	// Cancel once the scan is under way (a fixed sleep would depend on the
@@ -147,7 +145,7 @@ func TestParallelTablesShareOneBudgetAndOverridesCapATable(t *testing.T) {
 	opts.Parallelism = 4
 	slowLimit, slowDelay := 5, 20*time.Millisecond
 	opts.TableOverrides = map[string]vacuum.TableThrottle{"t3": {CostLimit: &slowLimit, CostDelay: &slowDelay}} // 250 units/s
-	rr, err := db.VacuumTables(context.Background(), names, opts)
+	rr, err := vacuumTables(context.Background(), db, names, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

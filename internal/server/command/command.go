@@ -336,6 +336,10 @@ func metricsServer(srv *wire.Server, more ...prometheus.Collector) *http.Server 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "engine_server_sessions", Help: "Client sessions past startup.",
 	}, func() float64 { return float64(srv.Sessions()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "engine_server_vacuums_running", Help: "VACUUM statements running now.",
+	}, func() float64 { return float64(srv.VacuumsRunning()) }))
+	reg.MustRegister(srv.Latency().Collector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

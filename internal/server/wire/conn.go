@@ -179,6 +179,7 @@ func (c *conn) startup() error {
 	}
 	c.sess = sql.NewSession(sql.Config{DB: c.srv.cfg.DB, PID: c.pid, User: user, Database: db,
 		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity,
+		Vacuums: c.srv.vacuums, Signal: c.srv.signal, Latency: c.srv.latency,
 		Views: c.srv.cfg.Views})
 	c.sess.SetCopySource(c)
 	app, _ := c.sess.Setting("application_name")

@@ -1,0 +1,154 @@
+// Command chartsync writes the parts of the Helm chart (dist/chart) that config/ already
+// holds: the CRDs, the manager's generated rules, the user, metrics and leader-election roles
+// and the admission policy. It builds config/default with `kubectl kustomize`, so the chart
+// gets exactly what `make deploy` and dist/install.yaml apply, under the same names, with the
+// manager's namespace replaced by the release's. The chart's hand-written templates (the
+// Deployment, its Service and the bindings, which depend on values) live beside them, and a
+// test renders the chart and compares it with config/default and config/namespaced.
+//
+//	go run ./hack/chartsync --kubectl KUBECTL --config config/default --out dist/chart/templates/generated
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// managerNamespace is the namespace config/default installs the manager in.
+const managerNamespace = "vacuum-operator-system"
+
+// guards wraps objects of some kinds or names in a chart condition.
+var guards = []struct {
+	match     func(kind, name string) bool
+	condition string
+}{
+	{func(k, _ string) bool { return k == "CustomResourceDefinition" }, ".Values.crds.install"},
+	{func(_, n string) bool { return n == "vacuum-operator-edit" || n == "vacuum-operator-view" }, ".Values.rbac.aggregateClusterRoles"},
+	{func(_, n string) bool { return n == "vacuum-operator-metrics-auth-role" }, ".Values.metrics.enabled"},
+	{func(_, n string) bool { return n == "vacuum-operator-metrics-reader" }, ".Values.metrics.enabled"},
+	{func(k, _ string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }, ".Values.admission.quiescePermission"},
+}
+
+// handWritten are the objects the chart's own templates make, because values shape them.
+var handWritten = map[string]bool{
+	"Namespace": true, "Deployment": true, "Service": true, "ServiceAccount": true,
+	"RoleBinding": true, "ClusterRoleBinding": true,
+}
+
+func main() {
+	kubectl := flag.String("kubectl", "kubectl", "the kubectl that builds the kustomization")
+	config := flag.String("config", "config/default", "the kustomization the chart follows")
+	out := flag.String("out", "dist/chart/templates/generated", "where the generated templates go (emptied first)")
+	flag.Parse()
+	if err := run(*kubectl, *config, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "chartsync:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubectl, config, out string) error {
+	built, err := exec.Command(kubectl, "kustomize", config).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("kubectl kustomize %s: %w\n%s", config, err, ee.Stderr)
+		}
+		return fmt.Errorf("kubectl kustomize %s: %w", config, err)
+	}
+	files, err := templates(built)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return fmt.Errorf("empty %s: %w", out, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", out, err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(out, n), files[n], 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// templates turns the built kustomization into one template file per object.
+func templates(built []byte) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(built), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decode kustomize output: %w", err)
+		}
+		if len(obj.Object) == 0 || handWritten[obj.GetKind()] {
+			continue
+		}
+		kind, name := obj.GetKind(), obj.GetName()
+		if obj.GetNamespace() == managerNamespace {
+			obj.SetNamespace("NAMESPACE_PLACEHOLDER")
+		} else if obj.GetNamespace() != "" {
+			return nil, fmt.Errorf("%s %s: namespace %q is neither the manager's nor none", kind, name, obj.GetNamespace())
+		}
+		if kind == "CustomResourceDefinition" {
+			ann := obj.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann["KEEP_PLACEHOLDER"] = "keep"
+			obj.SetAnnotations(ann)
+		}
+		body, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s %s: %w", kind, name, err)
+		}
+		if bytes.Contains(body, []byte("{{")) {
+			return nil, fmt.Errorf("%s %s holds '{{', which Helm would read as a template", kind, name)
+		}
+		text := strings.ReplaceAll(string(body), "NAMESPACE_PLACEHOLDER", "{{ .Release.Namespace }}")
+		text = strings.Replace(text, "    KEEP_PLACEHOLDER: keep\n",
+			"    {{- if .Values.crds.keep }}\n    helm.sh/resource-policy: keep\n    {{- end }}\n", 1)
+		var b strings.Builder
+		b.WriteString("# Generated by hack/chartsync from config/ (make chart): do not edit.\n")
+		cond := ""
+		for _, g := range guards {
+			if g.match(kind, name) {
+				cond = g.condition
+			}
+		}
+		if cond != "" {
+			fmt.Fprintf(&b, "{{- if %s }}\n", cond)
+		}
+		b.WriteString("---\n")
+		b.WriteString(text)
+		if cond != "" {
+			b.WriteString("{{- end }}\n")
+		}
+		file := strings.ToLower(kind) + "-" + name + ".yaml"
+		if _, dup := files[file]; dup {
+			file = strings.ToLower(kind) + "-" + name + "-" + obj.GetNamespace() + ".yaml"
+		}
+		files[file] = []byte(b.String())
+	}
+	return files, nil
+}
