@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -91,6 +92,9 @@ type DB struct {
 	// checkpoints are refused until the directory is reopened and
 	// recovered (see writable).
 	failed atomic.Pointer[error]
+
+	// commitWait is SetCommitWait's function (nil: none).
+	commitWait atomic.Pointer[func(ctx context.Context, lsn wal.LSN) error]
 
 	usage usage.Counters // foreground (non-vacuum) usage
 	uniq  uniqueLocks    // unique-key check stripes (unique.go)

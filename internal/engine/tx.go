@@ -14,6 +14,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
 // Tx is a transaction: one snapshot for its whole life (repeatable read)
@@ -474,7 +475,12 @@ func (tx *Tx) Commit() error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
 	tx.done = true
 	defer tx.db.uses.done(tx)
 	if tx.failed == nil && tx.t.Written() {
@@ -490,7 +496,32 @@ func (tx *Tx) Commit() error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	tx.db.maybeCheckpoint()
+	if w := tx.db.commitWait.Load(); w != nil && tx.t.Written() {
+		// The commit record is flushed: wait (outside the DB's locks) for what
+		// SetCommitWait asks, such as a synchronous standby's flush of it.
+		unlock()
+		locked = false
+		if err := (*w)(tx.ctx, tx.db.log.FlushedLSN()); err != nil {
+			return fmt.Errorf("%w: %w", ErrCommittedLocally, err)
+		}
+	}
 	return nil
+}
+
+// ErrCommittedLocally is wrapped by Commit when the transaction is durable
+// and visible here but the wait SetCommitWait installed failed (canceled).
+var ErrCommittedLocally = errors.New("the transaction has already committed locally, but the wait for its replication ended")
+
+// SetCommitWait makes every Commit of a transaction that wrote anything wait,
+// after its commit record is flushed and before it returns, for wait(ctx,
+// lsn) with the transaction's context and an LSN at or past its commit
+// record (synchronous replication); nil removes it.
+func (db *DB) SetCommitWait(wait func(ctx context.Context, lsn wal.LSN) error) {
+	if wait == nil {
+		db.commitWait.Store(nil)
+		return
+	}
+	db.commitWait.Store(&wait)
 }
 
 // Rollback discards the transaction's changes. Rolling back a finished

@@ -22,7 +22,9 @@ func rows(t *testing.T, db *engine.DB, table string) map[int64]int {
 	defer func() { _ = tx.Rollback() }()
 	out := map[int64]int{}
 	if err := tx.ScanContext(context.Background(), table, func(_ page.TID, r []any) error {
-		out[r[0].(int64)] = len(r[1].([]byte))
+		id, _ := r[0].(int64)
+		pad, _ := r[1].([]byte)
+		out[id] = len(pad)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

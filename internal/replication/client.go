@@ -127,7 +127,7 @@ func BaseBackup(ctx context.Context, conn *pgconn.PgConn, dir string) (BackupRes
 		return res, fmt.Errorf("base backup: send: %w", err)
 	}
 	bw := &backupFiles{fs: fsys, dir: dir, dirs: map[string]bool{dir: true}}
-	defer bw.closeCurrent()
+	defer func() { _ = bw.closeCurrent() }() // after a failure: the backup is unusable anyway
 	var ctl []byte
 	var segSize int64
 	for {

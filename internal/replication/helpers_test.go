@@ -28,16 +28,27 @@ type primary struct {
 
 func startPrimary(t *testing.T, cfg replication.PrimaryConfig) *primary {
 	t.Helper()
+	return startPrimarySeg(t, cfg, 0)
+}
+
+// startPrimarySeg is startPrimary with WAL segments of walSeg bytes (0 = 16 MiB).
+func startPrimarySeg(t *testing.T, cfg replication.PrimaryConfig, walSeg int64) *primary {
+	t.Helper()
 	dir := t.TempDir()
-	if err := engine.Init(dir, engine.Options{}); err != nil {
+	if err := engine.Init(dir, engine.Options{WALSegmentSize: walSeg}); err != nil {
 		t.Fatal(err)
 	}
-	return openPrimary(t, dir, cfg)
+	return openPrimarySeg(t, dir, cfg, walSeg)
 }
 
 func openPrimary(t *testing.T, dir string, cfg replication.PrimaryConfig) *primary {
 	t.Helper()
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 8 << 20, Logf: t.Logf})
+	return openPrimarySeg(t, dir, cfg, 0)
+}
+
+func openPrimarySeg(t *testing.T, dir string, cfg replication.PrimaryConfig, walSeg int64) *primary {
+	t.Helper()
+	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 8 << 20, WALSegmentSize: walSeg, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

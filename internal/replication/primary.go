@@ -43,7 +43,11 @@ type PrimaryConfig struct {
 	KeepaliveInterval time.Duration
 	// SenderTimeout ends a stream whose client sent nothing for that long; 0 = 60 s.
 	SenderTimeout time.Duration
-	Logf          func(format string, args ...any)
+	// SynchronousStandby names the standby (its application_name) every commit waits for
+	// (--synchronous-standby): a commit returns once that standby has flushed its commit
+	// record, as PostgreSQL's synchronous_commit=on with synchronous_standby_names.
+	SynchronousStandby string
+	Logf               func(format string, args ...any)
 }
 
 // Primary serves replication connections of one engine data directory (a
@@ -60,6 +64,8 @@ type Primary struct {
 	mu      sync.Mutex
 	senders map[uint32]*sender
 	holds   map[*walHold]struct{}
+	// flushed is closed (and replaced) whenever a standby reports a position.
+	flushed chan struct{}
 
 	invalidations atomic.Int64
 	stop          chan struct{}
@@ -100,14 +106,21 @@ func NewPrimary(cfg PrimaryConfig) (*Primary, error) {
 		return nil, err
 	}
 	p := &Primary{cfg: cfg, db: cfg.DB, log: log, fs: fs, dir: dir, segSize: log.SegmentSize(),
-		slots: slots, senders: map[uint32]*sender{}, holds: map[*walHold]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+		slots: slots, senders: map[uint32]*sender{}, holds: map[*walHold]struct{}{}, flushed: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	p.housekeep()
 	go p.housekeeper()
+	if cfg.SynchronousStandby != "" {
+		cfg.DB.SetCommitWait(p.SyncWait(cfg.SynchronousStandby))
+	}
 	return p, nil
 }
 
 // Close stops the housekeeping (streams end with their connections).
 func (p *Primary) Close() {
+	if p.cfg.SynchronousStandby != "" {
+		p.db.SetCommitWait(nil)
+	}
 	select {
 	case <-p.stop:
 	default:
@@ -615,17 +628,22 @@ func (c *replConn) receive(ctx context.Context, s *sender, lastRecv *atomic.Int6
 			}
 			st := fb.Status
 			now := time.Now()
+			// The slot first: whoever sees the stream's new position sees the slot's.
+			if s.slot != "" && st.Flush != 0 {
+				if err := p.slots.Advance(s.slot, st.Flush); err != nil {
+					p.cfg.Logf("replication: slot %q: %v", s.slot, err)
+				}
+			}
 			s.mu.Lock()
 			s.write, s.flush, s.play = max(s.write, st.Write), max(s.flush, st.Flush), max(s.play, st.Apply)
 			s.replyTime = now
 			s.lags.reported(st.Write, st.Flush, st.Apply, now)
 			end := p.log.FlushedLSN()
 			s.mu.Unlock()
-			if s.slot != "" && st.Flush != 0 {
-				if err := p.slots.Advance(s.slot, st.Flush); err != nil {
-					p.cfg.Logf("replication: slot %q: %v", s.slot, err)
-				}
-			}
+			p.mu.Lock()
+			close(p.flushed)
+			p.flushed = make(chan struct{})
+			p.mu.Unlock()
 			if st.ReplyRequested {
 				if err := c.sendCopy(encodeKeepalive(end, now, false)); err != nil {
 					return err
@@ -642,6 +660,34 @@ func (c *replConn) receive(ctx context.Context, s *sender, lastRecv *atomic.Int6
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+	}
+}
+
+// SyncWait returns the wait of synchronous replication to the standby named name (its
+// application_name): it returns once that standby has reported WAL flushed up to lsn, or
+// when ctx ends (engine.DB.SetCommitWait). While the standby is not connected, it waits.
+func (p *Primary) SyncWait(name string) func(ctx context.Context, lsn wal.LSN) error {
+	return func(ctx context.Context, lsn wal.LSN) error {
+		for {
+			p.mu.Lock()
+			ch, ok := p.flushed, false
+			for _, s := range p.senders {
+				s.mu.Lock()
+				ok = ok || (s.app == name && s.flush >= lsn)
+				s.mu.Unlock()
+			}
+			p.mu.Unlock()
+			if ok {
+				return nil
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("canceling wait for synchronous replication to %q: %w", name, ctx.Err())
+			case <-p.stop:
+				return fmt.Errorf("canceling wait for synchronous replication to %q: the server is shutting down", name)
+			}
 		}
 	}
 }

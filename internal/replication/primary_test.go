@@ -192,20 +192,22 @@ func TestReplicationNeedsTheMarkerAndRefusesBadRequests(t *testing.T) {
 	}
 }
 
-// TestSlotPastKeepSizeIsInvalidatedAndWALIsRemoved: a slot that holds more WAL than
+// TestSlotPastKeepSizeIsInvalidatedAndWALIsRemoved: a slot keeps its WAL through a
+// checkpoint while within its keep size; a slot that holds more WAL than
 // --max-slot-wal-keep-size is invalidated (counted, logged), stops holding WAL (the next
 // checkpoint removes the first segment) and refuses to stream (55000).
 func TestSlotPastKeepSizeIsInvalidatedAndWALIsRemoved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pr := startPrimary(t, replication.PrimaryConfig{MaxSlotWALKeepSize: 4 << 20})
+	const seg = 1 << 20 // small segments: the test writes a few MiB, not tens
+	pr := startPrimarySeg(t, replication.PrimaryConfig{MaxSlotWALKeepSize: 2 << 20}, seg)
 	c := replConnect(t, pr.replURL("repl"))
 	if _, err := pglogrepl.CreateReplicationSlot(ctx, c, "lagging", "", pglogrepl.CreateReplicationSlotOptions{
 		Mode: pglogrepl.PhysicalReplication, SnapshotAction: "RESERVE_WAL"}); err != nil {
 		t.Fatal(err)
 	}
-	first := filepath.Join(pr.dir, wal.WALDirName, wal.SegmentName(0, wal.DefaultSegmentSize))
-	write(t, pr.db, "t", 3000, 1000) // about 3.4 MiB: within the keep size
+	first := filepath.Join(pr.dir, wal.WALDirName, wal.SegmentName(0, seg))
+	write(t, pr.db, "t", 1500, 1000) // about 1.7 MiB: within the keep size
 	if err := pr.db.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +215,10 @@ func TestSlotPastKeepSizeIsInvalidatedAndWALIsRemoved(t *testing.T) {
 	if sl, _ := pr.p.Slots().Get("lagging"); sl.Invalidated || pr.p.Invalidations() != 0 {
 		t.Fatalf("slot invalidated within its keep size: %+v", sl)
 	}
-	write(t, pr.db, "t", 16000, 1000) // past the keep size and the first segment
+	if _, err := os.Stat(first); err != nil {
+		t.Fatalf("first segment gone while a valid slot holds it: %v", err)
+	}
+	write(t, pr.db, "t", 1500, 1000) // past the keep size
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if sl, _ := pr.p.Slots().Get("lagging"); sl.Invalidated {

@@ -96,7 +96,6 @@ func OpenSlots(fsys vfs.FS, dir string) (*Slots, error) {
 		if err := validSlotName(sl.Name); err != nil {
 			return nil, fmt.Errorf("replication slots %s: %w", path, err)
 		}
-		sl := sl
 		s.slots[sl.Name] = &sl
 		s.saved[sl.Name] = sl.RestartLSN
 	}
@@ -276,7 +275,7 @@ func (s *Slots) Advance(name string, lsn wal.LSN) error {
 func (s *Slots) Retained() wal.LSN {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var min wal.LSN
+	var oldest wal.LSN
 	for name, sl := range s.slots {
 		if sl.Invalidated || sl.RestartLSN == 0 {
 			continue
@@ -285,11 +284,11 @@ func (s *Slots) Retained() wal.LSN {
 		if !sl.Temporary {
 			lsn = s.saved[name]
 		}
-		if lsn != 0 && (min == 0 || lsn < min) {
-			min = lsn
+		if lsn != 0 && (oldest == 0 || lsn < oldest) {
+			oldest = lsn
 		}
 	}
-	return min
+	return oldest
 }
 
 // InvalidateBehind invalidates every valid slot whose restart LSN is more than keep bytes

@@ -327,6 +327,11 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.mu.Lock()
 			r.status.Received = received
 			r.mu.Unlock()
+			if received >= sm.End {
+				// Caught up with what the primary has flushed: flush and report now,
+				// so a synchronous primary's commits wait no longer than that.
+				next = time.Now()
+			}
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("primary: %w", pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:

@@ -24,9 +24,13 @@ func (p *Primary) Views() map[string]sql.View {
 			Rows: func() [][]any {
 				var out [][]any
 				for _, s := range p.Standbys() {
+					sync := "async"
+					if s.AppName == p.cfg.SynchronousStandby {
+						sync = "sync"
+					}
 					out = append(out, []any{int64(s.PID), s.User, s.AppName, nilIfEmpty(s.ClientAddr), s.BackendStart.UTC(),
 						s.State, lsnText(s.Sent), lsnText(s.Write), lsnText(s.Flush), lsnText(s.Replay),
-						intervalText(s.WriteLag), intervalText(s.FlushLag), intervalText(s.ReplayLag), "async",
+						intervalText(s.WriteLag), intervalText(s.FlushLag), intervalText(s.ReplayLag), sync,
 						timeOrNull(s.ReplyTime)})
 				}
 				return out

@@ -136,6 +136,7 @@ type serveFlags struct {
 	init                                                                          bool
 	maxSlotWALKeep                                                                string
 	standby                                                                       standbyFlags
+	synchronousStandby                                                            string
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
@@ -155,6 +156,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
 		"WAL a replication slot may hold (a quantity such as 1Gi) before it is invalidated; -1 = no limit")
+	fs.StringVar(&f.synchronousStandby, "synchronous-standby", "",
+		"a commit returns only once the standby of this --name has flushed it (synchronous replication)")
 	f.standby.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -186,7 +189,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.DB, cfg.Logf = db, logf
-	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep, Logf: logf})
+	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep,
+		SynchronousStandby: f.synchronousStandby, Logf: logf})
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}
