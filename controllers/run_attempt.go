@@ -30,15 +30,18 @@ import (
 // starting (the claim exists, the API server accepts the pod), and from the moment it holds
 // the volume until its pod runs it is bounded by podStartTimeoutSeconds.
 func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
-	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
-	if err != nil {
-		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
-		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
-	}
 	if img := run.Spec.Runner.Image; !r.imageAllowed(img) {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonImageNotAllowed,
 			fmt.Sprintf("runner.image %q is not one the operator allows (its --runner-image or --allowed-runner-images)", img))
 		return ctrl.Result{}, nil
+	}
+	if run.Spec.Target.Server != nil {
+		return r.advanceOnline(ctx, run)
+	}
+	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
+	if err != nil {
+		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
 	}
 	lock, err := r.acquireVolumeLock(ctx, run)
 	if err != nil {
@@ -76,6 +79,13 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonQuiescing, msg, stopPollInterval)
 		}
 	}
+	return r.runAttempt(ctx, run, specJSON, res, lock.since)
+}
+
+// runAttempt starts the next attempt's pod, or follows the current one. since is when the
+// run began waiting for its first pod (podStartTimeoutSeconds counts from it).
+func (r *RunReconciler) runAttempt(ctx context.Context, run *vacuumv1alpha1.VacuumRun, specJSON []byte, res runnerwire.Resolved, since time.Time) (ctrl.Result, error) {
+	st := &run.Status
 	if st.Attempts == 0 || st.FailedAttempts >= st.Attempts {
 		pod := r.runnerPod(run, st.Attempts+1, specJSON, res)
 		return r.startAttempt(ctx, run, pod)
@@ -100,7 +110,7 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			return r.observeRunning(ctx, run, pod)
 		}
 	}
-	since := lock.since // the first attempt's wait includes the quiesce
+	// The first attempt's wait includes the quiesce (or an online run's identify).
 	if st.Attempts > 1 {
 		since = pod.CreationTimestamp.Time
 	}

@@ -115,6 +115,14 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // reconcileRun is the guard clauses of a run's life, each handing off to a named step.
 func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (ctrl.Result, error) {
+	if isLegacyRun(run) { // started by the manager version before this one (run_legacy.go)
+		if changed, err := r.adoptLegacyRun(ctx, run); changed || err != nil {
+			if apierrors.IsConflict(err) {
+				err = nil
+			}
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
+	}
 	if !run.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, run)
 	}
@@ -127,6 +135,11 @@ func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.Va
 	}
 	if run.Spec.Cancel {
 		return r.cancel(ctx, run)
+	}
+	if isLegacyRun(run) {
+		if acted, res, err := r.stopLegacyAttempt(ctx, run); acted {
+			return res, err
+		}
 	}
 	if r.deadlinePassed(run) {
 		return r.stopAndFail(ctx, run, vacuumv1alpha1.ReasonDeadlineExceeded, "activeDeadlineSeconds passed")

@@ -50,7 +50,7 @@ type volumeLock struct {
 func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (volumeLock, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim),
+		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: lockName(run),
 			Labels: map[string]string{vacuumv1alpha1.LabelRun: run.Name}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To(string(run.UID)), LeaseDurationSeconds: ptr.To(int32(leaseDurationSeconds)),
@@ -121,7 +121,11 @@ func (r *RunReconciler) renewLease(ctx context.Context, lease *coordinationv1.Le
 // releaseVolumeLock deletes the run's lease if the run holds it.
 func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
 	var cur coordinationv1.Lease
-	k := types.NamespacedName{Namespace: run.Namespace, Name: leaseName(run.Spec.Target.PersistentVolumeClaim)}
+	name := lockName(run)
+	if name == "" {
+		return nil // an online run that never identified its server holds no lock
+	}
+	k := types.NamespacedName{Namespace: run.Namespace, Name: name}
 	if err := r.APIReader.Get(ctx, k, &cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}

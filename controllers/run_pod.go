@@ -56,6 +56,12 @@ func runnerArgs() []string {
 
 // runnerPod builds the pod of one attempt.
 func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, specJSON []byte, res runnerwire.Resolved) *corev1.Pod {
+	return r.runnerPodNamed(run, podName(run, attempt), specJSON, res)
+}
+
+// runnerPodNamed builds a runner pod of the run (an attempt's, or an online run's
+// identify pod) that runs the given RunSpec.
+func (r *RunReconciler) runnerPodNamed(run *vacuumv1alpha1.VacuumRun, name string, specJSON []byte, res runnerwire.Resolved) *corev1.Pod {
 	spec := &run.Spec.VacuumSpec
 	image := spec.Runner.Image
 	if image == "" {
@@ -70,7 +76,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 		labels[vacuumv1alpha1.LabelPolicy] = run.Spec.PolicyName
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, attempt), Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: name, Labels: labels,
 			Annotations: map[string]string{vacuumv1alpha1.AnnotationRunSpec: string(specJSON)}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -94,7 +100,7 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 					{Name: "control", ContainerPort: runnerwire.ControlPort, Protocol: corev1.ProtocolTCP},
 					{Name: "metrics", ContainerPort: runnerwire.MetricsPort, Protocol: corev1.ProtocolTCP},
 				},
-				Resources:                runnerResources(spec.Runner.Resources, res),
+				Resources:                runnerResources(spec.Runner.Resources, podMemory(spec, res)),
 				TerminationMessagePath:   terminationLogPath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				SecurityContext: &corev1.SecurityContext{
@@ -104,21 +110,18 @@ func (r *RunReconciler) runnerPod(run *vacuumv1alpha1.VacuumRun, attempt int32, 
 					RunAsNonRoot:             ptr.To(true),
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "data", MountPath: runnerwire.DefaultDataDir, SubPath: spec.Target.SubPath},
-					{Name: "token", MountPath: tokenMountDir, ReadOnly: true},
-					{Name: "spec", MountPath: specMountDir, ReadOnly: true},
-					{Name: "tmp", MountPath: "/tmp"},
-				},
+				VolumeMounts: append(targetMounts(spec.Target),
+					corev1.VolumeMount{Name: "token", MountPath: tokenMountDir, ReadOnly: true},
+					corev1.VolumeMount{Name: "spec", MountPath: specMountDir, ReadOnly: true},
+					corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"},
+				),
 			}},
 		},
 	}
 }
 
 func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
-	return []corev1.Volume{
-		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-			ClaimName: run.Spec.Target.PersistentVolumeClaim}}},
+	return append(targetVolumes(run.Spec.Target), []corev1.Volume{
 		// 0444, not 0440: without an fsGroup the kubelet leaves the file owned by root, and
 		// the runner (non-root, UID 65532 in our image) could not read it. Only this pod's one
 		// container sees the mount.
@@ -135,7 +138,7 @@ func runnerVolumes(run *vacuumv1alpha1.VacuumRun) []corev1.Volume {
 				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + vacuumv1alpha1.AnnotationRunSpec + "']"}}}}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
-	}
+	}...)
 }
 
 // podSecurityContext is the restricted profile plus the IDs the user chose.
@@ -151,11 +154,21 @@ func podSecurityContext(u *vacuumv1alpha1.RunnerPodSecurityContext) *corev1.PodS
 	return sc
 }
 
-// runnerResources are the user's resources, with memory request and limit defaulting to what
-// the runner itself checks for: buffer pool + parallelism x maintenance memory + 64Mi.
-func runnerResources(user corev1.ResourceRequirements, res runnerwire.Resolved) corev1.ResourceRequirements {
+// podMemory is the runner's default memory: what it checks for with a volume (buffer pool +
+// parallelism x maintenance memory + 64Mi), and 64Mi for a server target, whose vacuum
+// works in the server's memory.
+func podMemory(spec *vacuumv1alpha1.VacuumSpec, res runnerwire.Resolved) int64 {
+	if spec.Target.Server != nil {
+		return onlineRunnerMemory
+	}
+	return runnerwire.MemoryRequirement(res)
+}
+
+// runnerResources are the user's resources, with memory request and limit defaulting to
+// mem bytes (podMemory).
+func runnerResources(user corev1.ResourceRequirements, mem64 int64) corev1.ResourceRequirements {
 	out := *user.DeepCopy()
-	mem := *resource.NewQuantity(runnerwire.MemoryRequirement(res), resource.BinarySI)
+	mem := *resource.NewQuantity(mem64, resource.BinarySI)
 	if out.Requests == nil {
 		out.Requests = corev1.ResourceList{}
 	}

@@ -53,6 +53,9 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 		})
 	}
 	s.Tables = tables
+	if s.Server != nil && p.ThrottleApplies != "" {
+		s.Server.ThrottleApplies = p.ThrottleApplies
+	}
 }
 
 // foldSummary writes the runner's final Summary into the run's status.

@@ -44,6 +44,18 @@ func setPodWaiting(pod *corev1.Pod, edit func(*corev1.PodStatus)) {
 	Expect(k8sClient.Status().Update(suiteCtx, pod)).To(Succeed())
 }
 
+// exhaustQuota makes a ResourceQuota of no pods in ns, with the status the quota controller
+// would write (envtest runs none), so the API server's ResourceQuota admission plugin
+// refuses every new pod of the namespace as Forbidden ("exceeded quota").
+func exhaustQuota(ns string) {
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	Expect(k8sClient.Create(suiteCtx, q)).To(Succeed())
+	q.Status.Hard = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	q.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	Expect(k8sClient.Status().Update(suiteCtx, q)).To(Succeed())
+}
+
 func waitingContainer(reason, msg string) func(*corev1.PodStatus) {
 	return func(s *corev1.PodStatus) {
 		s.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerContainer, Image: "x", ImageID: "",
@@ -91,7 +103,30 @@ var _ = Describe("A run that cannot start", func() {
 			run.Spec.Runner.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 			run.Spec.Runner.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		}, "must be less than or equal to cpu limit"),
+		Entry("a ResourceQuota that allows no more pods (forbidden)", exhaustQuota, func(*vacuumv1alpha1.VacuumRun) {}, "exceeded quota: no-pods"),
 	)
+
+	It("fails at once when a retry's pod is forbidden by a quota filled meanwhile, and gives the app its replicas back", func() {
+		app := newWorkload(ns, "Deployment", "app", 3)
+		newRun(ns, "quota", "data", quiesceDeployment)
+		pod := reconcileUntilPod(r, ns, "quota", 1)
+		Expect(replicasOf(app)).To(BeZero())
+
+		By("failing attempt 1 with a retried exit code once the namespace's pod quota is used up")
+		exhaustQuota(ns)
+		setPodTerminated(pod, 1, "Error", "")
+		for range 4 {
+			reconcileRun(r, ns, "quota")
+		}
+		run := getRun(ns, "quota")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunFailed))
+		Expect(conditionReason(run.Status.Conditions, vacuumv1alpha1.ConditionFailed)).To(Equal(vacuumv1alpha1.ReasonPodRejected))
+		Expect(run.Status.Message).To(ContainSubstring("quota-2"))
+		Expect(run.Status.Message).To(ContainSubstring("exceeded quota: no-pods"))
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1), "no second pod exists")
+		Expect(replicasOf(app)).To(BeEquivalentTo(3), "the app is restored")
+		Expect(leaseExists(ns, "data")).To(BeFalse(), "the volume lock is released")
+	})
 
 	It("fails at once when the pod is refused at creation, with no app to protect by a dry run", func() {
 		newRun(ns, "invalid", "data", func(run *vacuumv1alpha1.VacuumRun) {

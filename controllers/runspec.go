@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -16,6 +17,9 @@ import (
 // sub-path) at runnerwire.DefaultDataDir. Every field is carried over as the API server stored it,
 // defaults included, so the pod's args say exactly what the run says.
 func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
+	if s.Target.Server != nil {
+		return onlineRunSpecFor(s)
+	}
 	out := runnerwire.RunSpec{
 		DataDir:             runnerwire.DefaultDataDir,
 		Mode:                runnerwire.Mode(s.Mode),
@@ -30,6 +34,46 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 		MinDeadTuplePercent: ptr.To(s.MinDeadTuplePercent),
 		AllowCrashRecovery:  s.AllowCrashRecovery,
 	}
+	// A volume target's defaults for the fields the CRD no longer defaults (their default
+	// depends on the target's form).
+	if out.RingSize == nil {
+		out.RingSize = resource.NewQuantity(runnerwire.DefaultRingSize, resource.BinarySI)
+	}
+	if out.BufferPoolSize == nil {
+		out.BufferPoolSize = resource.NewQuantity(runnerwire.DefaultBufferPoolSize, resource.BinarySI)
+	}
+	if out.Truncate == nil {
+		out.Truncate = ptr.To(true)
+	}
+	finishRunSpec(&out, s)
+	return out
+}
+
+// onlineRunSpecFor is runSpecFor for a server target, without its address (the caller
+// resolves it): only what the user wrote, or what the CRD always fills, reaches the server;
+// the server's own settings stand for the rest. A ringSize, truncate or maintenanceWorkMem
+// left out is not sent, and indexWorkers is not sent to a Full run, which ignores it.
+func onlineRunSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
+	out := runnerwire.RunSpec{
+		Server:              &runnerwire.ServerTarget{},
+		Mode:                runnerwire.Mode(s.Mode),
+		Tables:              append([]string(nil), s.Target.Tables...),
+		Throttle:            wireThrottle(&s.Throttle),
+		RingSize:            s.RingSize,
+		Parallelism:         ptr.To(s.Parallelism),
+		MaintenanceWorkMem:  s.MaintenanceWorkMem,
+		Truncate:            s.Truncate,
+		MinDeadTuplePercent: ptr.To(s.MinDeadTuplePercent),
+	}
+	if s.Mode != vacuumv1alpha1.VacuumModeFull {
+		out.IndexWorkers = ptr.To(s.IndexWorkers)
+	}
+	finishRunSpec(&out, s)
+	return out
+}
+
+// finishRunSpec carries what both target forms share.
+func finishRunSpec(out *runnerwire.RunSpec, s *vacuumv1alpha1.VacuumSpec) {
 	if out.Parallelism != nil && *out.Parallelism == 0 {
 		out.Parallelism = nil // a Go client that left it out: the default applies
 	}
@@ -38,7 +82,6 @@ func runSpecFor(s *vacuumv1alpha1.VacuumSpec) runnerwire.RunSpec {
 			Table: o.Table, Throttle: runnerwire.Throttle(*o.Throttle.DeepCopy()),
 		})
 	}
-	return out
 }
 
 // wireThrottle is the body of PUT /throttle for a run's throttle. The API's Throttle and
@@ -76,8 +119,17 @@ func describeThrottle(t *vacuumv1alpha1.Throttle) string {
 // VacuumRun's UID) lets a later attempt of the run finish a crash recovery an earlier one
 // left (exit 7 otherwise).
 func resolvedSpec(s *vacuumv1alpha1.VacuumSpec, runID string) (runnerwire.RunSpec, runnerwire.Resolved, []byte, error) {
+	return resolveAndEncode(nil, s, runID)
+}
+
+// resolveAndEncode is resolvedSpec with edit applied to the RunSpec first (an online run's
+// address and identity).
+func resolveAndEncode(edit func(*runnerwire.RunSpec), s *vacuumv1alpha1.VacuumSpec, runID string) (runnerwire.RunSpec, runnerwire.Resolved, []byte, error) {
 	rs := runSpecFor(s)
 	rs.RunID = runID
+	if edit != nil {
+		edit(&rs)
+	}
 	res, err := rs.Resolve()
 	if err != nil {
 		return rs, res, nil, fmt.Errorf("invalid run spec: %w", err)

@@ -1,7 +1,7 @@
 package controllers
 
 import (
-	"context"
+	"flag"
 	"fmt"
 	"net"
 	"runtime"
@@ -20,6 +20,14 @@ import (
 
 // A big cluster, and runners that do not answer: the manager's memory does not grow with
 // pods that are not its own, and one stuck runner pod does not hold up the other runs.
+
+// unrelatedPods is how many pods the operator did not make the heap spec creates. The
+// issue's figure is 10,000 (bound 10 MiB, about 90 s here); make test runs 2,000 with the
+// same bound per pod, which is far below what caching them would cost (see the spec).
+var unrelatedPods = flag.Int("scale.pods", 2000, "unrelated pods of the manager heap spec (the full figure: 10000)")
+
+// heapPerUnrelatedPod is the heap growth allowed per unrelated pod: 10 MiB for 10,000.
+const heapPerUnrelatedPod = (10 << 20) / 10000
 
 // heapInUse is the test process's heap in use after a full collection (the manager under
 // test runs in this process).
@@ -99,13 +107,14 @@ func silentRunner(ip string) (stop func()) {
 }
 
 var _ = Describe("The manager at scale", Ordered, func() {
-	It("caches no pod without the operator's label, and its heap grows by less than 10 MiB for 10,000 unrelated pods", func(ctx SpecContext) {
+	It("caches no pod without the operator's label, and its heap grows by less than 1 KiB per unrelated pod (10 MiB for 10,000)", func(ctx SpecContext) {
+		n := *unrelatedPods
 		ns := newNamespace()
 		m := runManager(managerOptions{progressInterval: time.Second})
 		defer m.stop()
-		DeferCleanup(func() {
-			Expect(k8sClient.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
-		})
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
+		}, NodeTimeout(time.Duration(n)*10*time.Millisecond+30*time.Second))
 		cached := m.mgr.GetCache()
 		Expect(cached.WaitForCacheSync(ctx)).To(BeTrue())
 
@@ -125,22 +134,25 @@ var _ = Describe("The manager at scale", Ordered, func() {
 		Eventually(cachedNames).WithTimeout(10 * time.Second).Should(ConsistOf("mine"))
 		before := heapInUse()
 
-		By("creating 10,000 pods the operator did not make")
+		By(fmt.Sprintf("creating %d pods the operator did not make", n))
 		start := time.Now()
-		createPods(ns, 10000)
+		createPods(ns, n)
 		created := time.Since(start)
 		// Watch events arrive in order: once the cache has this pod, it has been told of all
 		// the pods made before it, and would hold them were it not restricted.
 		Expect(k8sClient.Create(suiteCtx, testPod(ns, "mine-after", map[string]string{LabelManagedBy: ManagedBy}))).To(Succeed())
-		Eventually(cachedNames).WithTimeout(30 * time.Second).Should(ConsistOf("mine", "mine-after"))
+		Eventually(cachedNames).WithTimeout(30 * time.Second).Should(ContainElement("mine-after"))
 		after := heapInUse()
 		growth := int64(after) - int64(before)
-		GinkgoWriter.Printf("10,000 pods created in %s; heap in use after GC %d -> %d bytes (%+.1f MiB)\n",
-			created.Round(time.Millisecond), before, after, float64(growth)/(1<<20))
-		AddReportEntry("heap growth for 10,000 unrelated pods (MiB)", fmt.Sprintf("%.1f", float64(growth)/(1<<20)))
-		Expect(growth).To(BeNumerically("<", 10<<20), "the manager's heap grew by %d bytes", growth)
+		limit := int64(n) * heapPerUnrelatedPod
+		GinkgoWriter.Printf("%d pods created in %s; heap in use after GC %d -> %d bytes (%+.1f MiB, limit %.1f MiB)\n",
+			n, created.Round(time.Millisecond), before, after, float64(growth)/(1<<20), float64(limit)/(1<<20))
+		AddReportEntry(fmt.Sprintf("heap growth for %d unrelated pods (MiB)", n), fmt.Sprintf("%.1f", float64(growth)/(1<<20)))
+		// A cache holding these pods grows by about 7 KiB for each: with the label restriction
+		// removed from CacheOptions this spec measured +14.3 MiB for 2,000, seven times the limit.
+		Expect(growth).To(BeNumerically("<", limit), "the manager's heap grew by %d bytes", growth)
 		Expect(cachedNames()).To(ConsistOf("mine", "mine-after"))
-	}, SpecTimeout(90*time.Second))
+	}, SpecTimeout(time.Duration(*unrelatedPods)*10*time.Millisecond+40*time.Second))
 
 	It("watches only the namespaces it is given", func(ctx SpecContext) {
 		watched, other := newNamespace(), newNamespace()

@@ -73,9 +73,13 @@ var _ = BeforeSuite(func() {
 // installAdmissionPolicies applies config/admission as a cluster admin would: the policies
 // then judge every request of the suite (the admin passes them; impersonated users may not).
 func installAdmissionPolicies() {
-	b, err := os.ReadFile(filepath.Join("..", "config", "admission", "quiesce_policy.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	for _, doc := range strings.Split(string(b), "\n---") {
+	var all []string
+	for _, f := range []string{"quiesce_policy.yaml", "credentials_policy.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "config", "admission", f))
+		Expect(err).NotTo(HaveOccurred())
+		all = append(all, strings.Split(string(b), "\n---")...)
+	}
+	for _, doc := range all {
 		var u unstructured.Unstructured
 		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
 		if len(u.Object) == 0 {

@@ -137,6 +137,30 @@ var _ = Describe("Tenancy", func() {
 		Expect(leaseExists(ns, "data")).To(BeFalse())
 	})
 
+	It("deletes a pod or token Secret only while it is the one it read: a same-named replacement stays", func() {
+		newRun(ns, "swapped", "data", nil)
+		pod := reconcileUntilPod(r, ns, "swapped", 1)
+		run := getRun(ns, "swapped")
+		Expect(run.Status.TokenSecret).NotTo(BeNil())
+
+		By("replacing both, between the manager's read and its delete, by objects of the same names")
+		Expect(k8sClient.Delete(suiteCtx, pod)).To(Succeed())
+		other := testPod(ns, pod.Name, map[string]string{"app": "web"})
+		Expect(k8sClient.Create(suiteCtx, other)).To(Succeed())
+		var secret corev1.Secret
+		Expect(k8sClient.Get(suiteCtx, key(ns, run.Status.TokenSecret.Name), &secret)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, &secret)).To(Succeed())
+		otherSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name},
+			Data: map[string][]byte{"password": []byte("not the run's")}}
+		Expect(k8sClient.Create(suiteCtx, otherSecret)).To(Succeed())
+
+		Expect(deleteOwnedPod(suiteCtx, k8sClient, pod)).To(Succeed())
+		Expect(deleteTokenSecret(suiteCtx, k8sClient, run)).To(Succeed())
+		Expect(getPod(ns, pod.Name).UID).To(Equal(other.UID), "the new pod of that name is not deleted")
+		Expect(k8sClient.Get(suiteCtx, key(ns, secret.Name), &secret)).To(Succeed())
+		Expect(secret.UID).To(Equal(otherSecret.UID), "the new Secret of that name is not deleted")
+	})
+
 	It("does not wait for, read or delete a pod that only carries its label", func() {
 		newRun(ns, "labelled", "data", nil)
 		pod := reconcileUntilPod(r, ns, "labelled", 1)

@@ -79,12 +79,18 @@ var _ = Describe("CRD validation", func() {
 		Expect(int64(*s.Throttle.CostLimit)).To(BeEquivalentTo(runnerwire.DefaultCostLimit))
 		Expect([]int32{*s.Throttle.PageHitCost, *s.Throttle.PageMissCost, *s.Throttle.PageDirtyCost}).To(Equal([]int32{1, 2, 20}))
 		Expect(s.Throttle.MaxReadBytesPerSecond).To(BeNil())
-		Expect(s.RingSize.Value()).To(BeEquivalentTo(runnerwire.DefaultRingSize))
-		Expect(s.BufferPoolSize.Value()).To(BeEquivalentTo(runnerwire.DefaultBufferPoolSize))
+		// ringSize, bufferPoolSize and truncate have no CRD default: theirs depends on the
+		// target's form, and the controller applies it (runSpecFor).
+		Expect(s.RingSize).To(BeNil())
+		Expect(s.BufferPoolSize).To(BeNil())
+		Expect(s.Truncate).To(BeNil())
+		rs := runSpecFor(&s.VacuumSpec)
+		Expect(rs.RingSize.Value()).To(BeEquivalentTo(runnerwire.DefaultRingSize))
+		Expect(rs.BufferPoolSize.Value()).To(BeEquivalentTo(runnerwire.DefaultBufferPoolSize))
+		Expect(*rs.Truncate).To(BeTrue())
 		Expect(s.MaintenanceWorkMem.Value()).To(BeEquivalentTo(runnerwire.DefaultMaintenanceWorkMem))
 		Expect(s.Parallelism).To(BeEquivalentTo(runnerwire.DefaultParallelism))
 		Expect(s.IndexWorkers).To(BeZero())
-		Expect(*s.Truncate).To(BeTrue())
 		Expect(s.MinDeadTuplePercent).To(BeZero())
 		Expect(s.BackoffLimit).To(BeEquivalentTo(2))
 		Expect(s.ActiveDeadlineSeconds).To(BeNil())
@@ -158,7 +164,7 @@ var _ = Describe("CRD validation", func() {
 		Entry("history limit -1", field("successfulRunsHistoryLimit", -1), "", "spec.successfulRunsHistoryLimit in body should be greater than or equal to 0"),
 		Entry("unknown mode", field("mode", "Analyze"), "", `spec.mode: Unsupported value: "Analyze": supported values: "Lazy", "Full"`),
 		Entry("unknown concurrency policy", field("concurrencyPolicy", "Allow"), "", `spec.concurrencyPolicy: Unsupported value: "Allow"`),
-		Entry("missing volume claim", field("target", map[string]any{}), "", "spec.target.persistentVolumeClaim: Required value"),
+		Entry("neither a volume claim nor a server", field("target", map[string]any{}), "", "target must set exactly one of persistentVolumeClaim (an offline run) and server (an online run)"),
 		Entry("subPath escaping the volume", field("target", map[string]any{"persistentVolumeClaim": "d", "subPath": "a/../../etc"}), "",
 			"target.subPath must be a relative path without '..'"),
 		Entry("too many tables", field("target", map[string]any{"persistentVolumeClaim": "d", "tables": manyTables(257)}), "",

@@ -20,7 +20,8 @@ const (
 // VacuumSpec is what one execution does: shared by VacuumPolicy (as the template of its runs)
 // and VacuumRun (resolved, for one run).
 type VacuumSpec struct {
-	// Target is the volume holding the engine's data directory, and what to clean in it.
+	// Target is what to clean: a volume holding the engine's data directory (an offline
+	// run), or a running database server reached through a Service (an online run).
 	Target Target `json:"target"`
 
 	// Mode is Lazy (VACUUM) or Full (VACUUM FULL).
@@ -34,14 +35,14 @@ type VacuumSpec struct {
 	Throttle Throttle `json:"throttle,omitempty"`
 
 	// RingSize is the vacuum's private ring of buffers: 0 = none (use the shared pool),
-	// otherwise 128Ki to 16Gi.
-	// +kubebuilder:default="2Mi"
+	// otherwise 128Ki to 16Gi. Absent = 2Mi for a volume target; for a server target it
+	// is sent (as BUFFER_USAGE_LIMIT, PostgreSQL 16 and later) only when written.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) == 0 || (quantity(string(self)).compareTo(quantity('128Ki')) >= 0 && quantity(string(self)).compareTo(quantity('16Gi')) <= 0)",message="ringSize must be 0 or between 128Ki and 16Gi"
 	// +optional
 	RingSize *resource.Quantity `json:"ringSize,omitempty"`
 
-	// BufferPoolSize is the runner's buffer pool, 1Mi to 1Ti.
-	// +kubebuilder:default="128Mi"
+	// BufferPoolSize is the runner's buffer pool, 1Mi to 1Ti; absent = 128Mi. A server
+	// target refuses it: the server's own buffers are used.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="bufferPoolSize must be between 1Mi and 1Ti"
 	// +optional
 	BufferPoolSize *resource.Quantity `json:"bufferPoolSize,omitempty"`
@@ -71,7 +72,8 @@ type VacuumSpec struct {
 	MaintenanceWorkMem *resource.Quantity `json:"maintenanceWorkMem,omitempty"`
 
 	// Truncate gives empty pages at the end of a table back to the filesystem (Lazy only).
-	// +kubebuilder:default=true
+	// Absent = true for a volume target; for a server target it is sent only when written,
+	// else the server's own setting applies.
 	// +optional
 	Truncate *bool `json:"truncate,omitempty"`
 
@@ -126,14 +128,25 @@ type VacuumSpec struct {
 	BackoffLimit int32 `json:"backoffLimit"`
 }
 
-// Target names the volume and what to clean in it.
+// Target names what to clean: exactly one of a volume (persistentVolumeClaim, offline) or a
+// server (online), and the tables.
+// +kubebuilder:validation:XValidation:rule="has(self.persistentVolumeClaim) != has(self.server)",message="target must set exactly one of persistentVolumeClaim (an offline run) and server (an online run)"
+// +kubebuilder:validation:XValidation:rule="!has(self.server) || !has(self.quiesce)",message="target.quiesce cannot be used with target.server: an online run vacuums a server beside its traffic and stops nothing"
+// +kubebuilder:validation:XValidation:rule="!has(self.server) || !has(self.subPath)",message="target.subPath cannot be used with target.server: it names a directory inside a volume"
 type Target struct {
-	// PersistentVolumeClaim is the claim, in the same namespace, holding the data directory.
-	// It cannot be changed.
+	// PersistentVolumeClaim is the claim, in the same namespace, holding the data directory
+	// (an offline run). It cannot be changed.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="target.persistentVolumeClaim is immutable"
-	PersistentVolumeClaim string `json:"persistentVolumeClaim"`
+	// +optional
+	PersistentVolumeClaim string `json:"persistentVolumeClaim,omitempty"`
+
+	// Server is a running database server (the engine server or PostgreSQL) reached through
+	// a Service in the same namespace, vacuumed through SQL beside its traffic (an online
+	// run). It cannot be changed.
+	// +optional
+	Server *ServerTarget `json:"server,omitempty"`
 
 	// SubPath is the data directory inside the volume; empty = the volume's root.
 	// +kubebuilder:validation:MaxLength=1024
@@ -154,6 +167,99 @@ type Target struct {
 	// +optional
 	Quiesce *QuiesceTarget `json:"quiesce,omitempty"`
 }
+
+// ServerTarget is a database server behind a Service of the run's namespace. The operator
+// resolves the Service through its EndpointSlices to one ready address, which it passes to
+// the runner; cluster DNS is never used.
+type ServerTarget struct {
+	// Service is the name of the Service in front of the server.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Service string `json:"service"`
+
+	// Port is the Service's port (not the pod's), mapped to the endpoint's target port;
+	// absent = 5432.
+	// +kubebuilder:default=5432
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// Database is the database whose tables are vacuumed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Database string `json:"database"`
+
+	// CredentialsSecret is the Secret, in the run's namespace, holding the role and password
+	// the runner connects with. Creating a run or policy that names it needs permission to
+	// get it (an admission policy shipped with the operator checks that), and only its two
+	// keys are mounted into the runner pod; the manager never reads it.
+	CredentialsSecret CredentialsSecret `json:"credentialsSecret"`
+
+	// TLS says how the connection is encrypted and the server verified; absent = Require.
+	// +optional
+	TLS *ServerTLS `json:"tls,omitempty"`
+}
+
+// CredentialsSecret names a Secret and the keys of a role's name and password in it.
+type CredentialsSecret struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// UsernameKey is the key holding the role's name; absent = username.
+	// +kubebuilder:default=username
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	UsernameKey string `json:"usernameKey,omitempty"`
+	// PasswordKey is the key holding the password; absent = password.
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	PasswordKey string `json:"passwordKey,omitempty"`
+}
+
+// TLSMode is libpq's sslmode, without the modes that may fall back to cleartext.
+// +kubebuilder:validation:Enum=Disable;Require;VerifyCA;VerifyFull
+type TLSMode string
+
+// TLS modes of a server target.
+const (
+	// TLSDisable connects without TLS.
+	TLSDisable TLSMode = "Disable"
+	// TLSRequire encrypts but does not verify the server's certificate.
+	TLSRequire TLSMode = "Require"
+	// TLSVerifyCA encrypts and checks the certificate against caSecret.
+	TLSVerifyCA TLSMode = "VerifyCA"
+	// TLSVerifyFull is VerifyCA plus a check that the certificate names the address
+	// connected to.
+	TLSVerifyFull TLSMode = "VerifyFull"
+)
+
+// ServerTLS is the connection's TLS.
+// +kubebuilder:validation:XValidation:rule="!(self.mode in ['VerifyCA', 'VerifyFull']) || has(self.caSecret)",message="target.server.tls.caSecret is required when tls.mode is VerifyCA or VerifyFull"
+type ServerTLS struct {
+	// Mode is Disable, Require, VerifyCA or VerifyFull; absent = Require. Only a verified
+	// server (VerifyCA, VerifyFull) is ever sent a cleartext password; otherwise the
+	// runner answers SCRAM-SHA-256 only.
+	// +kubebuilder:default=Require
+	// +optional
+	Mode TLSMode `json:"mode,omitempty"`
+	// CASecret is a Secret in the run's namespace whose key ca.crt holds the CA bundle the
+	// server's certificate is checked against.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CASecret string `json:"caSecret,omitempty"`
+}
+
+// CAKey is the key of a server target's caSecret holding the CA bundle.
+const CAKey = "ca.crt"
 
 // QuiesceTarget is a workload in the same namespace.
 type QuiesceTarget struct {

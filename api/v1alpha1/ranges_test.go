@@ -132,8 +132,10 @@ func TestCRDRangesAreTheRunnersConstants(t *testing.T) {
 			bounds []string
 			def    string
 		}{
-			{"ringSize", []string{quantity(runnerwire.MinRingSize), quantity(runnerwire.MaxRingSize)}, quantity(runnerwire.DefaultRingSize)},
-			{"bufferPoolSize", []string{quantity(runnerwire.MinBufferPoolSize), quantity(runnerwire.MaxBufferPoolSize)}, quantity(runnerwire.DefaultBufferPoolSize)},
+			// ringSize and bufferPoolSize have no CRD default: it depends on the target's form
+			// (the controller applies the runner's for a volume).
+			{"ringSize", []string{quantity(runnerwire.MinRingSize), quantity(runnerwire.MaxRingSize)}, "<none>"},
+			{"bufferPoolSize", []string{quantity(runnerwire.MinBufferPoolSize), quantity(runnerwire.MaxBufferPoolSize)}, "<none>"},
 			{"maintenanceWorkMem", []string{quantity(runnerwire.MinMaintenanceWorkMem), quantity(runnerwire.MaxMaintenanceWorkMem)}, quantity(runnerwire.DefaultMaintenanceWorkMem)},
 			{"throttle.costDelay", []string{"duration('0ms')", "duration('" + runnerwire.MaxCostDelay.String() + "')"}, runnerwire.DefaultCostDelay.String()},
 			{"tableOverrides[].throttle.costDelay", []string{"duration('0ms')", "duration('" + runnerwire.MaxCostDelay.String() + "')"}, "<none>"},

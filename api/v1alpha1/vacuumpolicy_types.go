@@ -16,6 +16,7 @@ const (
 )
 
 // VacuumPolicySpec is what to clean, how gently, how wide and when.
+// +kubebuilder:validation:XValidation:rule="!has(self.target.server) || !has(self.bufferPoolSize)",message="spec.bufferPoolSize cannot be used with target.server: it is the runner's own buffer pool, and an online run uses the server's"
 type VacuumPolicySpec struct {
 	VacuumSpec `json:",inline"`
 

@@ -30,6 +30,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.target.persistentVolumeClaim) == has(oldSelf.target.persistentVolumeClaim) && (!has(self.target.persistentVolumeClaim) || self.target.persistentVolumeClaim == oldSelf.target.persistentVolumeClaim)",message="spec.target.persistentVolumeClaim is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.target.subPath) == has(oldSelf.target.subPath) && (!has(self.target.subPath) || self.target.subPath == oldSelf.target.subPath)",message="spec.target.subPath is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.target.tables) == has(oldSelf.target.tables) && (!has(self.target.tables) || self.target.tables == oldSelf.target.tables)",message="spec.target.tables is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.target.server) == has(oldSelf.target.server) && (!has(self.target.server) || self.target.server == oldSelf.target.server)",message="spec.target.server is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.server) || !has(self.bufferPoolSize)",message="spec.bufferPoolSize cannot be used with target.server: it is the runner's own buffer pool, and an online run uses the server's"
 // +kubebuilder:validation:XValidation:rule="has(self.target.quiesce) == has(oldSelf.target.quiesce) && (!has(self.target.quiesce) || self.target.quiesce == oldSelf.target.quiesce)",message="spec.target.quiesce is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.mode) == has(oldSelf.mode) && (!has(self.mode) || self.mode == oldSelf.mode)",message="spec.mode is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.ringSize) == has(oldSelf.ringSize) && (!has(self.ringSize) || self.ringSize == oldSelf.ringSize)",message="spec.ringSize is immutable"
@@ -198,6 +200,58 @@ type VacuumRunStatus struct {
 	// Secret is mounted into the run's pods and deleted with the run.
 	// +optional
 	TokenSecret *OwnedObject `json:"tokenSecret,omitempty"`
+	// Server is the server an online run resolved and identified (absent for a volume).
+	// +optional
+	Server *ServerStatus `json:"server,omitempty"`
+	// Foreground is what the server's own traffic felt over the last interval, next to a
+	// baseline taken just before the vacuum started. Only the engine server reports it
+	// (its vacuumops_statement_latency view); PostgreSQL has no latency histogram, so it
+	// stays absent there.
+	// +optional
+	Foreground *ForegroundStatus `json:"foreground,omitempty"`
+}
+
+// ServerStatus is the server an online run works on.
+type ServerStatus struct {
+	// Address is the ready endpoint (IP:port) the run was given, from the Service's
+	// EndpointSlices.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// SystemIdentifier is the server's system identifier (pg_control_system()), read at
+	// the run's start; the online-runs Lease is keyed by it, so two Services in front of
+	// one server share the lock.
+	// +optional
+	SystemIdentifier string `json:"systemIdentifier,omitempty"`
+	// Version is the server's version() string.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// ThrottleApplies says when a throttle change takes effect: Immediately (the engine
+	// server) or NextTable (PostgreSQL, which cannot re-throttle a running manual VACUUM).
+	// +optional
+	ThrottleApplies string `json:"throttleApplies,omitempty"`
+}
+
+// ForegroundStatus is the foreground's latency and rate, from the server's histograms.
+type ForegroundStatus struct {
+	// P50 is the median statement latency over the last interval, as a duration string.
+	// +optional
+	P50 string `json:"p50,omitempty"`
+	// P99 is the 99th-percentile statement latency over the last interval.
+	// +optional
+	P99 string `json:"p99,omitempty"`
+	// StatementsPerSecond is the foreground's statements per second over the last interval.
+	// +optional
+	StatementsPerSecond int64 `json:"statementsPerSecond,omitempty"`
+	// BaselineP99 is the 99th-percentile latency over the interval just before the vacuum
+	// started.
+	// +optional
+	BaselineP99 string `json:"baselineP99,omitempty"`
+	// P99VsBaselinePerMille is P99 over BaselineP99, per mille (1300 = 1.3 times).
+	// +optional
+	P99VsBaselinePerMille *int64 `json:"p99VsBaselinePerMille,omitempty"`
+	// P99VsBaseline is P99VsBaselinePerMille for printing ("1.3x").
+	// +optional
+	P99VsBaseline string `json:"p99VsBaseline,omitempty"`
 }
 
 // QuiescedApp is a workload a run scaled to 0, and the replicas to give it back.
@@ -229,6 +283,8 @@ type OwnedObject struct {
 // +kubebuilder:printcolumn:name="Pages/s",type=integer,JSONPath=`.status.pagesPerSecond`
 // +kubebuilder:printcolumn:name="Read/s",type=string,JSONPath=`.status.readRate`
 // +kubebuilder:printcolumn:name="Write/s",type=string,JSONPath=`.status.writeRate`
+// +kubebuilder:printcolumn:name="FG-P99",type=string,JSONPath=`.status.foreground.p99`
+// +kubebuilder:printcolumn:name="vs-Base",type=string,JSONPath=`.status.foreground.p99VsBaseline`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name of a VacuumRun must be at most 53 characters, so the names of its pods and Secret stay within 63"
 type VacuumRun struct {

@@ -88,6 +88,18 @@ const (
 	ReasonForeignObject = "ForeignObject"
 	// ReasonImageNotAllowed: the run names a runner image the operator does not allow.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonManagerUpgraded: the run was started by the manager version before this one;
+	// a runner pod of that version, which serves no pinned HTTPS endpoint, is stopped.
+	ReasonManagerUpgraded = "ManagerUpgraded"
+	// ReasonEndpointNotReady: an online run waits for its Service to exist and to have a
+	// ready endpoint on the port it names.
+	ReasonEndpointNotReady = "EndpointNotReady"
+	// ReasonIdentifying: an online run's runner identifies the server (its system
+	// identifier) before the run takes the server's lock.
+	ReasonIdentifying = "Identifying"
+	// ReasonServerBusy: another online run holds the server's lock (the Lease of its
+	// system identifier).
+	ReasonServerBusy = "ServerBusy"
 )
 
 // DefaultPodStartTimeoutSeconds is podStartTimeoutSeconds when a spec leaves it out.

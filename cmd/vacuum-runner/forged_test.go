@@ -5,7 +5,6 @@ import (
 	"context"
 	bin "encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
@@ -105,7 +104,7 @@ func appendForgedRecord(t *testing.T, dir string, xid uint64) {
 	b := wal.Encode(&wal.Record{Rmgr: wal.RmgrXact, Info: txn.InfoCommit, XID: xid, PrevLSN: last.StartLSN, Main: []byte{}})
 	size := int64(wal.DefaultSegmentSize)
 	seg := int64(last.EndLSN) / size * size
-	f, err := os.OpenFile(filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg)), os.O_RDWR, 0)
+	f, err := os.OpenFile(wal.SegmentPath(dir, wal.LSN(seg), size), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,3 +279,46 @@ func TestRunWithAServerTargetServesProgressTakesAThrottleForTheNextTableAndStops
 		t.Errorf("the log does not say the throttle applies from the next table: %s", p.stderr.String())
 	}
 }
+
+func TestRunIdentifyWritesTheServersSystemIdentifierAndVacuumsNothing(t *testing.T) {
+	db, conn, pw := postgres(t)
+	bloatPG(t, conn, "orders", 400)
+	var want string
+	if err := conn.QueryRow(context.Background(), "SELECT system_identifier::text FROM pg_control_system()").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	userFile := filepath.Join(t.TempDir(), "username")
+	if err := os.WriteFile(userFile, []byte(pgtest.Superuser+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := fmt.Sprintf(`{"server":{"address":%q,"database":%q,"userFile":%q,"passwordFile":%q,"sslMode":"disable"},"identify":true}`,
+		pg.Addr(), db, userFile, pw)
+	log := filepath.Join(t.TempDir(), "termination-log")
+	r := vr(t, nil, "run", "--spec", spec, "--listen", freeAddr(t), "--termination-log", log)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum runnerwire.Summary
+	decode(t, string(b), &sum)
+	if sum.Server == nil || sum.Server.SystemIdentifier != want || sum.Server.Kind != "PostgreSQL" || len(sum.Tables) != 0 {
+		t.Errorf("summary %+v: want system identifier %s of a PostgreSQL and no table", sum, want)
+	}
+	if n := deadTuples(t, conn, "orders"); n != 200 {
+		t.Errorf("%d dead tuples, want the 200 left alone", n)
+	}
+
+	// A vacuum for another server's identifier is refused before any table: exit 3, retried.
+	spec = fmt.Sprintf(`{"server":{"address":%q,"database":%q,"userFile":%q,"passwordFile":%q,"sslMode":"disable","systemIdentifier":"1"}}`,
+		pg.Addr(), db, userFile, pw)
+	r = vr(t, nil, "run", "--spec", spec, "--listen", freeAddr(t), "--termination-log", log)
+	if r.code != runnerwire.ExitBusy || !strings.Contains(r.stderr, "system identifier") {
+		t.Errorf("exit %d, stderr %q: want 3 naming the system identifier", r.code, r.stderr)
+	}
+	if n := deadTuples(t, conn, "orders"); n != 200 {
+		t.Errorf("%d dead tuples, want the 200 left alone", n)
+	}
+}

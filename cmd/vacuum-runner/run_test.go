@@ -250,6 +250,7 @@ func TestCrashedDirectoryExitsSevenUnlessItsLastOpenerWasThisRunOrRecoveryIsAllo
 		{"check", "--data", s.dir},
 		{"stats", "--data", s.dir},
 		{"vacuum", "--data", s.dir, "--cost-delay", "0"},
+		{"bloat", "--data", s.dir, "--table", "more", "--rows", "10"},
 	} {
 		r := vr(t, nil, args...)
 		if r.code != runnerwire.ExitNeedsRecovery || !strings.Contains(r.stderr, "run 3f1c2a4e-run-a") {

@@ -4,12 +4,14 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/runner"
 )
 
@@ -65,10 +67,10 @@ func TestUpgradeCommandMakesAFormatOneDirectoryUsable(t *testing.T) {
 	}
 	var up runner.UpgradeOutput
 	decode(t, mustVR(t, "upgrade", "--data", dir, "--json").stdout, &up)
-	if up != (runner.UpgradeOutput{From: 1, To: 2, Upgraded: true}) {
+	if up != (runner.UpgradeOutput{From: 1, To: engine.DataVersion, Upgraded: true}) {
 		t.Fatalf("upgrade --json = %+v", up)
 	}
-	if out := mustVR(t, "upgrade", "--data", dir).stdout; !strings.Contains(out, "already at format version 2") {
+	if out := mustVR(t, "upgrade", "--data", dir).stdout; !strings.Contains(out, fmt.Sprintf("already at format version %d", engine.DataVersion)) {
 		t.Fatalf("second upgrade says %q", out)
 	}
 	checkOK(t, dir)

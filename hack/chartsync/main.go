@@ -38,7 +38,12 @@ var guards = []struct {
 	{func(_, n string) bool { return n == "vacuum-operator-edit" || n == "vacuum-operator-view" }, ".Values.rbac.aggregateClusterRoles"},
 	{func(_, n string) bool { return n == "vacuum-operator-metrics-auth-role" }, ".Values.metrics.enabled"},
 	{func(_, n string) bool { return n == "vacuum-operator-metrics-reader" }, ".Values.metrics.enabled"},
-	{func(k, _ string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }, ".Values.admission.quiescePermission"},
+	{func(k, n string) bool {
+		return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && n == "vacuum-operator-quiesce-permission"
+	}, ".Values.admission.quiescePermission"},
+	{func(k, n string) bool {
+		return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && n == "vacuum-operator-credentials-permission"
+	}, ".Values.admission.credentialsPermission"},
 }
 
 // handWritten are the objects the chart's own templates make, because values shape them.
@@ -178,6 +183,8 @@ func templates(built []byte) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%s %s holds '{{', which Helm would read as a template", kind, name)
 		}
 		text := strings.ReplaceAll(string(body), "NAMESPACE_PLACEHOLDER", "{{ .Release.Namespace }}")
+		// The manager's own user (the credentials policy exempts it) lives in the release's namespace.
+		text = strings.ReplaceAll(text, "system:serviceaccount:"+managerNamespace+":", "system:serviceaccount:{{ .Release.Namespace }}:")
 		text = strings.Replace(text, "    KEEP_PLACEHOLDER: keep\n",
 			"    {{- if .Values.crds.keep }}\n    helm.sh/resource-policy: keep\n    {{- end }}\n", 1)
 		var b strings.Builder

@@ -214,7 +214,7 @@ func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (floa
 	opts.RingSize = c.ourRing
 	opts.IndexWorkers = c.idxWork
 	opts.HeapWorkers = c.heapWork
-	ckpt0 := db.EngineStats().Checkpoints
+	ckpt0 := db.RuntimeStats().Checkpoints
 	if c.cpuprof != "" {
 		f, err := os.Create(c.cpuprof)
 		if err != nil {
@@ -233,7 +233,7 @@ func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (floa
 	secs := time.Since(start).Seconds()
 	var ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	ckpts := db.EngineStats().Checkpoints - ckpt0
+	ckpts := db.RuntimeStats().Checkpoints - ckpt0
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

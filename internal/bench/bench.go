@@ -205,7 +205,7 @@ func (r *runner) fresh(template string, opts engine.Options) (*engine.DB, string
 	}
 	r.mu.Lock()
 	r.opened++
-	if db.Internals().Storage.Direct() {
+	if db.RuntimeStats().Direct {
 		r.directOpens++
 	}
 	r.mu.Unlock()

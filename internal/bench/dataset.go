@@ -17,9 +17,9 @@ import (
 // second key that is a permutation of it (so its index is in random heap
 // order, as in real secondary indexes) and a payload.
 var benchCols = []engine.Column{
-	{Name: "id", Type: engine.Int64},
-	{Name: "k", Type: engine.Int64},
-	{Name: "pay", Type: engine.Bytes},
+	{Name: "id", Type: engine.Int8},
+	{Name: "k", Type: engine.Int8},
+	{Name: "pay", Type: engine.Bytea},
 }
 
 // TableSpec describes one table of a data set.

@@ -250,7 +250,7 @@ type window struct {
 type poolCounts struct{ hits, misses int64 }
 
 func poolOf(db *engine.DB) poolCounts {
-	s := db.EngineStats().Pool
+	s := db.RuntimeStats().Pool
 	return poolCounts{s.Hits, s.Misses}
 }
 

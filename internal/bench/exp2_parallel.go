@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -87,8 +88,12 @@ func (r *runner) parallelOnce(ctx context.Context, tmpl string, names []string, 
 	if err != nil {
 		return m, err
 	}
+	batch, err := vacuum.NewBatch(vo)
+	if err != nil {
+		return m, errors.Join(err, finish(db, dir))
+	}
 	start, cpu0 := time.Now(), cpuTime()
-	rr, err := db.VacuumTables(ctx, names, vo)
+	rr, err := db.VacuumBatch(ctx, batch, names)
 	wall, cpu := time.Since(start), cpuTime()-cpu0
 	if ferr := finish(db, dir); err == nil {
 		err = ferr

@@ -11,6 +11,7 @@ import (
 
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
@@ -316,14 +317,8 @@ func deadTIDsConclusions(tb *Table) ([]Rule, *Verdict) {
 
 // vacuumWatched runs a lazy vacuum of table while sampling its progress,
 // and returns the report and the largest dead-TID store seen.
-func vacuumWatched(ctx context.Context, db interface {
-	VacuumTarget(string) (*vacuum.Target, error)
-}, table string, vo vacuum.Options) (*vacuum.Report, int64, error) {
-	run, err := vacuum.NewRun(vo)
-	if err != nil {
-		return nil, 0, err
-	}
-	t, err := db.VacuumTarget(table)
+func vacuumWatched(ctx context.Context, db *engine.DB, table string, vo vacuum.Options) (*vacuum.Report, int64, error) {
+	run, err := vacuum.NewBatch(vo)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -346,8 +341,12 @@ func vacuumWatched(ctx context.Context, db interface {
 			}
 		}
 	}()
-	rep, err := run.Vacuum(ctx, t)
+	rr, err := db.VacuumBatch(ctx, run, []string{table})
 	close(stop)
 	wg.Wait()
+	var rep *vacuum.Report
+	if rr != nil && len(rr.Tables) == 1 {
+		rep = rr.Tables[0]
+	}
 	return rep, peak, err
 }

@@ -68,11 +68,10 @@ func (r *runner) runFull(ctx context.Context, tmpl string, opts engine.Options, 
 	}
 	vo := vacuum.DefaultOptions()
 	vo.Throttle = s
-	in := db.Internals()
 	var sb *Standby
 	var ls *lagSampler
 	if rate > 0 {
-		sb = StartStandby(in.FS, in.Dir, in.Log, wal.Options{SegmentSize: opts.WALSegmentSize}, rate)
+		sb = StartStandby(opts.FS, db.Dir(), db.WAL(), wal.Options{SegmentSize: opts.WALSegmentSize}, rate)
 		ls = sampleLag(sb, r.sz.LagSample)
 	}
 	start := time.Now()

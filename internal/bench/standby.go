@@ -40,6 +40,9 @@ const standbyTick = 5 * time.Millisecond
 // the log's current insert LSN (which must be a record boundary: nothing
 // is being inserted when it is called) at rate bytes per second.
 func StartStandby(fsys vfs.FS, dir string, log *wal.Log, opts wal.Options, rate float64) *Standby {
+	if fsys == nil { // as engine.Options.FS: the operating system's
+		fsys = vfs.NewOS(nil)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Standby{fsys: fsys, dir: dir, opts: opts, log: log, cancel: cancel, done: make(chan struct{})}
 	s.SetRate(rate)

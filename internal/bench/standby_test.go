@@ -25,8 +25,7 @@ func TestStandbyReadsWALThatCheckpointsWouldHaveRecycled(t *testing.T) {
 	if err := db.CreateTable("t", benchCols); err != nil {
 		t.Fatal(err)
 	}
-	in := db.Internals()
-	sb := StartStandby(in.FS, in.Dir, in.Log, wal.Options{SegmentSize: opts.WALSegmentSize}, 0) // paused
+	sb := StartStandby(opts.FS, db.Dir(), db.WAL(), wal.Options{SegmentSize: opts.WALSegmentSize}, 0) // paused
 	start := sb.Consumed()
 	for batch := range 4 {
 		tx, err := db.Begin()
@@ -46,7 +45,7 @@ func TestStandbyReadsWALThatCheckpointsWouldHaveRecycled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	written := in.Log.InsertLSN() - start
+	written := db.WAL().InsertLSN() - start
 	if written < 4*64<<10 {
 		t.Fatalf("only %d bytes of WAL: the test needs several segments", written)
 	}

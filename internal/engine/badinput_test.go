@@ -34,7 +34,8 @@ func TestBadInputReturnsTypedErrors(t *testing.T) {
 			return err
 		}, ErrNotFound},
 		{"duplicate table", func() error { return db.CreateTable("t", accountCols) }, ErrExists},
-		{"index on bytes column", func() error { return db.CreateIndex("ix", "t", "owner") }, ErrBadDefinition},
+		{"index on no column", func() error { return db.CreateIndex("ix", "t") }, ErrBadDefinition},
+		{"index on an unknown column", func() error { return db.CreateIndex("ix", "t", "id", "nope") }, ErrBadDefinition},
 		{"index on unknown table", func() error { return db.CreateIndex("ix", "nope", "id") }, ErrNoSuchTable},
 		{"table without columns", func() error { return db.CreateTable("empty", nil) }, ErrBadDefinition},
 	}
@@ -47,7 +48,7 @@ func TestBadInputReturnsTypedErrors(t *testing.T) {
 	}
 	_, err := tx.Insert("t", []any{1, 2, 3})
 	var te *row.TypeError
-	if !errors.As(err, &te) || te.Column != "owner" || te.Want != Bytes {
+	if !errors.As(err, &te) || te.Column != "owner" || te.Want != Bytea {
 		t.Fatalf("wrong type error %v does not name column owner and type bytes", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var bulkCols = []Column{{Name: "id", Type: Int64}, {Name: "pay", Type: Bytes}}
+var bulkCols = []Column{{Name: "id", Type: Int8}, {Name: "pay", Type: Bytea}}
 
 // rowsUpTo yields rows id 1..n with a 100-byte payload.
 func rowsUpTo(n int64) func() ([]any, bool, error) {

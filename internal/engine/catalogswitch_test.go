@@ -60,7 +60,7 @@ func TestFailedCatalogDirectoryFsyncNeverLosesTheTable(t *testing.T) {
 		},
 		{
 			name: "create table",
-			op:   func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int64}}) },
+			op:   func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int8}}) },
 			after: func(t *testing.T, db *DB) {
 				if _, err := db.Table("other"); errors.Is(err, ErrNoSuchTable) {
 					return

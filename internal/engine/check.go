@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -66,7 +67,7 @@ func (c *checker) add(file string, blk int64, format string, args ...any) {
 // entry may point at an unused slot or past the end of the table; a page
 // whose visibility-map bit is set must hold only tuples visible to all and
 // no dead line pointers. The error is for failures to run the check (a
-// canceled context, a closed DB), not for problems found.
+// cancelled context, a closed DB), not for problems found.
 func (db *DB) Check(ctx context.Context) (*CheckReport, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
@@ -140,13 +141,13 @@ func (c *checker) markBad(file string, blk int64) {
 
 // entry is an index entry, or the entry a tuple needs.
 type entry struct {
-	key int64
+	key []byte
 	tid page.TID
 }
 
 func cmpEntry(a, b entry) int {
-	if a.key != b.key {
-		return cmpInt64(a.key, b.key)
+	if c := bytes.Compare(a.key, b.key); c != 0 {
+		return c
 	}
 	return cmpTID(a.tid, b.tid)
 }
@@ -161,16 +162,12 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 		c.add(file, -1, "cannot size heap: %v", err)
 		return nil
 	}
-	cols := make([]int, len(t.Indexes))
-	for i, ix := range t.Indexes {
-		cols[i] = t.ColumnIndex(ix.Column)
-	}
-	states := make([][]page.LPState, nblocks)          // line pointer states per block
-	needs := make([][]entry, len(t.Indexes))           // entries each index must hold, in TID order
-	live := make([]map[int64]page.TID, len(t.Indexes)) // unique indexes: key -> its live version
+	states := make([][]page.LPState, nblocks)           // line pointer states per block
+	needs := make([][]entry, len(t.Indexes))            // entries each index must hold, in TID order
+	live := make([]map[string]page.TID, len(t.Indexes)) // unique indexes: key -> its live version
 	for i, ix := range t.Indexes {
 		if ix.Unique {
-			live[i] = map[int64]page.TID{}
+			live[i] = map[string]page.TID{}
 		}
 	}
 	for blk := uint32(0); blk < nblocks; blk++ {
@@ -203,17 +200,23 @@ func (c *checker) table(ctx context.Context, t *catalog.Table) error {
 				continue
 			}
 			isLive := h.ClaimOf(&tup.Header, 0).State == heap.ClaimLive
-			for i, ix := range t.Indexes {
-				key, ok := row.AsInt64(vals[cols[i]])
+			for i := range t.Indexes {
+				ix := &t.Indexes[i]
+				key, ok, err := keyOfValues(t, ix, vals)
+				if err != nil {
+					c.add(file, int64(blk), "tuple %d: index %q: %v", tup.TID.Off, ix.Name, err)
+					continue
+				}
 				if !ok {
-					continue // a NULL key has no entry
+					continue // an all-NULL key has no entry
 				}
 				needs[i] = append(needs[i], entry{key, tup.TID})
-				if live[i] != nil && isLive {
-					if other, dup := live[i][key]; dup {
-						c.add(file, int64(blk), "unique index %q: key %d held by live versions %v and %v", ix.Name, key, other, tup.TID)
+				if live[i] != nil && isLive && !row.KeyHasNull(t.KeyColumns(ix), key) {
+					if other, dup := live[i][string(key)]; dup {
+						c.add(file, int64(blk), "unique index %q: key (%s) held by live versions %v and %v",
+							ix.Name, row.FormatKey(t.KeyColumns(ix), key), other, tup.TID)
 					}
-					live[i][key] = tup.TID
+					live[i][string(key)] = tup.TID
 				}
 			}
 		}
@@ -265,7 +268,7 @@ func (c *checker) index(t *catalog.Table, ix *catalog.Index, nblocks uint32, sta
 		c.add(file, -1, "index %q structure cannot be checked: %v", ix.Name, err)
 		return nil
 	}
-	err = tree.AllEntries(nil, func(k int64, tid page.TID) error {
+	err = tree.AllEntries(nil, func(k []byte, tid page.TID) error {
 		have = append(have, entry{k, tid})
 		return nil
 	})
@@ -283,8 +286,8 @@ func (c *checker) index(t *catalog.Table, ix *catalog.Index, nblocks uint32, sta
 		switch {
 		case j >= len(have) || (i < len(needs) && cmpEntry(needs[i], have[j]) < 0):
 			n := needs[i]
-			c.add(file, -1, "index %q lacks an entry for tuple (%d,%d) of %q with key %d",
-				ix.Name, n.tid.Block, n.tid.Off, t.Name, n.key)
+			c.add(file, -1, "index %q lacks an entry for tuple (%d,%d) of %q with key (%s)",
+				ix.Name, n.tid.Block, n.tid.Off, t.Name, row.FormatKey(t.KeyColumns(ix), n.key))
 			i++
 		case i >= len(needs) || cmpEntry(needs[i], have[j]) > 0:
 			c.extraEntry(t, ix, file, have[j], nblocks, states, byTID)
@@ -302,7 +305,8 @@ func (c *checker) index(t *catalog.Table, ix *catalog.Index, nblocks uint32, sta
 // problem if it points past the table, at an unused slot, or at a live
 // tuple with a different key.
 func (c *checker) extraEntry(t *catalog.Table, ix *catalog.Index, file string, e entry, nblocks uint32, states [][]page.LPState, byTID []entry) {
-	where := fmt.Sprintf("index %q entry (key %d) -> (%d,%d)", ix.Name, e.key, e.tid.Block, e.tid.Off)
+	cols := t.KeyColumns(ix)
+	where := fmt.Sprintf("index %q entry (key (%s)) -> (%d,%d)", ix.Name, row.FormatKey(cols, e.key), e.tid.Block, e.tid.Off)
 	if e.tid.Block >= nblocks {
 		c.add(file, -1, "%s points past the end of %q (%d blocks)", where, t.Name, nblocks)
 		return
@@ -317,9 +321,9 @@ func (c *checker) extraEntry(t *catalog.Table, ix *catalog.Index, file string, e
 	}
 	k, ok := slices.BinarySearchFunc(byTID, e.tid, func(a entry, tid page.TID) int { return cmpTID(a.tid, tid) })
 	switch {
-	case ok && byTID[k].key == e.key:
+	case ok && bytes.Equal(byTID[k].key, e.key):
 		c.add(file, -1, "%s is a duplicate", where)
 	case ok:
-		c.add(file, -1, "%s points at a live tuple whose key is %d", where, byTID[k].key)
+		c.add(file, -1, "%s points at a live tuple whose key is (%s)", where, row.FormatKey(cols, byTID[k].key))
 	}
 }

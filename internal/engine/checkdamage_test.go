@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
@@ -24,13 +25,13 @@ func TestCheckReportsChecksumValidDamage(t *testing.T) {
 	}{
 		{"index entry to an unused slot", func(t *testing.T, db *DB, _ string, _ map[int64]page.TID) {
 			ti, _ := db.Table("t")
-			if err := db.indexTree(ti.Indexes[0].Relfilenode).Insert(5, page.TID{Block: 0, Off: 250}, nil); err != nil {
+			if err := db.indexTree(ti.Indexes[0].Relfilenode).Insert(btree.IntKey(5), page.TID{Block: 0, Off: 250}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}, "points at an unused line pointer"},
 		{"index entry past the end of the table", func(t *testing.T, db *DB, _ string, _ map[int64]page.TID) {
 			ti, _ := db.Table("t")
-			if err := db.indexTree(ti.Indexes[0].Relfilenode).Insert(5, page.TID{Block: 9999, Off: 1}, nil); err != nil {
+			if err := db.indexTree(ti.Indexes[0].Relfilenode).Insert(btree.IntKey(5), page.TID{Block: 9999, Off: 1}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}, "points past the end"},

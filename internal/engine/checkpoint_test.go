@@ -2,7 +2,6 @@ package engine
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func TestCheckpointRunsAutomaticallyAndRecyclesWAL(t *testing.T) {
 		if ctl, err = wal.ReadControl(vfs.OS(), dir); err != nil {
 			t.Fatal(err)
 		}
-		_, serr := os.Stat(filepath.Join(dir, "wal", "0000000000000000"))
+		_, serr := os.Stat(wal.SegmentPath(dir, 0, opts.WALSegmentSize))
 		if (ctl.RedoLSN >= wal.LSN(opts.WALSegmentSize) && os.IsNotExist(serr)) || time.Now().After(deadline) {
 			break
 		}
@@ -57,7 +56,7 @@ func TestCheckpointRunsAutomaticallyAndRecyclesWAL(t *testing.T) {
 	if ctl.RedoLSN < wal.LSN(opts.WALSegmentSize) {
 		t.Fatalf("redo LSN %X still in the first segment", uint64(ctl.RedoLSN))
 	}
-	if _, err := os.Stat(filepath.Join(dir, "wal", "0000000000000000")); !os.IsNotExist(err) {
+	if _, err := os.Stat(wal.SegmentPath(dir, 0, opts.WALSegmentSize)); !os.IsNotExist(err) {
 		t.Fatalf("first WAL segment not recycled: %v", err)
 	}
 }

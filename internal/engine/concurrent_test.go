@@ -151,7 +151,7 @@ func TestScanCallbackMayWriteWhileDDLWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ranged int
-	if err := tx.IndexRange("t_id", 0, 99, func(f Found) error {
+	if err := tx.IndexRange("t_id", []any{0}, []any{99}, func(f Found) error {
 		ranged++
 		return tx.Delete("t", f.TID)
 	}); err != nil {

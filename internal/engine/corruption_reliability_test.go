@@ -297,7 +297,7 @@ func TestRandomBitFlipsInWALAreCorruptionUnlessInTheLastRecord(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "d")
 		copyDir(t, base, dir)
 		bit := byte(1) << rng.IntN(8)
-		flipBitMask(t, filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg)), int64(lsn)-seg, bit)
+		flipBitMask(t, wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize), int64(lsn)-seg, bit)
 		what := fmt.Sprintf("WAL flip %d at LSN %X bit %#x", i, uint64(lsn), bit)
 
 		db, err := Open(dir, opts)
@@ -372,7 +372,7 @@ func TestZeroedStretchInTheMiddleOfTheWALIsCorruption(t *testing.T) {
 	abandon(t, db)
 	mid := redo + (end-redo)/2
 	seg := int64(mid) / opts.WALSegmentSize * opts.WALSegmentSize
-	f, err := os.OpenFile(filepath.Join(base, "wal", fmt.Sprintf("%016X", seg)), os.O_RDWR, 0)
+	f, err := os.OpenFile(wal.SegmentPath(base, wal.LSN(seg), opts.WALSegmentSize), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 	}
 	_ = rd.Close()
 	seg := int64(target.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
-	segFile := filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg))
+	segFile := wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize)
 	flipBit(t, segFile, int64(target.StartLSN)-seg+20)
 	before, err := os.ReadFile(segFile)
 	if err != nil {
@@ -176,7 +176,7 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 	opts := testOpts()
 	db, dir := newDB(t, opts)
-	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int64}, {Name: "v", Type: Bytes}, {Name: "n", Type: Int64}}); err != nil {
+	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int8}, {Name: "v", Type: Bytea}, {Name: "n", Type: Int8}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Checkpoint(); err != nil {
@@ -212,7 +212,7 @@ func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 		t.Fatalf("the last WAL record is %+v, want the last commit", last)
 	}
 	seg := int64(last.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
-	flipBit(t, filepath.Join(dir, "wal", fmt.Sprintf("%016X", seg)), int64(last.StartLSN)-seg+20)
+	flipBit(t, wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize), int64(last.StartLSN)-seg+20)
 
 	db, err = Open(dir, opts)
 	if err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
@@ -30,13 +31,6 @@ const (
 	Timestamptz = row.Timestamptz
 )
 
-// Int64 and Bytes are Int8's and Bytea's names before the types took
-// PostgreSQL's names, kept so that callers written against them build.
-const (
-	Int64 = row.Int8
-	Bytes = row.Bytea
-)
-
 // TableInfo describes a table.
 type TableInfo struct {
 	Name        string
@@ -48,9 +42,11 @@ type TableInfo struct {
 
 // IndexInfo describes an index.
 type IndexInfo struct {
-	Name        string
-	OID         uint32
-	Column      string
+	Name    string
+	OID     uint32
+	Column  string   // the first key column (Columns[0]), for single-column callers
+	Columns []string // key columns, in key order
+	// Relfilenode is the index's file.
 	Relfilenode storage.RelFileNode
 	Unique      bool
 }
@@ -58,7 +54,8 @@ type IndexInfo struct {
 func tableInfo(t *catalog.Table) TableInfo {
 	ti := TableInfo{Name: t.Name, OID: t.OID, Relfilenode: t.Rel, Columns: append([]Column(nil), t.Columns...)}
 	for _, ix := range t.Indexes {
-		ti.Indexes = append(ti.Indexes, IndexInfo{Name: ix.Name, OID: ix.OID, Column: ix.Column, Relfilenode: ix.Rel, Unique: ix.Unique})
+		ti.Indexes = append(ti.Indexes, IndexInfo{Name: ix.Name, OID: ix.OID, Column: ix.Columns[0],
+			Columns: slices.Clone(ix.Columns), Relfilenode: ix.Rel, Unique: ix.Unique})
 	}
 	return ti
 }
@@ -116,41 +113,46 @@ func (db *DB) CreateTable(name string, cols []Column) error {
 		created: []storage.RelFileNode{t.Rel}})
 }
 
-// CreateIndex creates a B-tree index on an integer column of table and
-// fills it bottom-up from the table's existing rows (every version not yet
-// dead, so that transactions still running find their rows too).
-func (db *DB) CreateIndex(name, table, column string) error {
-	return db.createIndex(name, table, column, false, false)
+// CreateIndex creates a B-tree index on columns of table (in key order:
+// one column, or several for a multi-column key) and fills it bottom-up
+// from the table's existing rows (every version not yet dead, so that
+// transactions still running find their rows too). Every column type can
+// be a key column: integers and timestamps order numerically, text,
+// varchar, bpchar and bytea bytewise (the "C" collation), NULL last. A row
+// whose key columns are all NULL has no entry; a key longer than
+// btree.MaxKeySize bytes is refused (ErrKeyTooLong).
+func (db *DB) CreateIndex(name, table string, columns ...string) error {
+	return db.createIndex(name, table, columns, false, false)
 }
 
 // CreateUniqueIndex is CreateIndex of a unique index: every later write
-// is checked against it (ErrUniqueViolation), and it is refused if two
-// rows already share a non-NULL key.
-func (db *DB) CreateUniqueIndex(name, table, column string) error {
-	return db.createIndex(name, table, column, true, false)
+// is checked against it (ErrUniqueViolation; keys with a NULL never
+// conflict), and it is refused if two rows already share a key.
+func (db *DB) CreateUniqueIndex(name, table string, columns ...string) error {
+	return db.createIndex(name, table, columns, true, false)
 }
 
-// AddPrimaryKey makes column the primary key of table, as PostgreSQL's
+// AddPrimaryKey makes columns the primary key of table, as PostgreSQL's
 // ALTER TABLE ... ADD PRIMARY KEY: a unique index named <table>_pkey and
-// the column declared NOT NULL, refused if a row holds NULL there
+// the columns declared NOT NULL, refused if a row holds NULL in one
 // (ErrNotNull) or two rows share a key (ErrUniqueViolation).
-func (db *DB) AddPrimaryKey(table, column string) error {
-	return db.createIndex(table+"_pkey", table, column, true, true)
+func (db *DB) AddPrimaryKey(table string, columns ...string) error {
+	return db.createIndex(table+"_pkey", table, columns, true, true)
 }
 
-func (db *DB) createIndex(name, table, column string, unique, primary bool) error {
+func (db *DB) createIndex(name, table string, columns []string, unique, primary bool) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	next := db.cat.Clone()
-	ix, err := next.AddIndex(name, table, column, unique)
+	ix, err := next.AddIndex(name, table, columns, unique)
 	if err != nil {
 		return fmt.Errorf("create index: %w", err)
 	}
 	if primary {
-		if err := next.SetNotNull(table, column); err != nil {
+		if err := next.SetNotNull(table, columns...); err != nil {
 			return fmt.Errorf("add primary key: %w", err)
 		}
 	}

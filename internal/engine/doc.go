@@ -68,7 +68,7 @@
 //
 // A DB is safe for concurrent use; a Tx belongs to one goroutine. Locks,
 // in acquisition order: a table's lock (row operations shared, for one
-// call; VACUUM FULL exclusive via LockTable), then DB.mu (row operations
+// call; VACUUM FULL exclusive via lockTable), then DB.mu (row operations
 // and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
 // then a unique key's stripe lock (unique.go), then the lower packages'
 // locks.

@@ -9,9 +9,11 @@ import (
 )
 
 // lockForDDL takes, for DROP TABLE and TRUNCATE, the table's vacuum lock
-// (waiting for a running vacuum, until ctx is done), then its table lock
-// exclusively (waiting for running row operations), then db.mu
-// exclusively. The returned unlock frees all three.
+// (waiting for a running vacuum, until ctx is done), then waits for every
+// open transaction that used the table to end (ErrTableInUse when ctx is
+// done first; transactions that have not used it wait meanwhile), then
+// takes its table lock exclusively (waiting for running row operations),
+// then db.mu exclusively. The returned unlock frees them all.
 func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
 	if _, err := db.Table(table); err != nil {
 		return nil, err
@@ -22,12 +24,18 @@ func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
 	}
+	release, err := db.uses.exclude(ctx, table)
+	if err != nil {
+		<-vl
+		return nil, err
+	}
 	tl := db.tableLock(table)
 	tl.Lock()
 	db.mu.Lock()
 	return func() {
 		db.mu.Unlock()
 		tl.Unlock()
+		release()
 		<-vl
 	}, nil
 }
@@ -37,10 +45,12 @@ func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
 // leaves the table whole, after it the table gone and its files orphans
 // that the next Open removes; once the rename may have reached the disk
 // no error removes a file the catalog may still name. It waits for a
-// running vacuum of the table and for running row operations on it.
-// Unlike PostgreSQL's, it does not wait for open transactions: one that
-// reads the table afterwards gets ErrNoSuchTable, and the changes one
-// made to it are dropped with it.
+// running vacuum of the table and, as PostgreSQL's ACCESS EXCLUSIVE lock
+// does, for every open transaction that has used the table to commit or
+// roll back (ctx bounds the wait: ErrTableInUse). A transaction that had
+// not used the table waits for the drop, then gets ErrNoSuchTable. A
+// caller must not drop a table its own open transaction used: it would
+// wait for itself until ctx ends.
 func (db *DB) DropTable(ctx context.Context, name string) error {
 	unlock, err := db.lockForDDL(ctx, name)
 	if err != nil {
@@ -60,9 +70,10 @@ func (db *DB) DropTable(ctx context.Context, name string) error {
 
 // TruncateTable empties a table: new, empty heap and index files switched
 // into the catalog in place of the old ones (switchCatalog, crash-safe as
-// VACUUM FULL's swap), then the old files removed. Locks as DropTable. As
-// PostgreSQL's TRUNCATE, it is not MVCC-safe: a transaction whose
-// snapshot predates it sees the table empty.
+// VACUUM FULL's swap), then the old files removed. Locks and waits for
+// open transactions as DropTable. As PostgreSQL's TRUNCATE, it is not
+// MVCC-safe: a transaction whose snapshot predates it and that had not
+// used the table sees the table empty.
 func (db *DB) TruncateTable(ctx context.Context, name string) error {
 	unlock, err := db.lockForDDL(ctx, name)
 	if err != nil {

@@ -24,9 +24,13 @@ import (
 
 // DataVersion is the data directory format version this build writes and
 // reads (stored in the control file). Version 2: rows carry a null bitmap
-// and the catalog names PostgreSQL's types (packages row and catalog); a
-// version-1 directory is upgraded by Upgrade (`vacuum-runner upgrade`).
-const DataVersion = 2
+// and the catalog names PostgreSQL's types (packages row and catalog).
+// Version 3: an index has a list of key columns of any type and new
+// indexes are B-tree page layout 2 (variable-length keys; packages btree
+// and row). A version-1 or version-2 directory is upgraded by Upgrade
+// (`vacuum-runner upgrade`), and a build of version 2 refuses a version-3
+// directory as written by a newer build.
+const DataVersion = 3
 
 // UpgradeCommand is the command that upgrades an older data directory;
 // ErrUnsupportedVersion names it.
@@ -67,6 +71,7 @@ type DB struct {
 	handles map[storage.RelFileNode]any // *heap.Rel or *btree.Index, by relfilenode
 	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock
 	vlocks  map[string]chan struct{}    // per-table vacuum locks by name, see vacuumLock
+	uses    tableUses                   // open transactions per table, for DROP and TRUNCATE
 
 	sysID       uint64 // the directory's system identifier (control file)
 	closed      atomic.Bool

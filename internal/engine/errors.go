@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
@@ -35,6 +36,9 @@ var (
 	ErrWrongColumnCount = row.ErrWrongColumnCount
 	// ErrTupleTooLarge: an encoded row does not fit in a page.
 	ErrTupleTooLarge = heap.ErrTupleTooLarge
+	// ErrKeyTooLong: a row's index key is longer than the B-tree takes
+	// (btree.MaxKeySize bytes encoded; PostgreSQL 54000).
+	ErrKeyTooLong = btree.ErrKeyTooLong
 	// ErrNotFound: Update or Delete of a TID that holds no row visible to
 	// the transaction.
 	ErrNotFound = heap.ErrNotFound

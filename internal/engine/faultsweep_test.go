@@ -28,6 +28,66 @@ type sweepOp struct {
 	// prepare runs before the fault is armed (its commits are in the ledger).
 	prepare func(e *faultEnv)
 	run     func(db *DB) error
+	// outcome names the catalog state a reopen found, "old" (as before the
+	// operation) or "new" (the operation's, complete), or fails on a mix.
+	outcome func(before, after catalogShape) (string, error)
+}
+
+// catalogShape is what a catalog names: each table's heap relfilenode and
+// its indexes' (by name), as a string so two shapes compare with ==.
+type catalogShape map[string]string
+
+func shapeOf(t testing.TB, db *DB) catalogShape {
+	t.Helper()
+	tables, err := db.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := catalogShape{}
+	for _, ti := range tables {
+		out[ti.Name] = fmt.Sprint(ti.Relfilenode)
+		for _, ix := range ti.Indexes {
+			out[ti.Name+"."+ix.Name] = ix.Column + " " + fmt.Sprint(ix.Relfilenode)
+		}
+	}
+	return out
+}
+
+// sameExcept says whether a and b agree on every entry but those named.
+func sameExcept(a, b catalogShape, names ...string) bool {
+	skip := map[string]bool{}
+	for _, n := range names {
+		skip[n] = true
+	}
+	for k, v := range a {
+		if !skip[k] && b[k] != v {
+			return false
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok && !skip[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// addedOutcome is the outcome of a DDL that adds the catalog entry name,
+// whose value must be want when it is there.
+func addedOutcome(name, wantPrefix string) func(before, after catalogShape) (string, error) {
+	return func(before, after catalogShape) (string, error) {
+		if !sameExcept(before, after, name) {
+			return "", fmt.Errorf("catalog %v, want %v with or without %s", after, before, name)
+		}
+		v, ok := after[name]
+		switch {
+		case !ok:
+			return "old", nil
+		case len(v) < len(wantPrefix) || v[:len(wantPrefix)] != wantPrefix:
+			return "", fmt.Errorf("%s is %q, want %q...", name, v, wantPrefix)
+		}
+		return "new", nil
+	}
 }
 
 var sweepOps = []sweepOp{
@@ -36,11 +96,31 @@ var sweepOps = []sweepOp{
 		opts.Throttle = &throttle.Settings{}
 		_, err := db.VacuumFull(context.Background(), workTable, opts)
 		return err
+	}, outcome: func(before, after catalogShape) (string, error) {
+		// The heap and its index switch together: both old or both new.
+		heap, index := workTable, workTable+"."+workTable+"_id"
+		if !sameExcept(before, after, heap, index) {
+			return "", fmt.Errorf("catalog %v, want %v but for the work table's files", after, before)
+		}
+		switch oldHeap, oldIndex := after[heap] == before[heap], after[index] == before[index]; {
+		case oldHeap && oldIndex:
+			return "old", nil
+		case !oldHeap && !oldIndex && after[index] != "":
+			return "new", nil
+		}
+		return "", fmt.Errorf("a mix of old and new: heap %s (was %s), index %q (was %q)", after[heap], before[heap], after[index], before[index])
 	}},
-	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int64}}) }},
-	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") }},
+	{name: "create table", run: func(db *DB) error { return db.CreateTable("other", []Column{{Name: "id", Type: Int8}}) },
+		outcome: addedOutcome("other", "")},
+	{name: "create index", run: func(db *DB) error { return db.CreateIndex("acc_n", workTable, "n") },
+		outcome: addedOutcome(workTable+".acc_n", "n ")},
 	{name: "checkpoint and WAL recycling", prepare: func(e *faultEnv) { e.mustInsert(60) }, run: func(db *DB) error {
 		return db.Checkpoint()
+	}, outcome: func(before, after catalogShape) (string, error) {
+		if !sameExcept(before, after) {
+			return "", fmt.Errorf("a checkpoint changed the catalog from %v to %v", before, after)
+		}
+		return "old", nil
 	}},
 }
 
@@ -169,11 +249,15 @@ func runSweepCase(t *testing.T, op sweepOp, kind faultfs.Op, n int, cut bool) {
 	if op.prepare != nil {
 		op.prepare(e)
 	}
+	before := shapeOf(t, e.db)
 	rule := e.ffs.Inject(faultfs.Rule{Ops: kind, Path: e.dir, After: n, Times: 1, Fault: faultfs.EIO})
 	err := op.run(e.db)
 	if rule.Fired() != 1 {
 		// A background WAL segment creation may not have happened this
-		// time: the case still checks a reopen after the operation.
+		// time: the case still checks a reopen after the operation. The
+		// fault is disarmed, or it would fire in Close's checkpoint instead,
+		// outside the operation under test.
+		e.ffs.RemoveRule(rule)
 		t.Logf("fault point %d not reached this time (op err %v)", n+1, err)
 	}
 	if cut {
@@ -190,8 +274,39 @@ func runSweepCase(t *testing.T, op sweepOp, kind faultfs.Op, n int, cut bool) {
 	}
 	e.db = db
 	defer closeDB(t, db)
+	outcome, oerr := op.outcome(before, shapeOf(t, db))
+	if oerr != nil {
+		t.Fatalf("after %s (err %v): %v", op.name, err, oerr)
+	}
+	if err == nil && outcome != "new" && op.name != "checkpoint and WAL recycling" {
+		t.Fatalf("%s returned no error, but the reopened catalog is the old one", op.name)
+	}
+	t.Logf("outcome: %s catalog (op err %v)", outcome, err)
+	if outcome == "new" && op.name == "create index" {
+		verifyIndexOn(t, db, "acc_n", e.committed)
+	}
 	verifyAgainstLedger(t, db, e.committed, nil)
 	verifyIndexes(t, db, e.committed)
 	checkClean(t, db)
 	e.mustInsert(3) // writable again
+}
+
+// verifyIndexOn checks that the index on column n finds every committed row.
+func verifyIndexOn(t *testing.T, db *DB, index string, committed map[int64]rowVal) {
+	t.Helper()
+	tx := mustTx(t, db)
+	defer endTx(tx)
+	for id, want := range committed {
+		found, err := tx.IndexLookup(index, want.N)
+		if err != nil {
+			t.Fatalf("lookup n=%d in %s: %v", want.N, index, err)
+		}
+		ok := false
+		for _, f := range found {
+			ok = ok || i64(f.Row[0]) == id
+		}
+		if !ok {
+			t.Fatalf("%s finds no row id %d for n=%d (found %v)", index, id, want.N, found)
+		}
+	}
 }

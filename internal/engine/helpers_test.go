@@ -33,7 +33,7 @@ func newDB(t testing.TB, opts Options) (*DB, string) {
 	return db, dir
 }
 
-var accountCols = []Column{{Name: "id", Type: Int64}, {Name: "owner", Type: Bytes}, {Name: "balance", Type: Int64}}
+var accountCols = []Column{{Name: "id", Type: Int8}, {Name: "owner", Type: Bytea}, {Name: "balance", Type: Int8}}
 
 func mustTx(t testing.TB, db *DB) *Tx {
 	t.Helper()
@@ -134,6 +134,12 @@ func closeDB(t testing.TB, db *DB) {
 // i64 and bs read a decoded column value (zero if of another type, which
 // the comparison that follows then reports).
 func i64(v any) int64 {
+	switch x := v.(type) {
+	case int32:
+		return int64(x)
+	case int16:
+		return int64(x)
+	}
 	x, _ := v.(int64)
 	return x
 }

@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
@@ -35,34 +38,39 @@ func (db *DB) indexTree(rel storage.RelFileNode) *btree.Index {
 //
 // A unique index (or a primary key, notNull) is refused when two versions
 // that hold their key now, or may once their transaction ends (live or
-// pending: heap.ClaimOf), share a key (ErrUniqueViolation), or when such a
-// version holds NULL and notNull is set (ErrNotNull).
+// pending: heap.ClaimOf), share a key without NULLs (ErrUniqueViolation),
+// or when such a version holds NULL in a key column and notNull is set
+// (ErrNotNull).
 func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Index, notNull bool) error {
-	col := t.ColumnIndex(ix.Column)
+	pos := t.KeyPositions(ix)
+	keyCols := t.KeyColumns(ix)
 	horizon := db.txns.OldestXmin()
 	h := db.heapRel(t.Rel)
 	var entries []btree.Entry
-	var claimed []int64 // keys of versions that are not gone, for the unique check
+	var claimed [][]byte // keys of versions that are not gone, for the unique check
 
 	err := db.walkHeap(ctx, t.Rel, horizon, nil, func(hp *heapPage) error {
 		for _, tup := range hp.Tuples {
 			if tup.Status == heap.Dead {
 				continue
 			}
-			key, ok, err := indexKey(t.Columns, tup.Data, col)
+			key, ok, err := row.KeyOf(t.Columns, tup.Data, pos)
 			if err != nil {
 				return fmt.Errorf("table %q at %v: %w", t.Name, tup.TID, err)
 			}
 			gone := h.ClaimOf(&tup.Header, 0).State == heap.ClaimGone
-			if !ok && notNull && !gone {
-				return &row.ValueError{Column: ix.Column, Type: t.Columns[col].TypeName(),
-					Err: fmt.Errorf("a row at %v holds NULL: %w", tup.TID, ErrNotNull)}
+			if notNull && !gone && (!ok || row.KeyHasNull(keyCols, key)) {
+				return db.nullKeyError(t, ix, tup.Data, tup.TID)
 			}
-			if ok {
-				entries = append(entries, btree.Entry{Key: key, TID: tup.TID})
-				if ix.Unique && !gone {
-					claimed = append(claimed, key)
-				}
+			if !ok {
+				continue
+			}
+			if len(key) > btree.MaxKeySize {
+				return keyTooLong(ix, keyCols, key)
+			}
+			entries = append(entries, btree.Entry{Key: key, TID: tup.TID})
+			if ix.Unique && !gone && !row.KeyHasNull(keyCols, key) {
+				claimed = append(claimed, key)
 			}
 		}
 		return nil
@@ -70,10 +78,10 @@ func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Inde
 	if err != nil {
 		return err
 	}
-	slices.Sort(claimed)
+	slices.SortFunc(claimed, bytes.Compare)
 	for i := 1; i < len(claimed); i++ {
-		if claimed[i] == claimed[i-1] {
-			return &UniqueViolationError{Index: ix.Name, Column: ix.Column, Key: claimed[i]}
+		if bytes.Equal(claimed[i], claimed[i-1]) {
+			return uniqueViolation(ix, keyCols, claimed[i])
 		}
 	}
 	slices.SortFunc(entries, btree.Compare)
@@ -95,16 +103,64 @@ func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Inde
 	return nil
 }
 
-// indexKey is the key of column col of an encoded row, false when it is
-// NULL (a NULL key has no index entry).
-func indexKey(cols []Column, data []byte, col int) (int64, bool, error) {
-	v, err := row.ValueAt(cols, data, col)
-	if err != nil || v == nil {
-		return 0, false, err
+// nullKeyError is ErrNotNull for the first key column of ix that the row
+// data (at tid) holds NULL in.
+func (db *DB) nullKeyError(t *catalog.Table, ix *catalog.Index, data []byte, tid page.TID) error {
+	vals, err := row.Decode(t.Columns, data)
+	if err != nil {
+		return fmt.Errorf("table %q at %v: %w", t.Name, tid, err)
 	}
-	k, ok := row.AsInt64(v)
-	if !ok {
-		return 0, false, fmt.Errorf("column %q: %T is not an index key", cols[col].Name, v)
+	for _, p := range t.KeyPositions(ix) {
+		if vals[p] == nil {
+			return &row.ValueError{Column: t.Columns[p].Name, Type: t.Columns[p].TypeName(),
+				Err: fmt.Errorf("a row at %v holds NULL: %w", tid, ErrNotNull)}
+		}
 	}
-	return k, true, nil
+	return fmt.Errorf("table %q at %v: a NULL key without a NULL column: %w", t.Name, tid, ErrCorrupt)
+}
+
+// keyOfValues is ix's key of a row's values (vals in t's column order),
+// false when every key column is NULL (no entry). A key longer than the
+// B-tree takes is ErrKeyTooLong.
+func keyOfValues(t *catalog.Table, ix *catalog.Index, vals []any) ([]byte, bool, error) {
+	var key []byte
+	allNull := true
+	for _, p := range t.KeyPositions(ix) {
+		if p < 0 || p >= len(vals) {
+			return nil, false, fmt.Errorf("index %q: key column %d of a %d-column row: %w", ix.Name, p, len(vals), ErrCorrupt)
+		}
+		allNull = allNull && vals[p] == nil
+		var err error
+		if key, err = row.AppendKey(key, t.Columns[p:p+1], vals[p:p+1]); err != nil {
+			return nil, false, err
+		}
+	}
+	if allNull {
+		return nil, false, nil
+	}
+	if len(key) > btree.MaxKeySize {
+		return nil, false, keyTooLong(ix, t.KeyColumns(ix), key)
+	}
+	return key, true, nil
+}
+
+func keyTooLong(ix *catalog.Index, cols []row.Column, key []byte) error {
+	return fmt.Errorf("index %q: key (%s) is %d bytes, at most %d: %w",
+		ix.Name, strings.Join(ix.Columns, ", "), len(key), btree.MaxKeySize, ErrKeyTooLong)
+}
+
+// lookupKey encodes a lookup's values, a prefix of ix's columns (in t), as
+// a key prefix; false when one is NULL (NULL equals nothing).
+func lookupKey(t *catalog.Table, ix *catalog.Index, vals []any) ([]byte, bool, error) {
+	if len(vals) > len(ix.Columns) {
+		return nil, false, fmt.Errorf("index %q: %d key values for %d key columns: %w", ix.Name, len(vals), len(ix.Columns), ErrWrongType)
+	}
+	if slices.Contains(vals, nil) {
+		return nil, false, nil
+	}
+	key, err := row.AppendKey(nil, t.KeyColumns(ix)[:len(vals)], vals)
+	if err != nil {
+		return nil, false, fmt.Errorf("index %q: %w", ix.Name, err)
+	}
+	return key, true, nil
 }

@@ -66,7 +66,7 @@ func TestIndexFindsCurrentVersionsOnly(t *testing.T) {
 		t.Fatalf("key 42 finds %v, want the row at %v", f, tids[42])
 	}
 	var keys []int64
-	if err := tx.IndexRange("t_id", 5, 14, func(f Found) error { keys = append(keys, i64(f.Row[0])); return nil }); err != nil {
+	if err := tx.IndexRange("t_id", []any{5}, []any{14}, func(f Found) error { keys = append(keys, i64(f.Row[0])); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int64{5, 6, 7, 8, 9, 12, 13, 14}; len(keys) != len(want) {

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -30,9 +32,11 @@ type TableStats struct {
 // IndexStats describe one index.
 type IndexStats struct {
 	Name    string
-	Column  string
-	Pages   int64 // blocks, meta page included
-	Entries int64 // leaf entries, including those of dead versions
+	Column  string   // the first key column (Columns[0])
+	Columns []string // key columns, in key order
+	Layout  int      // B-tree page layout: 1 (made before format 3), 2
+	Pages   int64    // blocks, meta page included
+	Entries int64    // leaf entries, including those of dead versions
 }
 
 // Stats scans every table and index (with a bulk-read ring, so the scan
@@ -60,7 +64,12 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 			if err != nil {
 				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
 			}
-			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Column, Pages: cs.Pages, Entries: cs.Entries})
+			layout, err := db.indexTree(ix.Rel).Layout(s)
+			if err != nil {
+				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+			}
+			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Columns[0], Columns: slices.Clone(ix.Columns),
+				Layout: layout, Pages: cs.Pages, Entries: cs.Entries})
 		}
 		out = append(out, ts)
 	}
@@ -72,13 +81,43 @@ type RuntimeStats struct {
 	Pool buffer.Stats
 	WAL  wal.Stats
 	// Commits is what foreground commits charged (WAL records, flushes).
-	Commits usage.Snapshot
+	Commits usage.Reading
 	// Checkpoints counts the checkpoints completed since Open (automatic,
 	// requested and shutdown).
 	Checkpoints int64
+	// Direct says whether relation files are read and written with
+	// O_DIRECT (false when the file system refused it and the engine fell
+	// back to the page cache).
+	Direct bool
 }
 
-// EngineStats returns the buffer pool's and the WAL's counters.
-func (db *DB) EngineStats() RuntimeStats {
-	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Snapshot(), Checkpoints: db.ckpts.Load()}
+// RuntimeStats returns the buffer pool's and the WAL's counters.
+func (db *DB) RuntimeStats() RuntimeStats {
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Read(), Checkpoints: db.ckpts.Load(),
+		Direct: db.st.Direct()}
+}
+
+// WAL returns the DB's write-ahead log, for a reader that follows it as it
+// grows (a standby). It stays owned by the DB: do not close it, and do not
+// use it after Close.
+func (db *DB) WAL() *wal.Log { return db.log }
+
+// FS returns the file system the data directory lives on, for a component
+// that keeps files of its own in the directory (a primary's replication
+// slots) and must see the same faults as the engine.
+func (db *DB) FS() vfs.FS { return db.fs }
+
+// TablePages returns the number of blocks of the named table's heap (its
+// main fork; PostgreSQL's pg_relation_size divided by the block size),
+// without scanning it.
+func (db *DB) TablePages(name string) (int64, error) {
+	h, err := db.handle(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := h.Heap.NBlocks()
+	if err != nil {
+		return 0, fmt.Errorf("size of table %q: %w", name, err)
+	}
+	return int64(n), nil
 }

@@ -18,15 +18,15 @@ import (
 // dead into a new heap, build the indexes fresh, and return the new files.
 func rewriteTable(t *testing.T, db *DB, name string) (storage.RelFileNode, map[string]storage.RelFileNode) {
 	t.Helper()
-	th, err := db.TableHandle(name)
+	th, err := db.handle(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	newHeap, err := db.AllocRelfilenode()
+	newHeap, err := db.allocRelfilenode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	nh, err := heap.Create(db.HeapDeps(), newHeap)
+	nh, err := heap.Create(db.heapDeps(), newHeap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func rewriteTable(t *testing.T, db *DB, name string) (storage.RelFileNode, map[s
 				return err
 			}
 			for i, ix := range th.Indexes {
-				entries[i] = append(entries[i], btree.Entry{Key: i64(vals[ix.ColumnPos]), TID: tid})
+				entries[i] = append(entries[i], btree.Entry{Key: btree.IntKey(i64(vals[ix.KeyColumns[0]])), TID: tid})
 			}
 		}
 		return nil
@@ -55,13 +55,13 @@ func rewriteTable(t *testing.T, db *DB, name string) (storage.RelFileNode, map[s
 	}
 	newIx := map[string]storage.RelFileNode{}
 	for i, ix := range th.Indexes {
-		rel, err := db.AllocRelfilenode()
+		rel, err := db.allocRelfilenode()
 		if err != nil {
 			t.Fatal(err)
 		}
 		es := entries[i]
 		slices.SortFunc(es, btree.Compare)
-		if _, err := btree.Build(db.BtreeDeps(), rel, func() (btree.Entry, bool, error) {
+		if _, err := btree.Build(db.btreeDeps(), rel, func() (btree.Entry, bool, error) {
 			if len(es) == 0 {
 				return btree.Entry{}, false, nil
 			}
@@ -95,12 +95,12 @@ func TestSwapRelfilenodesSwitchesToTheRewrittenTable(t *testing.T) {
 	before, _ := db.Table("t")
 	oldPath := db.st.Path(before.Relfilenode, storage.MainFork)
 
-	unlock, err := db.LockTable("t")
+	unlock, err := db.lockTable("t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	newHeap, newIx := rewriteTable(t, db, "t")
-	if err := db.SwapRelfilenodes("t", newHeap, newIx); err != nil {
+	if err := db.swapRelfilenodes("t", newHeap, newIx); err != nil {
 		t.Fatal(err)
 	}
 	unlock()

@@ -1,20 +1,24 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 )
 
-// Tx is a transaction: one snapshot for its whole life (repeatable read),
-// its own changes visible to itself. A Tx belongs to one goroutine. Commit
+// Tx is a transaction: one snapshot for its whole life (repeatable read)
+// unless NewSnapshot takes a fresh one (READ COMMITTED, per statement), its
+// own changes visible to itself. A Tx belongs to one goroutine. Commit
 // returns once the commit is durable; Rollback discards every change. A
 // Tx whose write failed half-way (row stored, index entry not) can only be
 // rolled back: Commit aborts it and returns the first failure.
@@ -24,6 +28,7 @@ type Tx struct {
 	ctx    context.Context // cancels the transaction's waits (BeginTx)
 	done   bool
 	failed error
+	tables []string // tables used, until the end (DB.uses)
 }
 
 // Found is one row an index lookup returned.
@@ -49,12 +54,22 @@ func (db *DB) BeginTx(ctx context.Context) (*Tx, error) {
 // XID is the transaction's id.
 func (tx *Tx) XID() uint64 { return uint64(tx.t.XID()) }
 
+// NewSnapshot makes the transaction see, from now on, every transaction
+// committed before this call (its own changes stay visible): a server
+// calls it before each statement of a READ COMMITTED transaction.
+func (tx *Tx) NewSnapshot() { tx.db.txns.Resnapshot(tx.t) }
+
 // enter takes, for one operation, the shared lock of table (if named:
 // VACUUM FULL holds it exclusively while it rewrites the table) and then the
 // DB's shared lock, and checks that both the DB and the transaction are
 // usable. The caller defers the returned unlock.
 func (tx *Tx) enter(table string) (func(), error) {
 	var tl *sync.RWMutex
+	if table != "" && !tx.done {
+		if err := tx.db.uses.use(tx.ctx, tx, table); err != nil {
+			return nil, err
+		}
+	}
 	if table != "" {
 		tl = tx.db.tableLock(table)
 		tl.RLock()
@@ -93,6 +108,9 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 	}
 	data, err := row.Encode(t.Columns, vals)
 	if err != nil {
+		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
+	}
+	if _, err := indexKeys(t, vals); err != nil { // before the row is stored
 		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
 	}
 	release, err := tx.claimUniqueWaiting(&t, &unlock, vals, page.TID{})
@@ -141,21 +159,61 @@ func (tx *Tx) claimUniqueWaiting(t **catalog.Table, unlock *func(), vals []any, 
 	}
 }
 
+// indexKeys returns the key of vals in each index of t (nil where the row
+// has no entry: every key column NULL), or the first key that cannot be
+// indexed (ErrKeyTooLong), so that a write can refuse it before storing
+// the row.
+func indexKeys(t *catalog.Table, vals []any) ([][]byte, error) {
+	keys := make([][]byte, len(t.Indexes))
+	for i := range t.Indexes {
+		k, ok, err := keyOfValues(t, &t.Indexes[i], vals)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			keys[i] = k
+		}
+	}
+	return keys, nil
+}
+
 // addIndexEntries inserts (key, tid) into every index of t. A failure
 // poisons the transaction: the row is stored but not fully indexed.
 func (tx *Tx) addIndexEntries(t *catalog.Table, vals []any, tid page.TID) error {
+	keys, err := indexKeys(t, vals)
+	if err != nil {
+		tx.failed = err
+		return err
+	}
 	for i := range t.Indexes {
 		ix := &t.Indexes[i]
-		key, ok := row.AsInt64(vals[t.ColumnIndex(ix.Column)])
-		if !ok {
-			continue // NULL: no entry
+		if keys[i] == nil {
+			continue // every key column NULL: no entry
 		}
-		if err := tx.db.indexTree(ix.Rel).Insert(key, tid, nil); err != nil {
+		if err := tx.db.indexTree(ix.Rel).Insert(keys[i], tid, nil); err != nil {
 			tx.failed = fmt.Errorf("index %q: %w", ix.Name, err)
 			return tx.failed
 		}
 	}
 	return nil
+}
+
+// changedByOther reports whether the version at tid was deleted or updated
+// by another transaction that committed or is still running: an Update of
+// it then fails with ErrConflict (the first updater wins), whatever a
+// unique check found.
+func (tx *Tx) changedByOther(t *catalog.Table, tid page.TID) (bool, error) {
+	h := tx.db.heapRel(t.Rel)
+	hdr, _, ok, err := h.Examine(tid, nil)
+	if err != nil || !ok {
+		return false, err
+	}
+	self := tx.t.XID()
+	if hdr.Xmax == txn.InvalidXID || hdr.Infomask&heap.XmaxInvalid != 0 || hdr.Xmax == self {
+		return false, nil
+	}
+	c := h.ClaimOf(&hdr, self)
+	return c.State == heap.ClaimGone || (c.State == heap.ClaimPending && c.Xid == hdr.Xmax), nil
 }
 
 // Update replaces the row at tid with vals: a new version (at the returned
@@ -179,7 +237,27 @@ func (tx *Tx) Update(table string, tid page.TID, vals []any) (page.TID, error) {
 	if err != nil {
 		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
 	}
+	if _, err := indexKeys(t, vals); err != nil {
+		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
+	}
+	// The first updater wins: a row another transaction changed is
+	// ErrConflict, before and after the unique check (whose wait for that
+	// transaction would otherwise find its new version holding the key).
+	conflict := func() error {
+		if changed, err := tx.changedByOther(t, tid); err != nil || changed {
+			return errors.Join(err, fmt.Errorf("update %q at %v: changed by another transaction: %w", table, tid, ErrConflict))
+		}
+		return nil
+	}
+	if err := conflict(); err != nil {
+		return page.TID{}, err
+	}
 	release, err := tx.claimUniqueWaiting(&t, &unlock, vals, tid)
+	if errors.Is(err, ErrUniqueViolation) {
+		if cerr := conflict(); cerr != nil {
+			return page.TID{}, cerr
+		}
+	}
 	if err != nil {
 		return page.TID{}, fmt.Errorf("update %q: %w", table, err)
 	}
@@ -243,11 +321,14 @@ func (tx *Tx) fetch(t *catalog.Table, tid page.TID) ([]any, bool, error) {
 	return vals, true, nil
 }
 
-// IndexLookup returns the rows visible to this transaction whose indexed
-// column equals key. Each candidate from the index is rechecked against the
-// heap (visibility and key), since index entries of dead and updated
-// versions stay until vacuum.
-func (tx *Tx) IndexLookup(index string, key int64) ([]Found, error) {
+// IndexLookup returns the rows visible to this transaction whose key in
+// index equals key: one value per key column, or fewer for a prefix of
+// the columns (every row whose leading key columns equal them). Values are
+// Go values as for Insert (any Go integer for an integer column). A NULL
+// value matches nothing. Each candidate from the index is rechecked
+// against the heap (visibility and key), since index entries of dead and
+// updated versions stay until vacuum.
+func (tx *Tx) IndexLookup(index string, key ...any) ([]Found, error) {
 	var out []Found
 	err := tx.IndexRange(index, key, key, func(f Found) error {
 		out = append(out, f)
@@ -257,10 +338,14 @@ func (tx *Tx) IndexLookup(index string, key int64) ([]Found, error) {
 }
 
 // IndexRange calls fn, in key order, for every row visible to this
-// transaction whose indexed column is in [lo, hi]. fn's error stops the
-// scan and is returned. fn runs with no engine lock held, so it may use
-// the transaction (update the rows it is given, say).
-func (tx *Tx) IndexRange(index string, lo, hi int64, fn func(Found) error) error {
+// transaction whose key in index is in [lo, hi]. Each bound is a prefix of
+// the key columns' values (as IndexLookup takes them), compared as
+// PostgreSQL compares row values with NULLS LAST: a shorter hi includes
+// every key that begins with it; a nil (or empty) bound is unbounded; a
+// bound holding NULL matches nothing. fn's error stops the scan and is
+// returned. fn runs with no engine lock held, so it may use the
+// transaction (update the rows it is given, say).
+func (tx *Tx) IndexRange(index string, lo, hi []any, fn func(Found) error) error {
 	table, err := tx.db.indexTable(index)
 	if err != nil {
 		return err
@@ -274,43 +359,53 @@ func (tx *Tx) IndexRange(index string, lo, hi int64, fn func(Found) error) error
 	if err != nil {
 		return err
 	}
-	if lo > hi {
-		return nil
+	var loKey, hiKey []byte
+	if len(lo) > 0 {
+		k, ok, err := lookupKey(t, ix, lo)
+		if err != nil || !ok {
+			return err
+		}
+		loKey = k
 	}
-	col := t.ColumnIndex(ix.Column)
+	if len(hi) > 0 {
+		k, ok, err := lookupKey(t, ix, hi)
+		if err != nil || !ok {
+			return err
+		}
+		hiKey = row.KeyPrefixEnd(k)
+	}
+	pos := t.KeyPositions(ix)
 	// Collect the entries first: heap pages are read after the index scan
 	// has released its pages, never while holding an index page lock.
-	type entry struct {
-		key int64
-		tid page.TID
-	}
-	var entries []entry
-	err = tx.db.indexTree(ix.Rel).Range(lo, hi, nil, func(k int64, tid page.TID) error {
-		entries = append(entries, entry{k, tid})
+	var entries []btree.Entry
+	err = tx.db.indexTree(ix.Rel).Range(loKey, hiKey, nil, func(k []byte, tid page.TID) error {
+		entries = append(entries, btree.Entry{Key: k, TID: tid})
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("index %q: %w", index, err)
 	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if a.key != b.key {
-			return cmpInt64(a.key, b.key)
-		}
-		return cmpTID(a.tid, b.tid)
-	})
-	entries = slices.Compact(entries)
+	slices.SortStableFunc(entries, btree.Compare)
+	entries = slices.CompactFunc(entries, func(a, b btree.Entry) bool { return btree.Compare(a, b) == 0 })
 	for _, e := range entries {
-		vals, ok, err := tx.fetch(t, e.tid)
+		data, ok, err := tx.db.heapRel(t.Rel).Fetch(tx.t.Snapshot(), e.TID, nil)
 		if err != nil {
-			return err
+			return fmt.Errorf("get from %q at %v: %w", t.Name, e.TID, err)
 		}
 		if !ok {
 			continue
 		}
-		if v, ok := row.AsInt64(vals[col]); !ok || v != e.key {
-			continue
+		if k, ok, err := row.KeyOf(t.Columns, data, pos); err != nil || !ok || !bytes.Equal(k, e.Key) {
+			if err != nil {
+				return fmt.Errorf("table %q at %v: %w", t.Name, e.TID, err)
+			}
+			continue // the visible version's key is not this entry's
 		}
-		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.tid, Row: vals}) }); err != nil {
+		vals, err := row.Decode(t.Columns, data)
+		if err != nil {
+			return fmt.Errorf("table %q at %v: %w", t.Name, e.TID, err)
+		}
+		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.TID, Row: vals}) }); err != nil {
 			return err
 		}
 	}
@@ -381,6 +476,7 @@ func (tx *Tx) Commit() error {
 	}
 	defer unlock()
 	tx.done = true
+	defer tx.db.uses.done(tx)
 	if tx.failed == nil && tx.t.Written() {
 		tx.failed = tx.db.writable()
 	}
@@ -406,6 +502,7 @@ func (tx *Tx) Rollback() error {
 	}
 	defer unlock()
 	tx.done = true
+	defer tx.db.uses.done(tx)
 	if err := tx.db.txns.Abort(tx.t, nil); err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}

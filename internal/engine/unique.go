@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
@@ -24,16 +26,26 @@ var ErrUniqueViolation = errors.New("duplicate key value violates unique constra
 // roll back (PostgreSQL 40P01).
 var ErrDeadlock = txn.ErrDeadlock
 
-// UniqueViolationError names the unique index and the key, as
-// PostgreSQL's message does. It matches ErrUniqueViolation.
+// UniqueViolationError names the unique index, its key columns and the
+// key, as PostgreSQL's message does. It matches ErrUniqueViolation.
 type UniqueViolationError struct {
-	Index  string
-	Column string
-	Key    int64
+	Index   string
+	Columns []string
+	Key     []any // one Go value per key column (package row's types)
 }
 
 func (e *UniqueViolationError) Error() string {
-	return fmt.Sprintf("%v %q: Key (%s)=(%d) already exists", ErrUniqueViolation, e.Index, e.Column, e.Key)
+	return fmt.Sprintf("%v %q: Key (%s)=(%s) already exists", ErrUniqueViolation, e.Index,
+		strings.Join(e.Columns, ", "), row.FormatValues(e.Key))
+}
+
+// uniqueViolation is the error for key (of cols) in ix.
+func uniqueViolation(ix *catalog.Index, cols []row.Column, key []byte) error {
+	vals, err := row.DecodeKey(cols, key)
+	if err != nil {
+		vals = []any{key}
+	}
+	return &UniqueViolationError{Index: ix.Name, Columns: slices.Clone(ix.Columns), Key: vals}
 }
 
 // Unwrap makes errors.Is(err, ErrUniqueViolation) true.
@@ -50,26 +62,25 @@ type uniqueLocks struct {
 	stripes [256]sync.Mutex
 }
 
-func (u *uniqueLocks) stripe(index uint32, key int64) int {
+func (u *uniqueLocks) stripe(index uint32, key []byte) int {
 	u.once.Do(func() { u.seed = maphash.MakeSeed() })
 	var h maphash.Hash
 	h.SetSeed(u.seed)
-	var b [12]byte
+	var b [4]byte
 	for i := range 4 {
 		b[i] = byte(index >> (8 * i))
 	}
-	for i := range 8 {
-		b[4+i] = byte(uint64(key) >> (8 * i))
-	}
 	_, _ = h.Write(b[:])
+	_, _ = h.Write(key)
 	return int(h.Sum64() % uint64(len(u.stripes)))
 }
 
 // uniqueKey is one key a write claims in one unique index.
 type uniqueKey struct {
-	ix  *catalog.Index
-	col int
-	key int64
+	ix   *catalog.Index
+	pos  []int        // key column positions in the table
+	cols []row.Column // key columns
+	key  []byte
 }
 
 // claimUnique checks the keys vals claims in t's unique indexes against
@@ -85,12 +96,15 @@ func (tx *Tx) claimUnique(t *catalog.Table, vals []any, replaced page.TID) (rele
 		if !ix.Unique {
 			continue
 		}
-		col := t.ColumnIndex(ix.Column)
-		k, ok := row.AsInt64(vals[col])
-		if !ok {
+		k, ok, err := keyOfValues(t, ix, vals)
+		if err != nil {
+			return nil, 0, err
+		}
+		cols := t.KeyColumns(ix)
+		if !ok || row.KeyHasNull(cols, k) {
 			continue // NULL never conflicts
 		}
-		keys = append(keys, uniqueKey{ix: ix, col: col, key: k})
+		keys = append(keys, uniqueKey{ix: ix, pos: t.KeyPositions(ix), cols: cols, key: k})
 	}
 	if len(keys) == 0 {
 		return func() {}, 0, nil
@@ -112,11 +126,7 @@ func (tx *Tx) claimUnique(t *catalog.Table, vals []any, replaced page.TID) (rele
 	}
 	h := tx.db.heapRel(t.Rel)
 	for _, k := range keys {
-		var tids []page.TID
-		err := tx.db.indexTree(k.ix.Rel).Range(k.key, k.key, nil, func(_ int64, tid page.TID) error {
-			tids = append(tids, tid)
-			return nil
-		})
+		tids, err := tx.db.indexTree(k.ix.Rel).Lookup(k.key, nil)
 		if err != nil {
 			release()
 			return nil, 0, fmt.Errorf("index %q: %w", k.ix.Name, err)
@@ -133,13 +143,13 @@ func (tx *Tx) claimUnique(t *catalog.Table, vals []any, replaced page.TID) (rele
 			if !ok {
 				continue
 			}
-			if v, ok, err := indexKey(t.Columns, data, k.col); err != nil || !ok || v != k.key {
+			if v, ok, err := row.KeyOf(t.Columns, data, k.pos); err != nil || !ok || !bytes.Equal(v, k.key) {
 				continue // not this key's version (or damaged: Check reports it)
 			}
 			switch c := h.ClaimOf(&hdr, tx.t.XID()); c.State {
 			case heap.ClaimLive:
 				release()
-				return nil, 0, &UniqueViolationError{Index: k.ix.Name, Column: k.ix.Column, Key: k.key}
+				return nil, 0, uniqueViolation(k.ix, k.cols, k.key)
 			case heap.ClaimPending:
 				release()
 				return nil, c.Xid, nil

@@ -41,7 +41,7 @@ func waitForWaiters(t *testing.T, db *DB, n int64) {
 func wantUniqueViolation(t *testing.T, err error, index string, key int64) {
 	t.Helper()
 	var uv *UniqueViolationError
-	if !errors.Is(err, ErrUniqueViolation) || !errors.As(err, &uv) || uv.Index != index || uv.Key != key {
+	if !errors.Is(err, ErrUniqueViolation) || !errors.As(err, &uv) || uv.Index != index || len(uv.Key) != 1 || i64(uv.Key[0]) != key {
 		t.Fatalf("err = %v, want a unique violation of %q on key %d", err, index, key)
 	}
 }
@@ -319,7 +319,7 @@ func TestCheckReportsTwoLiveRowsUnderOneUniqueKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Message, `unique index "kv_k": key 4`) {
+	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Message, `unique index "kv_k": key (4)`) {
 		t.Fatalf("Check problems %v, want the duplicate key 4", rep.Problems)
 	}
 }

@@ -21,17 +21,24 @@ type UpgradeResult struct {
 }
 
 // Upgrade brings the data directory at dir from an older format version
-// to DataVersion, in place. From version 1 it rewrites the catalog with
-// the types' new names (int64 becomes int8, bytes becomes bytea:
-// catalog.DecodeV1), then the control file's version; rows, indexes and
-// WAL are the same bytes in both versions (package row), so nothing else
-// changes, and a directory that was not shut down cleanly is recovered
-// by the next Open as usual.
+// to DataVersion, in place. It rewrites the catalog in this version, then
+// the control file's version. From version 1 the types take their new
+// names (int64 becomes int8, bytes becomes bytea: catalog.DecodeV1); from
+// version 1 or 2 an index's one key column becomes its list of key
+// columns (catalog.DecodeV2). Rows, WAL and index pages stay as they are:
+// a row without NULLs is the same bytes in every version (package row),
+// and B-tree pages of layout 1 (every index made before version 3) keep
+// working beside the layout-2 pages of new indexes (package btree;
+// VACUUM FULL rebuilds an index in layout 2). A directory that was not
+// shut down cleanly is recovered by the next Open as usual. WAL segments
+// named in the older format (16 hex digits of the start LSN) are renamed
+// as PostgreSQL names them (wal.RenameOldSegments) first, whatever the
+// version.
 //
 // Each of the two steps replaces one file atomically (vfs.WriteFileAtomic),
-// catalog first: a crash between them leaves a version-2 catalog under a
-// version-1 control file, which Open still refuses and which a second
-// Upgrade finishes. Upgrade of a directory already at DataVersion does
+// catalog first: a crash between them leaves a new catalog under an old
+// control file, which Open still refuses and which a second Upgrade
+// finishes. Upgrade of a directory already at DataVersion does
 // nothing. It takes the directory's lock (ErrInUse after
 // opts.LockTimeout), like Open.
 func Upgrade(dir string, opts Options) (UpgradeResult, error) {
@@ -65,6 +72,20 @@ func upgrade(opts Options, dir string) (UpgradeResult, error) {
 		return UpgradeResult{}, damaged(err)
 	}
 	res := UpgradeResult{From: ctl.Version, To: DataVersion}
+	if ctl.Version <= DataVersion {
+		size := opts.WALSegmentSize
+		if size == 0 {
+			size = wal.DefaultSegmentSize
+		}
+		n, err := wal.RenameOldSegments(fsys, dir, size)
+		if err != nil {
+			return res, err
+		}
+		if n > 0 {
+			res.Upgraded = true
+			opts.Logf("upgrade %s: %d WAL segments renamed as PostgreSQL names them", dir, n)
+		}
+	}
 	switch {
 	case ctl.Version == DataVersion:
 		if _, err := catalog.Load(fsys, dir); err != nil {
@@ -85,6 +106,15 @@ func upgrade(opts Options, dir string) (UpgradeResult, error) {
 	switch cv {
 	case 1:
 		cat, err := catalog.DecodeV1(b)
+		if err != nil {
+			return res, damaged(err)
+		}
+		if err := catalog.Save(fsys, dir, cat); err != nil {
+			return res, err
+		}
+		opts.Logf("upgrade %s: catalog rewritten in version %d", dir, catalog.Version)
+	case 2:
+		cat, err := catalog.DecodeV2(b)
 		if err != nil {
 			return res, damaged(err)
 		}

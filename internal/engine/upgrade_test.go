@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs/faultfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
@@ -312,4 +314,98 @@ func TestUpgradeRefusesANewerDirectory(t *testing.T) {
 	if _, err := Upgrade(t.TempDir(), testOpts()); !errors.Is(err, ErrNotDataDir) {
 		t.Fatalf("Upgrade of an empty directory: %v, want ErrNotDataDir", err)
 	}
+}
+
+// TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes: the fixture
+// made by the code of format 2 (testdata/upgrade/v2.tar.gz: an int4
+// primary key and a nullable int2 index, both B-tree layout 1) is refused
+// by Open, upgraded to format 3 without touching its index pages, and
+// then works: every row reads through both indexes, inserts split the
+// layout-1 pages, the primary key still refuses duplicates, Check is
+// clean, and VACUUM FULL rebuilds both indexes in layout 2.
+func TestUpgradeOfAFormatTwoDirectoryKeepsItsLayoutOneIndexes(t *testing.T) {
+	dir := extractFixture(t, "v2.tar.gz")
+	opts := Options{BufferPoolBytes: 1 << 20}
+	if _, err := Open(dir, opts); !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "vacuum-runner upgrade") {
+		t.Fatalf("Open of a version-2 directory: %v, want ErrUnsupportedVersion naming vacuum-runner upgrade", err)
+	}
+	res, err := Upgrade(dir, opts)
+	if err != nil || res != (UpgradeResult{From: 2, To: DataVersion, Upgraded: true}) {
+		t.Fatalf("Upgrade = %+v, %v", res, err)
+	}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(t, db)
+	layouts := func() []int {
+		st, err := db.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, ix := range st[0].Indexes {
+			out = append(out, ix.Layout)
+		}
+		return out
+	}
+	if got := layouts(); !reflect.DeepEqual(got, []int{1, 1}) {
+		t.Fatalf("index layouts after upgrade %v, want [1 1]", got)
+	}
+	// Rows 1..2000 less every 9th; name NULL every 4th, score NULL every 5th.
+	verify := func(upTo int) {
+		t.Helper()
+		tx := mustTx(t, db)
+		defer endTx(tx)
+		perScore := map[int64]int{}
+		for i := 1; i <= upTo; i++ {
+			found, err := tx.IndexLookup("people_pkey", i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%9 == 0 && i <= 2000 {
+				if len(found) != 0 {
+					t.Fatalf("deleted id %d found", i)
+				}
+				continue
+			}
+			if len(found) != 1 || i64(found[0].Row[0]) != int64(i) {
+				t.Fatalf("id %d: found %v", i, found)
+			}
+			if s := found[0].Row[2]; s != nil {
+				perScore[i64(s)]++
+			}
+		}
+		for score, want := range perScore {
+			found, err := tx.IndexLookup("people_score", score)
+			if err != nil || len(found) != want {
+				t.Fatalf("score %d: %d rows, %v; want %d", score, len(found), err, want)
+			}
+		}
+	}
+	verify(2000)
+	tx := mustTx(t, db)
+	for i := 2001; i <= 6000; i++ {
+		if _, err := tx.Insert("people", []any{i, "new", i % 100, nil}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = tx.Insert("people", []any{5, "again", 1, nil})
+	wantUniqueViolation(t, err, "people_pkey", 5)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	verify(6000)
+	checkClean(t, db)
+	if got := layouts(); !reflect.DeepEqual(got, []int{1, 1}) {
+		t.Fatalf("index layouts after inserts %v, want [1 1]", got)
+	}
+	if _, err := db.VacuumFull(context.Background(), "people", vacuum.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if got := layouts(); !reflect.DeepEqual(got, []int{2, 2}) {
+		t.Fatalf("index layouts after VACUUM FULL %v, want [2 2]", got)
+	}
+	verify(6000)
+	checkClean(t, db)
 }

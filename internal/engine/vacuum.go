@@ -10,31 +10,59 @@ import (
 )
 
 // This file connects the engine to package vacuum (which never imports the
-// engine): it turns a table into a vacuum.Target and runs it.
+// engine): it turns a table into a vacuum.Target whose Table is a
+// vacuumTable, and runs it. The only public ways to vacuum are DB.Vacuum,
+// DB.VacuumFull and DB.VacuumBatch; each takes the table's vacuum lock.
 
-// VacuumTarget returns the named table as package vacuum sees it: its
-// relations, the engine's services and the callbacks for the table lock
-// and VACUUM FULL's catalog switch.
-func (db *DB) VacuumTarget(name string) (*vacuum.Target, error) {
-	h, err := db.TableHandle(name)
-	if err != nil {
-		return nil, err
+// vacuumTable is the engine's side of one table under vacuum: what
+// package vacuum may ask of the engine (vacuum.Table), and nothing else.
+type vacuumTable struct {
+	db      *DB
+	name    string
+	was     *tableHandle // the relations the Target was built from
+	release func()       // lets the vacuum lock go; nil when none is held
+}
+
+var _ vacuum.Table = (*vacuumTable)(nil)
+
+// Lock takes the table's exclusive lock.
+func (t *vacuumTable) Lock() (unlock func(), err error) { return t.db.lockTable(t.name) }
+
+// NewRelfilenode returns a relfilenode no relation uses or will use.
+func (t *vacuumTable) NewRelfilenode() (storage.RelFileNode, error) { return t.db.allocRelfilenode() }
+
+// Swap switches the table to the new files, unless its relations changed
+// since the Target was built.
+func (t *vacuumTable) Swap(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+	return t.db.swapChecked(t.name, t.was, newHeap, newIndexes)
+}
+
+// Release lets the table's vacuum lock go (once; later calls do nothing).
+func (t *vacuumTable) Release() {
+	if t.release != nil {
+		t.release()
 	}
-	in := db.Internals()
+}
+
+// target returns the named table as package vacuum sees it: its relations,
+// the engine's services and its vacuumTable (which holds no vacuum lock;
+// lockedTarget takes one).
+func (db *DB) target(name string) (*vacuum.Target, *vacuumTable, error) {
+	h, err := db.handle(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	vt := &vacuumTable{db: db, name: name, was: h}
 	t := &vacuum.Target{
 		Name: h.Name, Columns: h.Columns, Heap: h.Heap,
-		Dir: in.Dir, FS: in.FS, Pool: in.Pool, Log: in.Log, Txns: in.Txns, Storage: in.Storage,
-		HeapDeps: db.HeapDeps(), BtreeDeps: db.BtreeDeps(),
-		LockTable:        func() (func(), error) { return db.LockTable(name) },
-		AllocRelfilenode: db.AllocRelfilenode,
-		Swap: func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
-			return db.swapChecked(name, h, newHeap, newIndexes)
-		},
+		Dir: db.dir, FS: db.fs, Pool: db.pool, Log: db.log, Txns: db.txns, Storage: db.st,
+		HeapDeps: db.heapDeps(), BtreeDeps: db.btreeDeps(),
+		Table: vt,
 	}
 	for _, ix := range h.Indexes {
-		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, ColumnPos: ix.ColumnPos, Rel: ix.Rel, Tree: ix.Index})
+		t.Indexes = append(t.Indexes, vacuum.Index{Name: ix.Name, KeyColumns: ix.KeyColumns, Rel: ix.Rel, Tree: ix.Index})
 	}
-	return t, nil
+	return t, vt, nil
 }
 
 // vacuumLock returns the named table's vacuum lock: a one-slot semaphore
@@ -51,13 +79,13 @@ func (db *DB) vacuumLock(name string) chan struct{} {
 	return l
 }
 
-// LockedVacuumTarget takes the named table's vacuum lock, waiting for
-// another vacuum of the table to finish (until ctx is done), or failing at
-// once with vacuum.ErrVacuumInProgress when noWait, and then returns the
+// lockedTarget takes the named table's vacuum lock, waiting for another
+// vacuum of the table to finish (until ctx is done), or failing at once
+// with vacuum.ErrVacuumInProgress when noWait, and then returns the
 // table's Target, built under the lock (so a FULL that finished meanwhile
-// is seen). Target.Release lets the lock go; Run.Vacuum and Run.VacuumFull
-// call it when they return. VacuumTarget, by contrast, takes no lock.
-func (db *DB) LockedVacuumTarget(ctx context.Context, name string, noWait bool) (*vacuum.Target, error) {
+// is seen). Its Table.Release lets the lock go; Batch.Vacuum and
+// Batch.VacuumFull call it when they return.
+func (db *DB) lockedTarget(ctx context.Context, name string, noWait bool) (*vacuum.Target, error) {
 	if _, err := db.Table(name); err != nil {
 		return nil, err
 	}
@@ -77,19 +105,19 @@ func (db *DB) LockedVacuumTarget(ctx context.Context, name string, noWait bool) 
 	}
 	var once sync.Once
 	unlock := func() { once.Do(func() { <-l }) }
-	t, err := db.VacuumTarget(name)
+	t, vt, err := db.target(name)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	t.Release = unlock
+	vt.release = unlock
 	return t, nil
 }
 
 // swapChecked refuses a switch when the table's relations changed since
 // the target was built (another VACUUM FULL or DDL got there first), then
-// switches. Like SwapRelfilenodes it owns the new files.
-func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+// switches. Like swapRelfilenodes it owns the new files.
+func (db *DB) swapChecked(name string, was *tableHandle, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
 	changed := func(err error) error {
 		db.mu.Lock()
 		defer db.mu.Unlock()
@@ -100,7 +128,7 @@ func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFile
 		db.dropRels(fmt.Sprintf("swap %q", name), rels) // the catalog never named them
 		return err
 	}
-	now, err := db.TableHandle(name)
+	now, err := db.handle(name)
 	if err != nil {
 		return changed(err)
 	}
@@ -112,7 +140,7 @@ func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFile
 			return changed(fmt.Errorf("table %q changed during VACUUM FULL: %w", name, vacuum.ErrTableChanged))
 		}
 	}
-	return db.SwapRelfilenodes(name, newHeap, newIndexes)
+	return db.swapRelfilenodes(name, newHeap, newIndexes)
 }
 
 // Vacuum runs lazy vacuum on one table (PostgreSQL's VACUUM): dead tuples
@@ -120,11 +148,11 @@ func (db *DB) swapChecked(name string, was *TableHandle, newHeap storage.RelFile
 // pages are given back. Rows stay readable and writable meanwhile (only
 // the final truncation takes the table's lock briefly).
 func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewRun(opts)
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.LockedVacuumTarget(ctx, table, opts.NoWait)
+	t, err := db.lockedTarget(ctx, table, opts.NoWait)
 	if err != nil {
 		return nil, err
 	}
@@ -135,32 +163,24 @@ func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*v
 // VACUUM FULL), holding the table's exclusive lock throughout. It first
 // checks that the volume has room for the copy (vacuum.ErrNoSpace).
 func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	run, err := vacuum.NewRun(opts)
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.LockedVacuumTarget(ctx, table, opts.NoWait)
+	t, err := db.lockedTarget(ctx, table, opts.NoWait)
 	if err != nil {
 		return nil, err
 	}
 	return run.VacuumFull(ctx, t)
 }
 
-// VacuumTables vacuums several tables in one run (Options.Parallelism at
-// once, lazily or FULL per Options.Full) under one shared throttle budget.
-// Use NewVacuumRun and RunVacuum instead to watch progress or re-throttle
-// while it runs.
-func (db *DB) VacuumTables(ctx context.Context, tables []string, opts vacuum.Options) (*vacuum.RunReport, error) {
-	run, err := vacuum.NewRun(opts)
-	if err != nil {
-		return nil, err
-	}
-	return db.RunVacuum(ctx, run, tables)
-}
-
-// RunVacuum vacuums tables within an existing run (vacuum.NewRun), whose
-// Progress and UpdateThrottle other goroutines may call meanwhile.
-func (db *DB) RunVacuum(ctx context.Context, run *vacuum.Run, tables []string) (*vacuum.RunReport, error) {
+// VacuumBatch vacuums several tables in one batch (vacuum.NewBatch):
+// Options.Parallelism at once, lazily or FULL per Options.Full, under the
+// batch's one throttle budget, each under its vacuum lock. Other
+// goroutines may call the batch's Progress and UpdateThrottle meanwhile,
+// and a batch may be given to VacuumBatch more than once (the engine
+// server's VACUUM of several tables does, one table a call).
+func (db *DB) VacuumBatch(ctx context.Context, run *vacuum.Batch, tables []string) (*vacuum.BatchReport, error) {
 	for _, name := range tables {
 		if _, err := db.Table(name); err != nil {
 			return nil, err
@@ -168,6 +188,6 @@ func (db *DB) RunVacuum(ctx context.Context, run *vacuum.Run, tables []string) (
 	}
 	noWait := run.Options().NoWait
 	return run.VacuumTables(ctx, tables, func(ctx context.Context, name string) (*vacuum.Target, error) {
-		return db.LockedVacuumTarget(ctx, name, noWait)
+		return db.lockedTarget(ctx, name, noWait)
 	})
 }

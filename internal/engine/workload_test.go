@@ -26,7 +26,7 @@ import (
 
 const workTable = "acc"
 
-var workCols = []Column{{Name: "id", Type: Int64}, {Name: "val", Type: Bytes}, {Name: "n", Type: Int64}}
+var workCols = []Column{{Name: "id", Type: Int8}, {Name: "val", Type: Bytea}, {Name: "n", Type: Int8}}
 
 // rowVal is the committed state of one id.
 type rowVal struct {

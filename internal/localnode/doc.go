@@ -15,6 +15,9 @@
 //     of the operator's runner pods. Other shapes fail with a message that says so.
 //   - Each running pod has its own loopback address 127.0.0.x (x from 2 to 254), so several
 //     pods can listen on the same port. An address returns to the pool when the process ends.
+//     The pool is the host's: a pod's address is held by a flock in Config.AddressLockDir
+//     (default under the user's cache directory), so the local nodes of two suites running
+//     at once never hand out the same address.
 //   - Without root or mount namespaces, every volumeMount's mountPath (and the termination
 //     message path) is rewritten to its host directory wherever it appears as a path in the
 //     args, the command and the env values (as a whole path component run, e.g. inside a JSON

@@ -48,7 +48,10 @@ func TestRewriteReplacesWholeMountPathsOnly(t *testing.T) {
 }
 
 func TestIPPoolReusesLowestFreeAddress(t *testing.T) {
-	var p ipPool
+	p, err := newIPPool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, _ := p.acquire()
 	b, _ := p.acquire()
 	if a != "127.0.0.2" || b != "127.0.0.3" {

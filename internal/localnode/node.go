@@ -48,6 +48,10 @@ type Config struct {
 	Images map[string]string
 	// StateDir holds the pods' directories and the logs; it is created if needed.
 	StateDir string
+	// AddressLockDir holds the locks by which the local nodes of one host share out the pod
+	// addresses 127.0.0.2-254 (default DefaultAddressLockDir()). Nodes given different
+	// directories may hand out the same address.
+	AddressLockDir string
 	// Log receives the node's log lines (default: discard).
 	Log logr.Logger
 }
@@ -58,7 +62,7 @@ type Node struct {
 	client client.Client // cached reads of selected pods, direct writes
 	reader client.Reader // uncached: secrets, configmaps, PVCs, PVs, fresh pods
 	mgr    ctrl.Manager
-	ips    ipPool
+	ips    *ipPool
 
 	mu    sync.Mutex
 	procs map[types.UID]*podProcess
@@ -99,6 +103,17 @@ func New(rc *rest.Config, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("local node: create %s: %w", d, err)
 		}
 	}
+	if cfg.AddressLockDir == "" {
+		dir, err := DefaultAddressLockDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AddressLockDir = dir
+	}
+	ips, err := newIPPool(cfg.AddressLockDir)
+	if err != nil {
+		return nil, err
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("local node: build scheme: %w", err)
@@ -115,7 +130,7 @@ func New(rc *rest.Config, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local node: create manager: %w", err)
 	}
-	n := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr,
+	n := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr, ips: ips,
 		procs: map[types.UID]*podProcess{}}
 	n.life, n.stopLife = context.WithCancel(context.Background())
 	err = ctrl.NewControllerManagedBy(mgr).

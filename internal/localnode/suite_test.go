@@ -24,11 +24,15 @@ var (
 	testClient client.Client
 	testNode   *Node
 	stateDir   string
+	imageDir   string // the helper image's directory
 )
 
 const helperImage = "example.test/helper:v1"
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(holdAddressEnv); dir != "" {
+		os.Exit(holdAddress(dir))
+	}
 	os.Exit(runSuite(m))
 }
 
@@ -44,7 +48,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	imageDir := filepath.Join(work, "image")
+	imageDir = filepath.Join(work, "image")
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(imageDir, "helper"), "./testdata/podhelper").CombinedOutput(); err != nil {
 		println("build podhelper:", err.Error(), string(out))
 		return 1

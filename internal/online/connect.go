@@ -52,6 +52,9 @@ type Target struct {
 	Database string
 	// User is the role; empty means PGUSER, else the OS user (unless NoEnvironment).
 	User string
+	// UserFile holds the role's name (a mounted Secret key; trailing newlines are
+	// dropped); it is read when User is empty.
+	UserFile string
 	// PasswordFile holds the password (trailing newlines are dropped); empty means
 	// PGPASSWORD, else the matching line of ~/.pgpass (PGPASSFILE) (unless NoEnvironment).
 	PasswordFile string
@@ -97,6 +100,13 @@ func (t Target) Config() (*pgx.ConnConfig, error) {
 	case SSLDisable, SSLRequire, SSLVerifyCA, SSLVerifyFull:
 	default:
 		return nil, &FieldError{Field: "sslmode", Message: fmt.Sprintf("must be disable, require, verify-ca or verify-full, got %q", mode)}
+	}
+	if t.User == "" && t.UserFile != "" {
+		b, err := os.ReadFile(t.UserFile)
+		if err != nil {
+			return nil, &FieldError{Field: "userFile", Message: oneLine(err)}
+		}
+		t.User = strings.TrimRight(string(b), "\r\n")
 	}
 	if t.NoEnvironment && t.User == "" {
 		return nil, &FieldError{Field: "user", Message: "required"}

@@ -46,6 +46,10 @@ type Options struct {
 	OnProgress func(runnerwire.Progress)
 	// PollInterval is how often progress is polled (default one second).
 	PollInterval time.Duration
+	// SystemIdentifier, when set, is the server the run was started for: a server whose
+	// pg_control_system() says otherwise is refused with ErrOtherServer before any table
+	// is touched.
+	SystemIdentifier string
 }
 
 // Check returns the fields of o that server cannot honour, one *FieldError each (joined),

@@ -276,7 +276,7 @@ func (r *Run) Progress() runnerwire.Progress {
 func (r *Run) Report() runnerwire.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}}
+	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}, Server: r.identity()}
 	t := &rep.Totals
 	for _, st := range r.states {
 		if !st.done && st.result.Table == "" {
@@ -327,4 +327,11 @@ func (r *Run) elapsed() time.Duration {
 		return r.finish.Sub(r.start)
 	}
 	return time.Since(r.start)
+}
+
+// identity is the server for reports: its system identifier is the one the run checked
+// (empty when it was started without one).
+func (r *Run) identity() *runnerwire.ServerIdentity {
+	return &runnerwire.ServerIdentity{Kind: string(r.server.Kind), Version: r.server.Version,
+		SystemIdentifier: r.opts.SystemIdentifier}
 }

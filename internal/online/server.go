@@ -2,6 +2,7 @@ package online
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -52,4 +53,48 @@ func Detect(ctx context.Context, conn *pgx.Conn) (Server, error) {
 		s.Kind = KindEngineServer
 	}
 	return s, nil
+}
+
+// ErrOtherServer is a server whose system identifier is not the one the run was started
+// for: the address now reaches another server (a failover, a Service edited). The run's
+// lock is keyed by the identifier, so it must not vacuum this one; retry later.
+var ErrOtherServer = errors.New("another server answers at this address")
+
+// SystemIdentifier reads the server's system identifier, as pg_control_system() reports it
+// on both PostgreSQL and the engine server (a decimal 64-bit number).
+func SystemIdentifier(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var id string
+	if err := conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&id); err != nil {
+		return "", fmt.Errorf("read the system identifier (pg_control_system()): %w", err)
+	}
+	return id, nil
+}
+
+// Identity is what Identify found: the server and its system identifier.
+type Identity struct {
+	Server           Server
+	SystemIdentifier string
+}
+
+// Identify connects to t, detects the server and reads its system identifier. It checks no
+// option: the operator identifies a server before it takes the server's lock.
+func Identify(ctx context.Context, t Target) (Identity, error) {
+	cfg, err := t.Config()
+	if err != nil {
+		return Identity{}, err
+	}
+	conn, err := Connect(ctx, t, cfg)
+	if err != nil {
+		return Identity{}, err
+	}
+	defer func() { _ = conn.Close(context.Background()) }() // read-only session
+	s, err := Detect(ctx, conn)
+	if err != nil {
+		return Identity{}, err
+	}
+	id, err := SystemIdentifier(ctx, conn)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{Server: s, SystemIdentifier: id}, nil
 }

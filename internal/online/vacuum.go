@@ -84,6 +84,15 @@ func (r *Run) prepare(ctx context.Context) error {
 		return err
 	}
 	r.server = s
+	if want := r.opts.SystemIdentifier; want != "" {
+		got, err := SystemIdentifier(ctx, r.ctl)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%s: system identifier %s, the run was started for %s: %w", r.target.Address, got, want, ErrOtherServer)
+		}
+	}
 	if err := Check(s, r.opts); err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ type active interface {
 }
 
 // engineRun adapts the engine's run.
-type engineRun struct{ r *vacuum.Run }
+type engineRun struct{ r *vacuum.Batch }
 
 func (e engineRun) Progress() runnerwire.Progress { return progressFrom(e.r.Progress()) }
 

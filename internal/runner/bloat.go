@@ -35,6 +35,7 @@ type bloatParams struct {
 	batch                        int
 	bufferPool                   quantityValue
 	lockTimeout                  time.Duration
+	allowRecovery                bool
 	json                         bool
 }
 
@@ -59,6 +60,8 @@ func parseBloatFlags(args []string) (bloatParams, error) {
 	p.bufferPool.q = mustQuantity("256Mi")
 	fs.Var(&p.bufferPool, "buffer-pool", "buffer pool size")
 	fs.DurationVar(&p.lockTimeout, "lock-timeout", 0, "how long to wait for a busy data directory")
+	fs.BoolVar(&p.allowRecovery, "allow-crash-recovery", false,
+		"replay the WAL of a data directory that was not shut down cleanly (else exit 7)")
 	fs.BoolVar(&p.json, "json", false, "print what was done as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return p, err
@@ -95,7 +98,8 @@ func cmdBloat(ctx context.Context, args []string, env Env) (err error) {
 	pool, _ := p.bufferPool.q.AsInt64()
 	// A bulk load checkpoints rarely: every checkpoint would write the hot pages again and
 	// make the next change of each page log a full-page image.
-	opts := engine.Options{BufferPoolBytes: pool, CheckpointWALBytes: bloatCheckpointWAL, Logf: engineLog(env.Stderr)}
+	opts := recoveryGate(engine.Options{BufferPoolBytes: pool, CheckpointWALBytes: bloatCheckpointWAL, Logf: engineLog(env.Stderr)},
+		"", p.allowRecovery)
 	db, err := openDB(ctx, p.data, opts, p.lockTimeout)
 	if err != nil {
 		return err
@@ -117,11 +121,11 @@ func cmdBloat(ctx context.Context, args []string, env Env) (err error) {
 
 // bloatColumns is the schema bloat creates: id, k1..k(indexes-1), payload.
 func bloatColumns(indexes int) []engine.Column {
-	cols := []engine.Column{{Name: "id", Type: engine.Int64}}
+	cols := []engine.Column{{Name: "id", Type: engine.Int8}}
 	for i := 1; i < indexes; i++ {
-		cols = append(cols, engine.Column{Name: fmt.Sprintf("k%d", i), Type: engine.Int64})
+		cols = append(cols, engine.Column{Name: fmt.Sprintf("k%d", i), Type: engine.Int8})
 	}
-	return append(cols, engine.Column{Name: "payload", Type: engine.Bytes})
+	return append(cols, engine.Column{Name: "payload", Type: engine.Bytea})
 }
 
 // ensureBloatTable creates the table and its indexes, or checks that an existing table has

@@ -123,7 +123,7 @@ func totalsFrom(t vacuum.Totals) runnerwire.Totals {
 }
 
 // reportFrom converts a run report (nil = nothing done) to `vacuum --json`.
-func reportFrom(rr *vacuum.RunReport) runnerwire.Report {
+func reportFrom(rr *vacuum.BatchReport) runnerwire.Report {
 	out := runnerwire.Report{Tables: []runnerwire.TableResult{}}
 	if rr == nil {
 		return out
@@ -136,7 +136,7 @@ func reportFrom(rr *vacuum.RunReport) runnerwire.Report {
 }
 
 // progressFrom converts a progress snapshot to GET /progress.
-func progressFrom(s vacuum.Snapshot) runnerwire.Progress {
+func progressFrom(s vacuum.Progress) runnerwire.Progress {
 	u := s.Usage
 	p := runnerwire.Progress{
 		Phase: wirePhase(s.Phase), Table: s.Table, TablesDone: int64(s.TablesDone), TablesTotal: int64(s.TablesTotal),

@@ -30,7 +30,7 @@
 //
 // Invariants:
 //   - Every outcome maps to one exit code (api.Exit*): bad input 2, busy 3, corruption 4,
-//     canceled 5, no space 6, needs crash recovery 7, anything else 1 (a recovered panic
+//     cancelled 5, no space 6, needs crash recovery 7, anything else 1 (a recovered panic
 //     too). exitCode in errors.go is the one place that decides. Online: an unreachable
 //     server is 3, an authentication failure or refusal 2, a written field the server
 //     cannot honour 2 (naming the flag or RunSpec field).

@@ -79,7 +79,7 @@ func exitCode(err error, bySignal bool) int {
 	case errors.Is(err, engine.ErrRecoveryRefused):
 		return runnerwire.ExitNeedsRecovery
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, vacuum.ErrVacuumInProgress),
-		errors.Is(err, online.ErrUnreachable):
+		errors.Is(err, online.ErrUnreachable), errors.Is(err, online.ErrOtherServer):
 		return runnerwire.ExitBusy
 	case errors.As(err, &corrupt), errors.As(err, &cpe), errors.As(err, &cse), errors.Is(err, engine.ErrCorrupt):
 		return runnerwire.ExitCorruption
@@ -87,6 +87,13 @@ func exitCode(err error, bySignal bool) int {
 		return runnerwire.ExitNoSpace
 	case bySignal || errors.Is(err, context.Canceled):
 		return runnerwire.ExitCancelled
+	case errors.Is(err, engine.ErrNeedsRecovery):
+		// A failed fsync or an uncertain catalog switch in the middle of the run: the
+		// directory needs crash recovery, and its last opener is this run. Exit 1 is
+		// retried, and the retry, a later attempt of the same run, passes the recovery gate
+		// and recovers it, as PostgreSQL restarts and recovers after such a PANIC. It is not
+		// exit 7, which is for a directory some other opener left needing recovery.
+		return runnerwire.ExitInternal
 	}
 	return runnerwire.ExitInternal
 }

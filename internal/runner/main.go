@@ -12,11 +12,11 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
-// SignalError is the cause of a context canceled by SIGTERM or SIGINT.
+// SignalError is the cause of a context cancelled by SIGTERM or SIGINT.
 type SignalError struct{ Signal os.Signal }
 
 // Error names the signal.
-func (e *SignalError) Error() string { return "canceled by " + signalName(e.Signal) }
+func (e *SignalError) Error() string { return "cancelled by " + signalName(e.Signal) }
 
 func signalName(s os.Signal) string {
 	switch s {
@@ -28,7 +28,7 @@ func signalName(s os.Signal) string {
 	return s.String()
 }
 
-// WithSignals returns a context canceled, with a *SignalError cause, by the first SIGTERM or
+// WithSignals returns a context cancelled, with a *SignalError cause, by the first SIGTERM or
 // SIGINT; stop releases the signal handlers.
 func WithSignals(parent context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -120,10 +120,10 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 		// run has already reported and written its summary.
 		return coded.code
 	}
-	canceled := context.Cause(ctx) != nil && ctx.Err() != nil
-	code = exitCode(err, canceled)
+	cancelled := context.Cause(ctx) != nil && ctx.Err() != nil
+	code = exitCode(err, cancelled)
 	msg := oneLine(err)
-	if canceled {
+	if cancelled {
 		if c := context.Cause(ctx); c != nil {
 			msg = c.Error() + ": " + msg
 		}

@@ -41,7 +41,7 @@ var flagOfOnlineField = map[string]string{
 // specOfOnlineField names the RunSpec field of a connection field of package online.
 var specOfOnlineField = map[string]string{
 	"server": "server.address", "database": "server.database", "user": "server.user",
-	"passwordFile": "server.passwordFile", "sslmode": "server.sslMode", "sslrootcert": "server.sslRootCertFile",
+	"passwordFile": "server.passwordFile", "userFile": "server.userFile", "sslmode": "server.sslMode", "sslrootcert": "server.sslRootCertFile",
 }
 
 // onlineCLI is `vacuum --server` and `full --server`: a vacuumdb with a rate throttle,
@@ -114,8 +114,21 @@ func vacuumServer(ctx context.Context, spec runnerwire.RunSpec, r runnerwire.Res
 // onlineTarget is the connection of a RunSpec's server target, as a pod makes it: nothing
 // from the environment.
 func onlineTarget(s runnerwire.ServerTarget) online.Target {
-	return online.Target{Address: s.Address, Database: s.Database, User: s.User, PasswordFile: s.PasswordFile,
-		SSLMode: s.SSLMode, SSLRootCert: s.SSLRootCertFile, NoEnvironment: true}
+	return online.Target{Address: s.Address, Database: s.Database, User: s.User, UserFile: s.UserFile,
+		PasswordFile: s.PasswordFile, SSLMode: s.SSLMode, SSLRootCert: s.SSLRootCertFile, NoEnvironment: true}
+}
+
+// identifyServer is `run` with identify set: connect, read the server's version and system
+// identifier, vacuum nothing. The report carries them to the summary.
+func identifyServer(ctx context.Context, t online.Target) (runnerwire.Report, error) {
+	rep := reportFrom(nil)
+	id, err := online.Identify(ctx, t)
+	if err != nil {
+		return rep, fieldsNamed(err, false)
+	}
+	rep.Server = &runnerwire.ServerIdentity{Kind: string(id.Server.Kind), Version: id.Server.Version,
+		SystemIdentifier: id.SystemIdentifier}
+	return rep, nil
 }
 
 // startOnline connects, detects the server, checks the fields written against it and
@@ -135,6 +148,9 @@ func onlineOptions(spec runnerwire.RunSpec, r runnerwire.Resolved) online.Option
 		Full: r.Mode == runnerwire.ModeFull, Tables: r.Tables, Throttle: r.Throttle,
 		TableThrottles: r.TableThrottles, Parallelism: r.Parallelism, Truncate: spec.Truncate,
 		MinDeadTuplePercent: r.MinDeadTuplePercent,
+	}
+	if spec.Server != nil {
+		o.SystemIdentifier = spec.Server.SystemIdentifier
 	}
 	if spec.IndexWorkers != nil {
 		n := r.IndexWorkers

@@ -14,7 +14,7 @@ import (
 const lockPoll = 100 * time.Millisecond
 
 // openDB opens dir, waiting up to lockTimeout for another holder of its lock to let go, and
-// giving up at once when ctx is canceled (the engine's own wait cannot be canceled, so
+// giving up at once when ctx is cancelled (the engine's own wait cannot be cancelled, so
 // the runner polls with a zero engine timeout).
 func openDB(ctx context.Context, dir string, opts engine.Options, lockTimeout time.Duration) (*engine.DB, error) {
 	opts.LockTimeout = 0

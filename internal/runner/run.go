@@ -132,6 +132,9 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 			return none, err
 		}
 	}
+	if spec.Server != nil && spec.Identify {
+		return identifyServer(ctx, onlineTarget(*spec.Server))
+	}
 	state := &runState{start: start, tables: len(r.Tables), logf: func(format string, args ...any) {
 		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner run: "+format+"\n", args...)
 	}}
@@ -158,7 +161,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	if err != nil {
 		return none, err
 	}
-	var rr *vacuum.RunReport
+	var rr *vacuum.BatchReport
 	err = func() (err error) {
 		defer closeDB(db, &err)
 		tables, err := selectTables(db, r.Tables)
@@ -171,12 +174,12 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 		if err := makeSortDir(r); err != nil {
 			return err
 		}
-		run, err := vacuum.NewRun(optionsFrom(r))
+		run, err := vacuum.NewBatch(optionsFrom(r))
 		if err != nil {
 			return &UsageError{Msg: err.Error()}
 		}
 		state.setRun(run)
-		rr, err = db.RunVacuum(ctx, run, tables)
+		rr, err = db.VacuumBatch(ctx, run, tables)
 		if rr == nil {
 			rr = run.Report()
 		}
@@ -259,7 +262,7 @@ func serve(addr string, h http.Handler, o serverOptions, logf func(string, ...an
 }
 
 // summaryOf builds the Summary of an engine run that ended with err and code.
-func summaryOf(ctx context.Context, rr *vacuum.RunReport, err error, code int) runnerwire.Summary {
+func summaryOf(ctx context.Context, rr *vacuum.BatchReport, err error, code int) runnerwire.Summary {
 	return summaryOfReport(ctx, reportFrom(rr), err, code)
 }
 
@@ -272,15 +275,19 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 		tables[i] = t
 	}
 	rep.Tables = tables
-	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables}
-	switch code {
-	case runnerwire.ExitOK:
+	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
+		Server: rep.Server}
+	switch {
+	case code == runnerwire.ExitOK && rep.Server != nil && rep.Server.SystemIdentifier != "" && len(rep.Tables) == 0:
+		s.Message = fmt.Sprintf("identified %s (%s), system identifier %s", rep.Server.Kind, rep.Server.Version,
+			rep.Server.SystemIdentifier)
+	case code == runnerwire.ExitOK:
 		s.Message = fmt.Sprintf("vacuumed %d tables (%d skipped), removed %d tuples and %d pages in %.1fs",
 			rep.Totals.TablesVacuumed, rep.Totals.TablesSkipped, rep.Totals.TuplesRemoved, rep.Totals.PagesRemoved,
 			rep.Totals.ElapsedSeconds)
-	case runnerwire.ExitCancelled:
+	case code == runnerwire.ExitCancelled:
 		s.Phase = runnerwire.SummaryCancelled
-		s.Message = "canceled"
+		s.Message = "cancelled"
 		var sig *SignalError
 		if errors.As(context.Cause(ctx), &sig) {
 			s.Message = sig.Error()

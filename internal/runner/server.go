@@ -38,7 +38,7 @@ type runState struct {
 }
 
 // setRun publishes the engine's run once it exists.
-func (s *runState) setRun(r *vacuum.Run) { s.setActive(engineRun{r}) }
+func (s *runState) setRun(r *vacuum.Batch) { s.setActive(engineRun{r}) }
 
 // setActive publishes a run (the engine's or an online one) once it exists.
 func (s *runState) setActive(r active) {

@@ -61,7 +61,7 @@ func TestThrottleEndpointChecksTheBearerTokenAndTheBody(t *testing.T) {
 
 func TestThrottleEndpointUpdatesTheRunningVacuumAndRefusesAfterTheEnd(t *testing.T) {
 	s := newTestState(t)
-	run, err := vacuum.NewRun(vacuum.DefaultOptions())
+	run, err := vacuum.NewBatch(vacuum.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

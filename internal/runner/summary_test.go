@@ -18,7 +18,7 @@ import (
 )
 
 func TestSummaryOfManyTablesFitsTheTerminationLogWithTotalsFirst(t *testing.T) {
-	rr := &vacuum.RunReport{}
+	rr := &vacuum.BatchReport{}
 	for i := range 200 {
 		rr.Tables = append(rr.Tables, &vacuum.Report{Table: fmt.Sprintf("table_%03d", i), Mode: vacuum.ModeLazy,
 			TuplesRemoved: 10, Elapsed: time.Second, Indexes: []vacuum.IndexReport{{Name: "pkey"}}})
@@ -66,7 +66,12 @@ func TestExitCodesFollowTheContract(t *testing.T) {
 		{"check problems", &CorruptionError{Problems: []engine.Problem{{File: "f", Block: 1}}}, false, runnerwire.ExitCorruption},
 		{"no space before", fmt.Errorf("full: %w", &vacuum.NoSpaceError{}), false, runnerwire.ExitNoSpace},
 		{"ENOSPC during", fmt.Errorf("write: %w", &os.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}), false, runnerwire.ExitNoSpace},
-		{"canceled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, runnerwire.ExitCancelled},
+		{"cancelled by a signal", fmt.Errorf("vacuum: %w", context.Canceled), true, runnerwire.ExitCancelled},
+		{"refused crash recovery", fmt.Errorf("open: %w", engine.ErrRecoveryRefused), false, runnerwire.ExitNeedsRecovery},
+		{"needs recovery in the middle of the run (retried)", fmt.Errorf("vacuum: %w",
+			fmt.Errorf("%w: fsync base/16385: %w", engine.ErrNeedsRecovery, syscall.EIO)), false, runnerwire.ExitInternal},
+		{"needs recovery after a full disk", fmt.Errorf("vacuum: %w",
+			fmt.Errorf("%w: fsync base/16385: %w", engine.ErrNeedsRecovery, syscall.ENOSPC)), false, runnerwire.ExitNoSpace},
 		{"anything else", errors.New("boom"), false, runnerwire.ExitInternal},
 	}
 	for _, c := range cases {

@@ -50,7 +50,7 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	if err := makeSortDir(r); err != nil {
 		return err
 	}
-	run, err := vacuum.NewRun(optionsFrom(r))
+	run, err := vacuum.NewBatch(optionsFrom(r))
 	if err != nil {
 		return &UsageError{Msg: err.Error()}
 	}
@@ -58,7 +58,7 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	if env.Terminal && !vf.json {
 		stop = progressBar(env.Stderr, func() runnerwire.Progress { return progressFrom(run.Progress()) })
 	}
-	rr, verr := db.RunVacuum(ctx, run, tables)
+	rr, verr := db.VacuumBatch(ctx, run, tables)
 	stop()
 	if rr == nil {
 		rr = run.Report()

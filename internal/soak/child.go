@@ -37,8 +37,8 @@ const (
 )
 
 // Columns of Table.
-var Columns = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "grp", Type: engine.Int64},
-	{Name: "val", Type: engine.Bytes}, {Name: "n", Type: engine.Int64}}
+var Columns = []engine.Column{{Name: "id", Type: engine.Int8}, {Name: "grp", Type: engine.Int8},
+	{Name: "val", Type: engine.Bytea}, {Name: "n", Type: engine.Int8}}
 
 // EngineOptions are shared by the children and the verifier: a small pool
 // (dirty pages are evicted mid-transaction), small relation and WAL

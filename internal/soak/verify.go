@@ -3,7 +3,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -152,7 +151,7 @@ func checkIndexes(db *engine.DB, want State, fig *Figures) []string {
 	}
 	for _, ix := range []string{IDIndex, GrpIndex} {
 		seen := map[int64]bool{}
-		err := tx.IndexRange(ix, math.MinInt64, math.MaxInt64, func(f engine.Found) error {
+		err := tx.IndexRange(ix, nil, nil, func(f engine.Found) error {
 			id, g, err := decodeRow(f.Row)
 			if err != nil {
 				return err

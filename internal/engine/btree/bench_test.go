@@ -33,7 +33,7 @@ func BenchmarkLookupParallel(b *testing.B) {
 			e := es[r.IntN(len(es))]
 			tids, err := ix.Lookup(e.Key, nil)
 			if err != nil || len(tids) == 0 {
-				b.Errorf("lookup %d: %v %v", e.Key, tids, err)
+				b.Errorf("lookup %x: %v %v", e.Key, tids, err)
 				return
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
-	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
@@ -17,7 +16,7 @@ type downlink struct {
 	child storage.BlockNumber
 }
 
-// Build creates the index in rel (a new, empty relation) bottom-up from
+// Build creates the index in rel (page layout 2) (a new, empty relation) bottom-up from
 // next, which yields entries in strictly ascending order and ok == false
 // at the end (VACUUM FULL and CREATE INDEX). Leaves and internal pages are
 // packed about 90 % full, each page WAL-logged as a new page (WillInit)
@@ -35,7 +34,7 @@ func Build(d Deps, rel storage.RelFileNode, next func() (Entry, bool, error), s 
 		mb.Release()
 		return nil, fmt.Errorf("build index %d: %w", rel, err)
 	}
-	m := meta{root: root, level: level}
+	m := meta{root: root, level: level, layout: layout2}
 	buildMeta(mb.Page(), m)
 	cs := changeSet{ix: ix}
 	cs.add(mb, encodeMetaOp(m), true)
@@ -65,10 +64,14 @@ func (ix *Index) buildLevels(next func() (Entry, bool, error), s *buffer.Strateg
 			break
 		}
 		if prev != nil && Compare(*prev, e) >= 0 {
-			return noBlock, 0, fmt.Errorf("entries out of order: (%d, %v) after (%d, %v)", e.Key, e.TID, prev.Key, prev.TID)
+			return noBlock, 0, fmt.Errorf("entries out of order: (%x, %v) after (%x, %v)", e.Key, e.TID, prev.Key, prev.TID)
 		}
 		prev = &e
-		if err := lb.add(e, encodeLeafItem(e)); err != nil {
+		item, err := encodeItem(layout2, leafItem, e, noBlock)
+		if err != nil {
+			return noBlock, 0, err
+		}
+		if err := lb.add(e, item); err != nil {
 			return noBlock, 0, err
 		}
 	}
@@ -81,7 +84,11 @@ func (ix *Index) buildLevels(next func() (Entry, bool, error), s *buffer.Strateg
 		level++
 		lb = &levelBuilder{ix: ix, s: s, hook: pageHook, level: level}
 		for _, l := range links {
-			if err := lb.add(l.sep, encodeInternalItem(l.sep, l.child)); err != nil {
+			item, err := encodeItem(layout2, pivotItem, l.sep, l.child)
+			if err != nil {
+				return noBlock, 0, err
+			}
+			if err := lb.add(l.sep, item); err != nil {
 				return noBlock, 0, err
 			}
 		}
@@ -102,28 +109,35 @@ type levelBuilder struct {
 	level uint32
 	flags uint16
 
-	cur   *buffer.Buffer // allocated, locked; written when full
-	items [][]byte
-	used  int
-	first Entry
-	left  storage.BlockNumber
-	links []downlink
+	cur     *buffer.Buffer // allocated, locked; written when full
+	items   [][]byte
+	entries []Entry // items' entries
+	used    int
+	left    storage.BlockNumber
+	links   []downlink
 }
 
-func (lb *levelBuilder) limit() int {
-	return (page.Size - page.HeaderSize - specialSize) * buildFill / 100
-}
+// limit is the room a page's entries may take: buildFill percent of it.
+func (lb *levelBuilder) limit() int { return pageCapacity(layout2) * buildFill / 100 }
 
-func itemCost(it []byte) int { return (len(it)+page.MaxAlign-1)&^(page.MaxAlign-1) + page.ItemIDSize }
-
-// add appends item (whose entry is e) to the level.
+// add appends item (whose entry is e) to the level. When the page is full
+// it is written with e's key as its high key, or, if that high key would
+// not fit beside the entries, with the key of the last entries that are
+// carried over to the next page (an entry's high key takes no more room
+// than the entry, so carrying one always makes room).
 func (lb *levelBuilder) add(e Entry, item []byte) error {
 	if lb.cur != nil && len(lb.items) > 0 && lb.used+itemCost(item) > lb.limit() {
+		carry, used, high := 0, lb.used, e
+		for used+highCost(layout2, high) > pageCapacity(layout2) && len(lb.items)-carry > 1 {
+			carry++
+			used -= itemCost(lb.items[len(lb.items)-carry])
+			high = lb.entries[len(lb.entries)-carry]
+		}
 		nb, err := lb.ix.extend(lb.s)
 		if err != nil {
 			return err
 		}
-		if err := lb.flush(nb.Tag().Block, e); err != nil {
+		if err := lb.flush(nb.Tag().Block, high, len(lb.items)-carry); err != nil {
 			nb.Unlock()
 			nb.Release()
 			return err
@@ -137,38 +151,50 @@ func (lb *levelBuilder) add(e Entry, item []byte) error {
 		}
 		lb.cur = nb
 	}
-	if len(lb.items) == 0 {
-		lb.first = e
-	}
 	lb.items = append(lb.items, item)
+	lb.entries = append(lb.entries, e)
 	lb.used += itemCost(item)
 	return nil
 }
 
-// flush writes the current page with the given right link and high key
-// (right == noBlock: rightmost, no high key) and starts an empty one.
-func (lb *levelBuilder) flush(right storage.BlockNumber, high Entry) error {
+// flush writes the current page with its first n items, the given right
+// link and high key (right == noBlock: rightmost, no high key), and keeps
+// the items after n for the next page.
+func (lb *levelBuilder) flush(right storage.BlockNumber, high Entry, n int) error {
 	b := lb.cur
 	lb.cur = nil // from here on b is unlocked by this function, whatever happens
-	op := opaque{left: lb.left, right: right, level: lb.level, flags: lb.flags}
+	op := opaque{left: lb.left, right: right, level: lb.level, flags: lb.flags, layout: layout2}
 	if right != noBlock {
 		op.flags |= flagHasHigh
 		op.high = high
 	}
-	if err := buildPage(b.Page(), op, lb.items); err != nil {
+	data, err := encodeInitOp(op, lb.items[:n])
+	if err == nil {
+		err = buildPage(b.Page(), op, lb.items[:n])
+	}
+	if err != nil {
 		b.Unlock()
 		b.Release()
 		return lb.ix.corrupt(b.Tag().Block, err)
 	}
 	cs := changeSet{ix: lb.ix}
-	cs.add(b, encodeInitOp(op, lb.items), true)
+	cs.add(b, data, true)
 	if err := cs.commit(InfoBuild, lb.s); err != nil {
 		return err
 	}
 	blk := b.Tag().Block
-	lb.links = append(lb.links, downlink{sep: lb.first, child: blk})
+	first := Entry{}
+	if len(lb.entries) > 0 {
+		first = lb.entries[0]
+	}
+	lb.links = append(lb.links, downlink{sep: first, child: blk})
 	lb.left = blk
-	lb.items, lb.used = nil, 0
+	lb.items = append([][]byte(nil), lb.items[n:]...)
+	lb.entries = append([]Entry(nil), lb.entries[n:]...)
+	lb.used = 0
+	for _, it := range lb.items {
+		lb.used += itemCost(it)
+	}
 	if lb.hook != nil {
 		return lb.hook()
 	}
@@ -185,7 +211,7 @@ func (lb *levelBuilder) finish() ([]downlink, error) {
 		}
 		lb.cur = nb
 	}
-	if err := lb.flush(noBlock, Entry{}); err != nil {
+	if err := lb.flush(noBlock, Entry{}, len(lb.items)); err != nil {
 		return nil, err
 	}
 	return lb.links, nil

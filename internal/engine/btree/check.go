@@ -33,6 +33,7 @@ func (ix *Index) Check(report func(blk storage.BlockNumber, msg string)) error {
 		report(metaBlock, err.Error())
 		return nil
 	}
+	c.layout = m.layout
 	if m.root >= n {
 		report(metaBlock, fmt.Sprintf("root block %d is past the end (%d blocks)", m.root, n))
 		return nil
@@ -63,6 +64,7 @@ type checker struct {
 	report  func(storage.BlockNumber, string)
 	nblocks storage.BlockNumber
 	visited map[storage.BlockNumber]bool
+	layout  uint16 // the meta page's
 }
 
 func (c *checker) reportf(blk storage.BlockNumber, format string, args ...any) {
@@ -119,6 +121,9 @@ func (c *checker) checkLevel(first storage.BlockNumber, level uint32) (storage.B
 		if n.op.level != level {
 			c.reportf(blk, "level %d, want %d", n.op.level, level)
 		}
+		if n.op.layout != c.layout {
+			c.reportf(blk, "page layout %d in an index of layout %d", n.op.layout, c.layout)
+		}
 		if n.op.left != prev {
 			c.reportf(blk, "left link %d, want %d", n.op.left, prev)
 		}
@@ -145,7 +150,7 @@ func (c *checker) checkLevel(first storage.BlockNumber, level uint32) (storage.B
 func (c *checker) items(blk storage.BlockNumber, n node) ([]Entry, []storage.BlockNumber) {
 	var entries []Entry
 	var children []storage.BlockNumber
-	for off := 1; off <= n.count(); off++ {
+	for off := n.first(); off <= n.last(); off++ {
 		e, child, err := n.item(off)
 		if err != nil {
 			c.reportf(blk, "item %d: %v", off, err)
@@ -171,14 +176,14 @@ func (c *checker) checkOrder(blk storage.BlockNumber, n node, entries []Entry, l
 	for i := from; i < len(entries); i++ {
 		e := entries[i]
 		if i > from && Compare(entries[i-1], e) >= 0 {
-			c.reportf(blk, "item %d (key %d tid %v) is not above item %d (key %d tid %v)",
+			c.reportf(blk, "entry %d (key %x tid %v) is not above entry %d (key %x tid %v)",
 				i+1, e.Key, e.TID, i, entries[i-1].Key, entries[i-1].TID)
 		}
 		if n.op.hasHigh() && Compare(e, n.op.high) >= 0 {
-			c.reportf(blk, "item %d (key %d) is not below the high key %d", i+1, e.Key, n.op.high.Key)
+			c.reportf(blk, "entry %d (key %x) is not below the high key %x", i+1, e.Key, n.op.high.Key)
 		}
 		if lower != nil && Compare(e, *lower) < 0 {
-			c.reportf(blk, "item %d (key %d) is below the left sibling's high key %d", i+1, e.Key, lower.Key)
+			c.reportf(blk, "entry %d (key %x) is below the left sibling's high key %x", i+1, e.Key, lower.Key)
 		}
 	}
 }
@@ -205,7 +210,7 @@ func (c *checker) checkDownlinks(blk storage.BlockNumber, n node, seps []Entry, 
 		}
 		switch {
 		case upperFinite && (!cn.op.hasHigh() || Compare(cn.op.high, upper) != 0):
-			c.reportf(blk, "child %d high key (%d, has %v) differs from its upper separator %d", child, cn.op.high.Key, cn.op.hasHigh(), upper.Key)
+			c.reportf(blk, "child %d high key (%x, has %v) differs from its upper separator %x", child, cn.op.high.Key, cn.op.hasHigh(), upper.Key)
 		case !upperFinite && cn.op.hasHigh():
 			c.reportf(blk, "rightmost child %d has a high key", child)
 		}
@@ -213,14 +218,14 @@ func (c *checker) checkDownlinks(blk storage.BlockNumber, n node, seps []Entry, 
 		if i > 0 {
 			lo = &seps[i]
 		}
-		if lo != nil && cn.count() > 0 {
-			first := 1
+		if lo != nil && cn.entries() > 0 {
+			first := cn.first()
 			if !cn.op.isLeaf() {
-				first = 2
+				first++
 			}
-			if first <= cn.count() {
+			if first <= cn.last() {
 				if e, _, err := cn.item(first); err == nil && Compare(e, *lo) < 0 {
-					c.reportf(child, "first key %d is below its separator %d in block %d", e.Key, lo.Key, blk)
+					c.reportf(child, "first key %x is below its separator %x in block %d", e.Key, lo.Key, blk)
 				}
 			}
 		}

@@ -34,7 +34,7 @@ func TestCheckDetectsDamagedPages(t *testing.T) {
 			x := binary.LittleEndian.Uint32(p[a:])
 			binary.LittleEndian.PutUint32(p[a:], binary.LittleEndian.Uint32(p[b:]))
 			binary.LittleEndian.PutUint32(p[b:], x)
-		}, "is not above item"},
+		}, "is not above entry"},
 		{"wrong left link", func(p page.Page) {
 			n, _ := loadNode(p)
 			n.op.left = 77
@@ -42,7 +42,13 @@ func TestCheckDetectsDamagedPages(t *testing.T) {
 		}, "left link 77"},
 		{"key above the high key", func(p page.Page) {
 			n, _ := loadNode(p)
-			binary.LittleEndian.PutUint64(p.ItemData(page.OffsetNumber(n.count())), uint64(n.op.high.Key+5))
+			// The last entry's key, made greater than the high key.
+			it := p.ItemData(page.OffsetNumber(n.last()))
+			if n.op.layout == layout1 {
+				binary.LittleEndian.PutUint64(it, uint64(keyInt(t, n.op.high.Key)+5))
+			} else {
+				copy(it[tupleHeader2:], IntKey(keyInt(t, n.op.high.Key)+5))
+			}
 		}, "is not below the high key"},
 		{"bad special space", func(p page.Page) { p.Special()[14] = 9 }, "layout version 9"},
 	}
@@ -51,13 +57,13 @@ func TestCheckDetectsDamagedPages(t *testing.T) {
 			env := newEnv(t, 128)
 			ix := mustCreate(t, env, 10)
 			for i := range 3_000 {
-				if err := ix.Insert(int64(i), tidFor(i), nil); err != nil {
+				if err := ix.Insert(IntKey(int64(i)), tidFor(i), nil); err != nil {
 					t.Fatal(err)
 				}
 			}
 			mustCheck(t, ix)
 			// A middle leaf: it has a left sibling and a high key.
-			leaf, err := ix.findLeaf(minEntry(1500), nil, nil)
+			leaf, err := ix.findLeaf(Entry{Key: IntKey(1500)}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,8 @@
 package btree
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -52,7 +54,7 @@ func openEnv(t testing.TB, dir string, frames int) *testEnv {
 
 func mustCreate(t testing.TB, env *testEnv, rel storage.RelFileNode) *Index {
 	t.Helper()
-	ix, err := Create(env.deps, rel, nil)
+	ix, err := create(env.deps, rel, nil, testLayout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func randomEntries(seed uint64, n, keySpace int) []Entry {
 	r := rand.New(rand.NewPCG(seed, 7))
 	out := make([]Entry, n)
 	for i := range out {
-		out[i] = Entry{Key: int64(r.IntN(keySpace)), TID: tidFor(i)}
+		out[i] = Entry{Key: testKey(int64(r.IntN(keySpace))), TID: tidFor(i)}
 	}
 	return out
 }
@@ -86,7 +88,7 @@ func insertAll(t testing.TB, ix *Index, es []Entry) {
 func allEntries(t testing.TB, ix *Index) []Entry {
 	t.Helper()
 	var out []Entry
-	if err := ix.AllEntries(nil, func(k int64, tid page.TID) error {
+	if err := ix.AllEntries(nil, func(k []byte, tid page.TID) error {
 		out = append(out, Entry{k, tid})
 		return nil
 	}); err != nil {
@@ -117,4 +119,49 @@ func mustCheck(t testing.TB, ix *Index) {
 	if problems > 0 {
 		t.Fatalf("check found %d problems", problems)
 	}
+}
+
+// testLayout is the page layout mustCreate makes indexes in (layout 2, as
+// Create does; TestLayoutOneIndexesKeepWorking runs tests in layout 1).
+var testLayout = layout2
+
+// equalEntries compares entry lists (Entry holds a slice, so it is not
+// comparable with ==).
+func equalEntries(a, b []Entry) bool {
+	return slices.EqualFunc(a, b, func(x, y Entry) bool { return Compare(x, y) == 0 })
+}
+
+// keyInt is the integer of an IntKey (tests over integer keys).
+func keyInt(t testing.TB, key []byte) int64 {
+	t.Helper()
+	k, err := intOfKey(key)
+	if err != nil {
+		t.Fatalf("key %x: %v", key, err)
+	}
+	return k
+}
+
+// rangeInts is Range over integer keys [lo, hi].
+func rangeInts(ix *Index, lo, hi int64, fn func(k int64, tid page.TID) error) error {
+	return ix.Range(IntKey(lo), IntKey(hi), nil, func(key []byte, tid page.TID) error {
+		k, err := intOfKey(key)
+		if err != nil {
+			return err
+		}
+		return fn(k, tid)
+	})
+}
+
+// longKeys makes randomEntries use testKey's variable-length keys
+// (TestLongVariableKeys sets it); otherwise keys are IntKeys.
+var longKeys bool
+
+// testKey is key k: IntKey(k), or with longKeys a key of 0 to 1000 bytes
+// that grows with k's hash (distinct for distinct k).
+func testKey(k int64) []byte {
+	if !longKeys {
+		return IntKey(k)
+	}
+	n := int(uint64(k)*2654435761%1000) + 1
+	return append(bytes.Repeat([]byte{byte('a' + k%26)}, n)[:max(n-20, 0)], fmt.Sprintf("%020d", k)...)[:min(n, MaxKeySize)]
 }

@@ -9,70 +9,109 @@ import (
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
-func seedLeafPage() page.Page {
+func mustItem(layout uint16, kind itemKind, e Entry, child storage.BlockNumber) []byte {
+	b, err := encodeItem(layout, kind, e, child)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func mustInitOp(op opaque, items [][]byte) []byte {
+	b, err := encodeInitOp(op, items)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// seedLeafPage is a leaf with a high key in layout (layout 2 with keys of
+// every length from 0 to 49 bytes).
+func seedLeafPage(layout uint16) page.Page {
 	p := make(page.Page, page.Size)
 	var items [][]byte
 	for i := range 50 {
-		items = append(items, encodeLeafItem(Entry{Key: int64(i * 3), TID: tidFor(i)}))
+		k := IntKey(int64(i * 3))
+		if layout == layout2 {
+			k = append(bytes.Repeat([]byte{'a'}, i), 0, 1)
+		}
+		items = append(items, mustItem(layout, leafItem, Entry{Key: k, TID: tidFor(i)}, noBlock))
 	}
-	_ = buildPage(p, opaque{left: 4, right: 9, flags: flagLeaf | flagHasHigh, high: Entry{Key: 200}}, items)
+	high := IntKey(200)
+	if layout == layout2 {
+		high = []byte{0xff}
+	}
+	_ = buildPage(p, opaque{left: 4, right: 9, flags: flagLeaf | flagHasHigh, layout: layout, high: Entry{Key: high}}, items)
 	return p
 }
 
-func seedInternalPage() page.Page {
+func seedInternalPage(layout uint16) page.Page {
 	p := make(page.Page, page.Size)
-	items := [][]byte{encodeInternalItem(Entry{}, 1), encodeInternalItem(Entry{Key: 10}, 2), encodeInternalItem(Entry{Key: 20}, 3)}
-	_ = buildPage(p, opaque{level: 1}, items)
+	items := [][]byte{mustItem(layout, pivotItem, Entry{Key: IntKey(0)}, 1), mustItem(layout, pivotItem, Entry{Key: IntKey(10)}, 2),
+		mustItem(layout, pivotItem, Entry{Key: IntKey(20)}, 3)}
+	_ = buildPage(p, opaque{level: 1, layout: layout}, items)
 	return p
 }
 
 type itemSeed struct {
-	data []byte
-	leaf bool
+	data   []byte
+	layout uint16
+	kind   itemKind
 }
 
 func itemSeeds() []itemSeed {
 	return []itemSeed{
-		{encodeLeafItem(Entry{Key: -5, TID: page.TID{Block: 7, Off: 3}}), true},
-		{encodeInternalItem(Entry{Key: 99, TID: page.TID{Block: 1, Off: 1}}, 12), false},
-		{encodeInternalItem(Entry{Key: 99}, 0), false},
-		{[]byte{1, 2, 3}, true},
+		{mustItem(layout1, leafItem, Entry{Key: IntKey(-5), TID: page.TID{Block: 7, Off: 3}}, noBlock), layout1, leafItem},
+		{mustItem(layout1, pivotItem, Entry{Key: IntKey(99), TID: page.TID{Block: 1, Off: 1}}, 12), layout1, pivotItem},
+		{mustItem(layout2, leafItem, Entry{Key: []byte("\x01abc\x00\x01"), TID: page.TID{Block: 7, Off: 3}}, noBlock), layout2, leafItem},
+		{mustItem(layout2, pivotItem, Entry{Key: IntKey(99), TID: page.TID{Block: 1, Off: 1}}, 12), layout2, pivotItem},
+		{mustItem(layout2, highItem, Entry{Key: []byte{}}, noBlock), layout2, highItem},
+		{[]byte{1, 2, 3}, layout2, leafItem},
 	}
 }
 
 func blockOpSeeds() [][]byte {
-	leaf := seedLeafPage()
-	n, _ := loadNode(leaf)
-	var items [][]byte
-	for off := 1; off <= n.count(); off++ {
-		items = append(items, leaf.ItemData(page.OffsetNumber(off)))
+	var out [][]byte
+	for _, layout := range []uint16{layout1, layout2} {
+		leaf := seedLeafPage(layout)
+		n, _ := loadNode(leaf)
+		var items [][]byte
+		for off := n.first(); off <= n.last(); off++ {
+			items = append(items, leaf.ItemData(page.OffsetNumber(off)))
+		}
+		out = append(out,
+			mustInitOp(n.op, items),
+			mustInitOp(opaque{level: 1, layout: layout}, [][]byte{mustItem(layout, pivotItem, Entry{Key: IntKey(0)}, 5)}),
+			encodeInsertOp(3, mustItem(layout, leafItem, Entry{Key: IntKey(4)}, noBlock)),
+			encodeMetaOp(meta{root: 3, level: 1, layout: layout}))
 	}
-	return [][]byte{
-		encodeInitOp(n.op, items),
-		encodeInitOp(opaque{level: 1}, [][]byte{encodeInternalItem(Entry{}, 5)}),
-		encodeInsertOp(3, encodeLeafItem(Entry{Key: 4})),
+	return append(out,
 		encodeSetLeftOp(8),
 		encodeDeleteOp([]page.OffsetNumber{1, 4, 9}),
-		encodeMetaOp(meta{root: 3, level: 1}),
-		{opDelete, 0xFF, 0xFF},
-		{},
-	}
+		[]byte{opDelete, 0xFF, 0xFF},
+		[]byte{})
 }
 
 func FuzzBtreeItem(f *testing.F) {
 	for _, s := range itemSeeds() {
-		f.Add(s.data, s.leaf)
+		f.Add(s.data, s.layout == layout2, uint8(s.kind))
 	}
-	f.Fuzz(func(t *testing.T, data []byte, leaf bool) {
-		e, child, err := decodeItem(data, leaf)
+	f.Fuzz(func(t *testing.T, data []byte, two bool, kind uint8) {
+		layout := layout1
+		if two {
+			layout = layout2
+		}
+		k := itemKind(kind % 3)
+		e, child, err := decodeItem(data, layout, k)
 		if err != nil {
 			return
 		}
-		re := encodeLeafItem(e)
-		if !leaf {
-			re = encodeInternalItem(e, child)
+		re, err := encodeItem(layout, k, e, child)
+		if err != nil {
+			t.Fatalf("item %x decodes to %+v/%d, which does not encode: %v", data, e, child, err)
 		}
 		if !bytes.Equal(re, data) {
 			t.Fatalf("item %x decodes to %+v/%d, which encodes to %x", data, e, child, re)
@@ -89,15 +128,31 @@ func FuzzBtreeBlockOp(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, base := range []page.Page{seedLeafPage(), seedInternalPage(), make(page.Page, page.Size)} {
-			_ = d.apply(base) // errors are fine, panics are not
+		for _, base := range []page.Page{seedLeafPage(layout1), seedInternalPage(layout1), seedLeafPage(layout2),
+			seedInternalPage(layout2), make(page.Page, page.Size)} {
+			if d.apply(base) != nil {
+				continue
+			}
+			if d.kind == opInit || d.kind == opInsert { // a page redo built must load and decode
+				n, err := loadNode(base)
+				if err != nil {
+					t.Fatalf("page built by op %x does not load: %v", data, err)
+				}
+				for off := n.first(); off <= n.last(); off++ {
+					if _, _, err := n.item(off); err != nil {
+						t.Fatalf("page built by op %x: item %d: %v", data, off, err)
+					}
+				}
+			}
 		}
 	})
 }
 
 func FuzzBtreePage(f *testing.F) {
-	f.Add([]byte(seedLeafPage()))
-	f.Add([]byte(seedInternalPage()))
+	for _, layout := range []uint16{layout1, layout2} {
+		f.Add([]byte(seedLeafPage(layout)))
+		f.Add([]byte(seedInternalPage(layout)))
+	}
 	f.Add(make([]byte, page.Size))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := make(page.Page, page.Size)
@@ -106,12 +161,12 @@ func FuzzBtreePage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for off := 0; off <= n.count()+1; off++ {
+		for off := 0; off <= n.last()+1; off++ {
 			_, _, _ = n.item(off)
 		}
-		_, _, _ = n.lowerBound(Entry{Key: 17})
+		_, _, _ = n.lowerBound(Entry{Key: IntKey(17)})
 		if !n.op.isLeaf() {
-			_, _ = n.childFor(Entry{Key: 17})
+			_, _ = n.childFor(Entry{Key: IntKey(17)})
 		}
 	})
 }
@@ -123,12 +178,13 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite the testdata/fuzz 
 func TestFuzzCorpusIsCheckedIn(t *testing.T) {
 	corpora := map[string][]string{}
 	for _, s := range itemSeeds() {
-		corpora["FuzzBtreeItem"] = append(corpora["FuzzBtreeItem"], fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nbool(%v)\n", s.data, s.leaf))
+		corpora["FuzzBtreeItem"] = append(corpora["FuzzBtreeItem"],
+			fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nbool(%v)\nbyte(%q)\n", s.data, s.layout == layout2, byte(s.kind)))
 	}
 	for _, s := range blockOpSeeds() {
 		corpora["FuzzBtreeBlockOp"] = append(corpora["FuzzBtreeBlockOp"], fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s))
 	}
-	for _, s := range []page.Page{seedLeafPage(), seedInternalPage()} {
+	for _, s := range []page.Page{seedLeafPage(layout1), seedInternalPage(layout1), seedLeafPage(layout2), seedInternalPage(layout2)} {
 		corpora["FuzzBtreePage"] = append(corpora["FuzzBtreePage"], fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", []byte(s)))
 	}
 	for name, bodies := range corpora {

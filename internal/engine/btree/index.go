@@ -32,7 +32,7 @@ type Deps struct {
 	Log     *wal.Log
 }
 
-// Index is one B-tree over int64 keys, stored in the main fork of rel.
+// Index is one B-tree over byte-string keys (bytewise order), stored in the main fork of rel.
 // Safe for concurrent use: lookups and range scans share an index-level
 // read lock, taken per page visited; inserts hold the write lock for the
 // whole descent and split; BulkDelete takes the write lock for each leaf
@@ -50,8 +50,15 @@ func Open(d Deps, rel storage.RelFileNode) *Index { return &Index{d: d, rel: rel
 func (ix *Index) Rel() storage.RelFileNode { return ix.rel }
 
 // Create makes an empty index in rel: the fork's file, the meta page
-// (block 0) and an empty root leaf (block 1), WAL-logged as new pages.
+// (block 0) and an empty root leaf (block 1), WAL-logged as new pages, in
+// page layout 2.
 func Create(d Deps, rel storage.RelFileNode, s *buffer.Strategy) (*Index, error) {
+	return create(d, rel, s, layout2)
+}
+
+// create is Create in the given page layout (tests make layout-1 indexes,
+// as earlier builds did, with it).
+func create(d Deps, rel storage.RelFileNode, s *buffer.Strategy, layout uint16) (*Index, error) {
 	ix := Open(d, rel)
 	metaBuf, err := ix.newFork(s)
 	if err != nil {
@@ -63,13 +70,17 @@ func Create(d Deps, rel storage.RelFileNode, s *buffer.Strategy) (*Index, error)
 		metaBuf.Release()
 		return nil, err
 	}
-	root := opaque{level: 0, flags: flagLeaf}
+	root := opaque{level: 0, flags: flagLeaf, layout: layout}
 	cs := changeSet{ix: ix}
-	if err := buildPage(rootBuf.Page(), root, nil); err != nil {
+	data, err := encodeInitOp(root, nil)
+	if err == nil {
+		err = buildPage(rootBuf.Page(), root, nil)
+	}
+	if err != nil {
 		return nil, ix.splitFailed(rootBuf.Tag().Block, err, rootBuf, metaBuf)
 	}
-	cs.add(rootBuf, encodeInitOp(root, nil), true)
-	m := meta{root: rootBuf.Tag().Block}
+	cs.add(rootBuf, data, true)
+	m := meta{root: rootBuf.Tag().Block, layout: layout}
 	buildMeta(metaBuf.Page(), m)
 	cs.add(metaBuf, encodeMetaOp(m), true)
 	if err := cs.commit(InfoCreate, s); err != nil {
@@ -176,4 +187,14 @@ func (c *changeSet) commit(info uint8, s *buffer.Strategy) error {
 	}
 	c.bufs, c.blocks = nil, nil
 	return err
+}
+
+// Layout is the index's page layout: 1 for an index made by a build
+// before data format 3 (integer keys, fixed-size items), 2 otherwise.
+func (ix *Index) Layout(s *buffer.Strategy) (int, error) {
+	m, err := ix.readMeta(s)
+	if err != nil {
+		return 0, err
+	}
+	return int(m.layout), nil
 }

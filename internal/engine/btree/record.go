@@ -42,15 +42,30 @@ type blockOp struct {
 	meta  meta                // opMeta
 }
 
-func encodeInitOp(op opaque, items [][]byte) []byte {
-	b := make([]byte, 1+specialSize+2, 1+specialSize+2+len(items)*internalItemSize)
+// encodeInitOp logs a page rebuilt with op and its entry items. Layout 1:
+// special space (32), count u16, fixed-size items. Layout 2: special space
+// (16), count u16, then each item (the high key first when the page has
+// one) as length u16 + bytes.
+func encodeInitOp(op opaque, items [][]byte) ([]byte, error) {
+	b := make([]byte, 1+op.specialSize()+2, 1+op.specialSize()+2+len(items)*(internalItemSize1+2))
 	b[0] = opInit
-	encodeOpaque(b[1:1+specialSize], op)
-	binary.LittleEndian.PutUint16(b[1+specialSize:], uint16(len(items)))
-	for _, it := range items {
+	encodeOpaque(b[1:1+op.specialSize()], op)
+	all := items
+	if op.layout == layout2 && op.hasHigh() {
+		hi, err := encodeItem(layout2, highItem, op.high, noBlock)
+		if err != nil {
+			return nil, err
+		}
+		all = append([][]byte{hi}, items...)
+	}
+	binary.LittleEndian.PutUint16(b[1+op.specialSize():], uint16(len(all)))
+	for _, it := range all {
+		if op.layout == layout2 {
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(it)))
+		}
 		b = append(b, it...)
 	}
-	return b
+	return b, nil
 }
 
 func encodeInsertOp(off int, item []byte) []byte {
@@ -78,10 +93,44 @@ func encodeDeleteOp(offs []page.OffsetNumber) []byte {
 }
 
 func encodeMetaOp(m meta) []byte {
-	b := make([]byte, 1+specialSize)
+	b := make([]byte, 1+m.specialSize())
 	b[0] = opMeta
 	encodeMeta(b[1:], m)
 	return b
+}
+
+// decodeInitItems splits an init op's n items (fixed-size in layout 1,
+// length-prefixed in layout 2).
+func decodeInitItems(op opaque, n int, rest []byte) ([][]byte, error) {
+	var items [][]byte
+	if op.layout == layout1 {
+		size := leafItemSize1
+		if !op.isLeaf() {
+			size = internalItemSize1
+		}
+		if len(rest) != n*size {
+			return nil, fmt.Errorf("%d items of %d bytes in %d bytes", n, size, len(rest))
+		}
+		for i := range n {
+			items = append(items, rest[i*size:(i+1)*size:(i+1)*size])
+		}
+		return items, nil
+	}
+	for i := range n {
+		if len(rest) < 2 {
+			return nil, fmt.Errorf("item %d of %d: no length", i+1, n)
+		}
+		l := int(binary.LittleEndian.Uint16(rest))
+		if len(rest) < 2+l {
+			return nil, fmt.Errorf("item %d of %d: %d bytes, %d left", i+1, n, l, len(rest)-2)
+		}
+		items = append(items, rest[2:2+l:2+l])
+		rest = rest[2+l:]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d bytes after %d items", len(rest), n)
+	}
+	return items, nil
 }
 
 // decodeBlockOp parses BlockRef.Data; it never panics on bad input.
@@ -93,29 +142,47 @@ func decodeBlockOp(b []byte) (blockOp, error) {
 	rest := b[1:]
 	switch d.kind {
 	case opInit:
-		if len(rest) < specialSize+2 {
+		if len(rest) < specialSize2 {
 			return blockOp{}, fmt.Errorf("init op of %d bytes is too short", len(b))
 		}
-		op, err := decodeOpaque(rest[:specialSize])
+		size := specialSize2
+		if binary.LittleEndian.Uint16(rest[14:]) == layout1 {
+			size = specialSize1
+		}
+		if len(rest) < size+2 {
+			return blockOp{}, fmt.Errorf("init op of %d bytes is too short", len(b))
+		}
+		op, err := decodeOpaque(rest[:size])
 		if err != nil {
 			return blockOp{}, fmt.Errorf("init op: %w", err)
 		}
-		n := int(binary.LittleEndian.Uint16(rest[specialSize:]))
-		rest = rest[specialSize+2:]
-		size := op.itemSize()
-		if len(rest) != n*size {
-			return blockOp{}, fmt.Errorf("init op: %d items of %d bytes in %d bytes", n, size, len(rest))
+		n := int(binary.LittleEndian.Uint16(rest[size:]))
+		rest = rest[size+2:]
+		items, err := decodeInitItems(op, n, rest)
+		if err != nil {
+			return blockOp{}, fmt.Errorf("init op: %w", err)
 		}
-		d.op = op
-		for i := range n {
-			it := rest[i*size : (i+1)*size : (i+1)*size]
-			if _, _, err := decodeItem(it, op.isLeaf()); err != nil {
+		if op.layout == layout2 && op.hasHigh() {
+			if len(items) == 0 {
+				return blockOp{}, fmt.Errorf("init op: a page with a right sibling and no high key")
+			}
+			if op.high, _, err = decodeItem(items[0], layout2, highItem); err != nil {
+				return blockOp{}, fmt.Errorf("init op: high key: %w", err)
+			}
+			items = items[1:]
+		}
+		kind := leafItem
+		if !op.isLeaf() {
+			kind = pivotItem
+		}
+		for i, it := range items {
+			if _, _, err := decodeItem(it, op.layout, kind); err != nil {
 				return blockOp{}, fmt.Errorf("init op item %d: %w", i+1, err)
 			}
-			d.items = append(d.items, it)
 		}
+		d.op, d.items = op, items
 	case opInsert:
-		if len(rest) != 2+leafItemSize && len(rest) != 2+internalItemSize {
+		if len(rest) < 2+tupleHeader2 {
 			return blockOp{}, fmt.Errorf("insert op of %d bytes", len(b))
 		}
 		d.off = int(binary.LittleEndian.Uint16(rest))
@@ -167,8 +234,11 @@ func (d blockOp) apply(p page.Page) error {
 	}
 	switch d.kind {
 	case opInsert:
-		if len(d.item) != n.op.itemSize() {
-			return fmt.Errorf("insert of a %d-byte item into a page of %d-byte items", len(d.item), n.op.itemSize())
+		if _, _, err := decodeItem(d.item, n.op.layout, n.kind()); err != nil {
+			return fmt.Errorf("insert of an item that does not fit the page: %w", err)
+		}
+		if d.off < n.first() {
+			return fmt.Errorf("insert at offset %d, before the page's first entry %d", d.off, n.first())
 		}
 		return p.InsertItemAt(d.item, page.OffsetNumber(d.off))
 	case opSetLeft:
@@ -176,8 +246,8 @@ func (d blockOp) apply(p page.Page) error {
 		encodeOpaque(p.Special(), n.op)
 	case opDelete:
 		for _, o := range d.offs {
-			if o == 0 || int(o) > n.count() {
-				return fmt.Errorf("delete of item %d on a page of %d", o, n.count())
+			if int(o) < n.first() || int(o) > n.last() {
+				return fmt.Errorf("delete of item %d on a page of entries %d..%d", o, n.first(), n.last())
 			}
 		}
 		p.DeleteItems(d.offs)

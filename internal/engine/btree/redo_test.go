@@ -3,7 +3,6 @@ package btree
 import (
 	"errors"
 	"io"
-	"slices"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
@@ -34,7 +33,7 @@ func workload(t *testing.T, env *testEnv) (want10, want11 []Entry) {
 		t.Fatal(err)
 	}
 	for i := range 3_000 {
-		if err := ix.Insert(int64(i), tidFor(500_000+i), nil); err != nil {
+		if err := ix.Insert(IntKey(int64(i)), tidFor(500_000+i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +105,7 @@ func TestRedoReplaysTheWorkloadIntoAnEmptyDirectory(t *testing.T) {
 	}
 	for rel, want := range map[storage.RelFileNode][]Entry{10: want10, 11: want11} {
 		ix := Open(deps, rel)
-		if got := allEntries(t, ix); !slices.Equal(got, want) {
+		if got := allEntries(t, ix); !equalEntries(got, want) {
 			t.Fatalf("index %d after redo has %d entries, want %d", rel, len(got), len(want))
 		}
 		mustCheck(t, ix)
@@ -123,7 +122,7 @@ func TestRedoOverPartlyWrittenFilesIsIdempotent(t *testing.T) {
 	replay(t, src.fs, src.dir, deps)
 	for rel, want := range map[storage.RelFileNode][]Entry{10: want10, 11: want11} {
 		ix := Open(deps, rel)
-		if got := allEntries(t, ix); !slices.Equal(got, want) {
+		if got := allEntries(t, ix); !equalEntries(got, want) {
 			t.Fatalf("index %d after redo has %d entries, want %d", rel, len(got), len(want))
 		}
 		mustCheck(t, ix)

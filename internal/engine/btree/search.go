@@ -1,8 +1,8 @@
 package btree
 
 import (
+	"bytes"
 	"fmt"
-	"math"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
@@ -66,12 +66,12 @@ func (ix *Index) findLeaf(e Entry, s *buffer.Strategy, stack *[]storage.BlockNum
 	return noBlock, ix.corrupt(blk, fmt.Errorf("descent does not reach a leaf"))
 }
 
-// scan calls fn, in order, for every entry >= lo whose key is <= hiKey.
-// It takes the index read lock for each leaf page and calls fn outside any
-// lock, so fn may take its time (but must not modify this index). Right
-// links keep the scan complete when an insert splits a page between two
-// visits.
-func (ix *Index) scan(lo Entry, hiKey int64, s *buffer.Strategy, fn func(Entry) error) error {
+// scan calls fn, in order, for every entry >= lo whose key is <= hi (no
+// upper bound when hi is nil). It takes the index read lock for each leaf
+// page and calls fn outside any lock, so fn may take its time (but must
+// not modify this index). Right links keep the scan complete when an
+// insert splits a page between two visits.
+func (ix *Index) scan(lo Entry, hi []byte, s *buffer.Strategy, fn func(Entry) error) error {
 	ix.mu.RLock()
 	blk, err := ix.findLeaf(lo, s, nil)
 	ix.mu.RUnlock()
@@ -81,7 +81,7 @@ func (ix *Index) scan(lo Entry, hiKey int64, s *buffer.Strategy, fn func(Entry) 
 	var batch []Entry
 	for blk != noBlock {
 		batch = batch[:0]
-		next, done, err := ix.scanPage(blk, lo, hiKey, s, &batch)
+		next, done, err := ix.scanPage(blk, lo, hi, s, &batch)
 		if err != nil {
 			return err
 		}
@@ -98,9 +98,12 @@ func (ix *Index) scan(lo Entry, hiKey int64, s *buffer.Strategy, fn func(Entry) 
 	return nil
 }
 
-// scanPage appends the entries of leaf blk in [lo, hiKey] to out and
-// returns the next page to visit and whether the scan is over.
-func (ix *Index) scanPage(blk storage.BlockNumber, lo Entry, hiKey int64, s *buffer.Strategy, out *[]Entry) (storage.BlockNumber, bool, error) {
+// above reports whether key is past the scan's upper bound hi.
+func above(key, hi []byte) bool { return hi != nil && bytes.Compare(key, hi) > 0 }
+
+// scanPage appends the entries of leaf blk in [lo, hi] to out and returns
+// the next page to visit and whether the scan is over.
+func (ix *Index) scanPage(blk storage.BlockNumber, lo Entry, hi []byte, s *buffer.Strategy, out *[]Entry) (storage.BlockNumber, bool, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	b, err := ix.read(blk, s)
@@ -124,43 +127,45 @@ func (ix *Index) scanPage(blk storage.BlockNumber, lo Entry, hiKey int64, s *buf
 	if err != nil {
 		return noBlock, true, ix.corrupt(blk, err)
 	}
-	for off := start; off <= n.count(); off++ {
+	for off := start; off <= n.last(); off++ {
 		e, _, err := n.item(off)
 		if err != nil {
 			return noBlock, true, ix.corrupt(blk, err)
 		}
-		if e.Key > hiKey {
+		if above(e.Key, hi) {
 			return noBlock, true, nil
 		}
 		*out = append(*out, e)
 	}
-	if !n.op.hasHigh() || n.op.high.Key > hiKey {
+	if !n.op.hasHigh() || above(n.op.high.Key, hi) {
 		return noBlock, true, nil
 	}
 	return n.op.right, false, nil
 }
 
 // Lookup returns the TIDs of every entry with key, in TID order.
-func (ix *Index) Lookup(key int64, s *buffer.Strategy) ([]page.TID, error) {
+func (ix *Index) Lookup(key []byte, s *buffer.Strategy) ([]page.TID, error) {
 	var tids []page.TID
-	err := ix.scan(minEntry(key), key, s, func(e Entry) error {
+	err := ix.scan(Entry{Key: key}, key, s, func(e Entry) error {
 		tids = append(tids, e.TID)
 		return nil
 	})
 	return tids, err
 }
 
-// Range calls fn for every entry with lo <= key <= hi, in order. An error
-// from fn stops the scan and is returned. fn must not modify the index.
-func (ix *Index) Range(lo, hi int64, s *buffer.Strategy, fn func(key int64, tid page.TID) error) error {
-	if lo > hi {
+// Range calls fn for every entry with lo <= key <= hi, in order (lo nil:
+// from the first entry; hi nil: to the last). An error from fn stops the
+// scan and is returned. fn must not modify the index; the key it is given
+// is its own copy.
+func (ix *Index) Range(lo, hi []byte, s *buffer.Strategy, fn func(key []byte, tid page.TID) error) error {
+	if lo != nil && hi != nil && bytes.Compare(lo, hi) > 0 {
 		return nil
 	}
-	return ix.scan(minEntry(lo), hi, s, func(e Entry) error { return fn(e.Key, e.TID) })
+	return ix.scan(Entry{Key: lo}, hi, s, func(e Entry) error { return fn(e.Key, e.TID) })
 }
 
 // AllEntries calls fn for every entry of the index, in order (for
 // heap/index agreement checks).
-func (ix *Index) AllEntries(s *buffer.Strategy, fn func(key int64, tid page.TID) error) error {
-	return ix.Range(math.MinInt64, math.MaxInt64, s, fn)
+func (ix *Index) AllEntries(s *buffer.Strategy, fn func(key []byte, tid page.TID) error) error {
+	return ix.Range(nil, nil, s, fn)
 }

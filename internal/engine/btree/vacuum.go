@@ -91,7 +91,7 @@ func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID)
 		return 0, 0, nil
 	}
 	var dead []page.OffsetNumber
-	for off := 1; off <= n.count(); off++ {
+	for off := n.first(); off <= n.last(); off++ {
 		e, _, err := n.item(off)
 		if err != nil {
 			b.Unlock()
@@ -102,7 +102,7 @@ func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID)
 			dead = append(dead, page.OffsetNumber(off))
 		}
 	}
-	remaining = int64(n.count() - len(dead))
+	remaining = int64(n.entries() - len(dead))
 	if len(dead) == 0 {
 		b.Unlock()
 		b.Release()
@@ -151,7 +151,10 @@ func (ix *Index) CleanupPaced(s *buffer.Strategy, pageHook func() error) (Cleanu
 		if !b.Page().IsNew() {
 			nd, err = loadNode(b.Page())
 		}
-		count := b.Page().NumItems()
+		count := 0
+		if err == nil && nd.p != nil {
+			count = nd.entries()
+		}
 		b.RUnlock()
 		b.Release()
 		if err != nil {

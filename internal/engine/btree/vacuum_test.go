@@ -30,7 +30,7 @@ func leafOfTID(t *testing.T, ix *Index) map[page.TID]storage.BlockNumber {
 		if !nd.op.isLeaf() {
 			continue
 		}
-		for off := 1; off <= nd.count(); off++ {
+		for off := nd.first(); off <= nd.last(); off++ {
 			e, _, _ := nd.item(off)
 			out[e.TID] = blk
 		}
@@ -74,7 +74,7 @@ func TestBulkDeleteRemovesExactlyTheDeadEntriesInPhysicalOrder(t *testing.T) {
 	if st.EntriesRemoved != int64(len(es)-len(live)) || st.EntriesRemaining != int64(len(live)) {
 		t.Fatalf("stats %+v, want %d removed and %d remaining", st, len(es)-len(live), len(live))
 	}
-	if got := allEntries(t, ix); !slices.Equal(got, sorted(live)) {
+	if got := allEntries(t, ix); !equalEntries(got, sorted(live)) {
 		t.Fatalf("after bulk delete the index has %d entries, want the %d live ones", len(got), len(live))
 	}
 	for _, e := range live[:1000] {
@@ -118,7 +118,7 @@ func TestCleanupCountsEntriesAndEmptyLeaves(t *testing.T) {
 	env := newEnv(t, 128)
 	ix := mustCreate(t, env, 10)
 	for i := range 5_000 {
-		if err := ix.Insert(int64(i), tidFor(i), nil); err != nil {
+		if err := ix.Insert(IntKey(int64(i)), tidFor(i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,10 +133,10 @@ func TestCleanupCountsEntriesAndEmptyLeaves(t *testing.T) {
 	if st.Entries != 3_000 || st.EmptyLeafPages < 4 || st.LeafPages <= st.EmptyLeafPages {
 		t.Fatalf("cleanup stats %+v, want 3000 entries and several empty leaves", st)
 	}
-	if tids, _ := ix.Lookup(10, nil); len(tids) != 0 {
+	if tids, _ := ix.Lookup(IntKey(10), nil); len(tids) != 0 {
 		t.Fatalf("deleted key still found: %v", tids)
 	}
-	if tids, _ := ix.Lookup(4_000, nil); len(tids) != 1 {
+	if tids, _ := ix.Lookup(IntKey(4_000), nil); len(tids) != 1 {
 		t.Fatalf("live key not found after emptying leaves: %v", tids)
 	}
 	mustCheck(t, ix)

@@ -36,7 +36,7 @@ func TestMarkDirtyHintLogsAFullPageImageOncePerCheckpoint(t *testing.T) {
 		rec.Blocks[0].Block != tag.Block || rec.Blocks[0].Image == nil {
 		t.Fatalf("hint record = %+v, want one RmgrXLOG FPI-for-hint image of block 0", rec)
 	}
-	if snap := u.Snapshot(); snap.Dirtied != 1 || snap.WALFPIs != 1 {
+	if snap := u.Read(); snap.Dirtied != 1 || snap.WALFPIs != 1 {
 		t.Fatalf("counters %+v, want 1 dirtied and 1 FPI", snap)
 	}
 
@@ -61,8 +61,8 @@ func TestMarkDirtyHintLogsAFullPageImageOncePerCheckpoint(t *testing.T) {
 	if n := log.recordCount(); n != 2 {
 		t.Fatalf("%d records after a checkpoint and a new hint, want 2", n)
 	}
-	if u.Snapshot().Dirtied != 3 {
-		t.Fatalf("Dirtied = %d, want 3 (three clean-to-dirty transitions)", u.Snapshot().Dirtied)
+	if u.Read().Dirtied != 3 {
+		t.Fatalf("Dirtied = %d, want 3 (three clean-to-dirty transitions)", u.Read().Dirtied)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestReadChargesMissThenHit(t *testing.T) {
 	b.Release()
 	readRelease(t, p, tag, s)
 
-	snap := u.Snapshot()
+	snap := u.Read()
 	if snap.Misses != 1 || snap.Hits != 1 || snap.ReadBytes != page.Size {
 		t.Fatalf("counters = %+v, want 1 miss, 1 hit, %d read bytes", snap, page.Size)
 	}
@@ -160,7 +160,7 @@ func TestConcurrentReadersOfAMissingPageShareOneRead(t *testing.T) {
 	if n := st.readCount(tag); n != 1 {
 		t.Fatalf("storage read the page %d times, want 1", n)
 	}
-	if s := u.Snapshot(); s.Misses != 1 || s.Hits != 7 {
+	if s := u.Read(); s.Misses != 1 || s.Hits != 7 {
 		t.Fatalf("misses %d hits %d, want 1 and 7", s.Misses, s.Hits)
 	}
 }

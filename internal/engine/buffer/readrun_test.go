@@ -153,13 +153,13 @@ func TestSequentialRingReadsUseRunsAndChargeOneMissPerPage(t *testing.T) {
 			if len(st.runs) != c.wantRuns {
 				t.Fatalf("%d runs %v, want %d", len(st.runs), st.runs, c.wantRuns)
 			}
-			if snap := u.Snapshot(); snap.Misses != 64 || snap.Hits != 0 || snap.ReadBytes != 64*page.Size {
+			if snap := u.Read(); snap.Misses != 64 || snap.Hits != 0 || snap.ReadBytes != 64*page.Size {
 				t.Fatalf("misses %d hits %d read bytes %d, want 64, 0, %d", snap.Misses, snap.Hits, snap.ReadBytes, 64*page.Size)
 			}
 			// A second lap reads the pages again (the ring recycled them),
 			// still one miss per page.
 			scan(t, p, s, 0, 64)
-			if snap := u.Snapshot(); snap.Misses+snap.Hits != 128 {
+			if snap := u.Read(); snap.Misses+snap.Hits != 128 {
 				t.Fatalf("second lap: misses %d hits %d, want 128 accesses", snap.Misses, snap.Hits)
 			}
 		})
@@ -218,7 +218,7 @@ func TestRunSpanningABlockInThePoolKeepsThePoolsCopy(t *testing.T) {
 		}
 	}
 	// 19 misses and one hit (block 5) for the strategy.
-	if snap := u.Snapshot(); snap.Misses != 19 || snap.Hits != 1 {
+	if snap := u.Read(); snap.Misses != 19 || snap.Hits != 1 {
 		t.Fatalf("misses %d hits %d, want 19 and 1", snap.Misses, snap.Hits)
 	}
 }
@@ -340,7 +340,7 @@ func TestDirtyRingPagesAreWrittenInRunsWALFirst(t *testing.T) {
 			for _, n := range st.writeRuns {
 				runPages += n
 			}
-			snap := u.Snapshot()
+			snap := u.Read()
 			if int64(runPages+st.writes) != snap.Written || snap.Written != snap.RingDirtyEvictions {
 				t.Fatalf("run pages %d + single writes %d, counters written %d ring evictions %d",
 					runPages, st.writes, snap.Written, snap.RingDirtyEvictions)

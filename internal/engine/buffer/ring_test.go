@@ -72,7 +72,7 @@ func TestVacuumRingKeepsAScanFromEvictingThePool(t *testing.T) {
 	if hot := scanKeepsHotPages(t, p, st, s); hot != 32 {
 		t.Fatalf("after a vacuum-ring scan of 10x the pool only %d of 32 hot pages are still cached", hot)
 	}
-	if m := u.Snapshot().Misses; m != 1280 {
+	if m := u.Read().Misses; m != 1280 {
 		t.Fatalf("scan misses = %d, want 1280", m)
 	}
 
@@ -123,7 +123,7 @@ func TestRingDirtyEvictionsForceWALFlushesAndABiggerRingNeedsFewer(t *testing.T)
 		s := p.NewStrategy(Vacuum, ringBytes, &u)
 		dirtyingScan(t, p, log, s, 4096)
 		st.checkWALRule(t)
-		snap := u.Snapshot()
+		snap := u.Read()
 		ring := int64(s.RingBuffers())
 		if want := 4096 - ring; snap.RingDirtyEvictions != want {
 			t.Errorf("ring %d: RingDirtyEvictions = %d, want %d (every reuse wrote a dirty page)",

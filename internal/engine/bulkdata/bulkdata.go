@@ -40,7 +40,7 @@ const PayloadBytes = 100
 const version = 1
 
 // Columns is the table's schema.
-var Columns = []engine.Column{{Name: "id", Type: engine.Int64}, {Name: "k1", Type: engine.Int64}, {Name: "payload", Type: engine.Bytes}}
+var Columns = []engine.Column{{Name: "id", Type: engine.Int8}, {Name: "k1", Type: engine.Int8}, {Name: "payload", Type: engine.Bytea}}
 
 // Indexes are the table's two B-trees, named like PostgreSQL would (the
 // SQL twin creates the same).
@@ -178,15 +178,11 @@ func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Option
 
 // HeapPages is the number of heap blocks of Table in db.
 func HeapPages(db *engine.DB) (int64, error) {
-	h, err := db.TableHandle(Table)
+	n, err := db.TablePages(Table)
 	if err != nil {
 		return 0, fmt.Errorf("bulkdata: %w", err)
 	}
-	n, err := h.Heap.NBlocks()
-	if err != nil {
-		return 0, fmt.Errorf("bulkdata: %w", err)
-	}
-	return int64(n), nil
+	return n, nil
 }
 
 // ErrCannotDropCaches is returned by DropCaches when the process may not

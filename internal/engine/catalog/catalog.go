@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,16 +21,57 @@ var (
 	ErrBadDef      = errors.New("invalid definition")
 )
 
-// Index is a B-tree index on one integer column. Rows whose key is NULL
-// have no entry (no lookup by key matches NULL).
+// Index is a B-tree index on one or more columns of any type, keyed by
+// package row's index keys. A row whose key columns are all NULL has no
+// entry (no lookup by key matches NULL).
 type Index struct {
-	Name   string              `json:"name"`
-	OID    uint32              `json:"oid"`
-	Column string              `json:"column"`
-	Rel    storage.RelFileNode `json:"relfilenode"`
-	// Unique: no two live rows have the same non-NULL key (the engine
-	// checks it on every write).
+	Name    string              `json:"name"`
+	OID     uint32              `json:"oid"`
+	Columns []string            `json:"columns"`
+	Rel     storage.RelFileNode `json:"relfilenode"`
+	// Unique: no two live rows have the same key without a NULL in it
+	// (the engine checks it on every write; NULLs are distinct).
 	Unique bool `json:"unique,omitempty"`
+}
+
+// UnmarshalJSON reads an index, also as earlier builds wrote it: one
+// key column named by "column".
+func (ix *Index) UnmarshalJSON(b []byte) error {
+	type plain Index
+	var v struct {
+		plain
+		Column string `json:"column"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*ix = Index(v.plain)
+	if len(ix.Columns) == 0 && v.Column != "" {
+		ix.Columns = []string{v.Column}
+	}
+	return nil
+}
+
+// KeyPositions returns the positions of ix's key columns in t, -1 for a
+// column t does not have.
+func (t *Table) KeyPositions(ix *Index) []int {
+	out := make([]int, len(ix.Columns))
+	for i, c := range ix.Columns {
+		out[i] = t.ColumnIndex(c)
+	}
+	return out
+}
+
+// KeyColumns returns ix's key columns (a column t does not have is left
+// zero; validate refuses such a catalog).
+func (t *Table) KeyColumns(ix *Index) []row.Column {
+	out := make([]row.Column, len(ix.Columns))
+	for i, p := range t.KeyPositions(ix) {
+		if p >= 0 {
+			out[i] = t.Columns[p]
+		}
+	}
+	return out
 }
 
 // Table is a heap table with its indexes. Its heap has a main, a visibility
@@ -75,6 +117,9 @@ func (c *Catalog) Clone() *Catalog {
 		ct := *t
 		ct.Columns = slices.Clone(t.Columns)
 		ct.Indexes = slices.Clone(t.Indexes)
+		for j := range ct.Indexes {
+			ct.Indexes[j].Columns = slices.Clone(t.Indexes[j].Columns)
+		}
 		n.Tables[i] = &ct
 	}
 	return n
@@ -155,14 +200,17 @@ func checkColumns(cols []row.Column) error {
 	return nil
 }
 
-// Indexable reports whether a B-tree index may be built on column c
-// (int2, int4 and int8 columns, keyed by their int64 value; a row whose
-// key is NULL has no index entry).
-func Indexable(c row.Column) bool { return c.Type.IsInteger() }
+// Indexable reports whether a B-tree index may have column c (every type
+// has a B-tree order: row.Keyable).
+func Indexable(c row.Column) bool { return row.Keyable(c.Type) }
 
-// AddIndex defines an index (unique or not) on an integer column of table
-// and returns it.
-func (c *Catalog) AddIndex(name, table, column string, unique bool) (*Index, error) {
+// MaxIndexColumns is the most key columns an index may have (PostgreSQL's
+// INDEX_MAX_KEYS).
+const MaxIndexColumns = 32
+
+// AddIndex defines an index (unique or not) on columns of table, in key
+// order, and returns it.
+func (c *Catalog) AddIndex(name, table string, columns []string, unique bool) (*Index, error) {
 	t, err := c.Table(table)
 	if err != nil {
 		return nil, err
@@ -173,18 +221,32 @@ func (c *Catalog) AddIndex(name, table, column string, unique bool) (*Index, err
 	if c.nameInUse(name) {
 		return nil, fmt.Errorf("index %q: %w", name, ErrExists)
 	}
-	ci := t.ColumnIndex(column)
-	if ci < 0 {
-		return nil, fmt.Errorf("index %q: table %q has no column %q: %w", name, table, column, ErrBadDef)
+	if err := checkKeyColumns(t, columns); err != nil {
+		return nil, fmt.Errorf("index %q: %w", name, err)
 	}
-	if !Indexable(t.Columns[ci]) {
-		return nil, fmt.Errorf("index %q: column %q is %s, only integer columns can be indexed: %w",
-			name, column, t.Columns[ci].TypeName(), ErrBadDef)
-	}
-	ix := Index{Name: name, OID: c.AllocOID(), Column: column, Unique: unique}
+	ix := Index{Name: name, OID: c.AllocOID(), Columns: slices.Clone(columns), Unique: unique}
 	ix.Rel = storage.RelFileNode(c.AllocOID())
 	t.Indexes = append(t.Indexes, ix)
 	return &t.Indexes[len(t.Indexes)-1], nil
+}
+
+func checkKeyColumns(t *Table, columns []string) error {
+	if len(columns) == 0 || len(columns) > MaxIndexColumns {
+		return fmt.Errorf("%d key columns, want 1 to %d: %w", len(columns), MaxIndexColumns, ErrBadDef)
+	}
+	for i, col := range columns {
+		ci := t.ColumnIndex(col)
+		if ci < 0 {
+			return fmt.Errorf("table %q has no column %q: %w", t.Name, col, ErrBadDef)
+		}
+		if !Indexable(t.Columns[ci]) {
+			return fmt.Errorf("column %q is %s, which has no B-tree order: %w", col, t.Columns[ci].TypeName(), ErrBadDef)
+		}
+		if slices.Contains(columns[:i], col) {
+			return fmt.Errorf("column %q named twice in the key: %w", col, ErrBadDef)
+		}
+	}
+	return nil
 }
 
 // RemoveTable removes the named table and its indexes (DROP TABLE) and
@@ -204,18 +266,20 @@ func (c *Catalog) RemoveTable(name string) ([]storage.RelFileNode, error) {
 	return rels, nil
 }
 
-// SetNotNull declares column of table NOT NULL (ADD PRIMARY KEY; the
+// SetNotNull declares columns of table NOT NULL (ADD PRIMARY KEY; the
 // caller has checked that no row holds NULL there).
-func (c *Catalog) SetNotNull(table, column string) error {
+func (c *Catalog) SetNotNull(table string, columns ...string) error {
 	t, err := c.Table(table)
 	if err != nil {
 		return err
 	}
-	ci := t.ColumnIndex(column)
-	if ci < 0 {
-		return fmt.Errorf("table %q has no column %q: %w", table, column, ErrBadDef)
+	for _, column := range columns {
+		ci := t.ColumnIndex(column)
+		if ci < 0 {
+			return fmt.Errorf("table %q has no column %q: %w", table, column, ErrBadDef)
+		}
+		t.Columns[ci].NotNull = true
 	}
-	t.Columns[ci].NotNull = true
 	return nil
 }
 
@@ -298,9 +362,8 @@ func (c *Catalog) validate() error {
 			if err := name(ix.Name); err != nil {
 				return err
 			}
-			ci := t.ColumnIndex(ix.Column)
-			if ci < 0 || !Indexable(t.Columns[ci]) {
-				return fmt.Errorf("index %q on %q: not an indexable column", ix.Name, ix.Column)
+			if err := checkKeyColumns(t, ix.Columns); err != nil {
+				return fmt.Errorf("index %q: %w", ix.Name, err)
 			}
 			if err := id("oid", ix.OID); err != nil {
 				return err

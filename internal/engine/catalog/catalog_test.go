@@ -2,11 +2,13 @@ package catalog
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
@@ -21,10 +23,10 @@ func sample(t *testing.T) *Catalog {
 	if _, err := c.AddTable("accounts", []row.Column{{Name: "id", Type: row.Int8}, {Name: "owner", Type: row.Bytea}, {Name: "balance", Type: row.Int8}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_id", "accounts", "id", true); err != nil {
+	if _, err := c.AddIndex("accounts_id", "accounts", []string{"id"}, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddIndex("accounts_balance", "accounts", "balance", false); err != nil {
+	if _, err := c.AddIndex("accounts_balance", "accounts", []string{"balance"}, false); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -110,9 +112,10 @@ func TestDefinitionsAreChecked(t *testing.T) {
 			_, err := c.AddTable("t", []row.Column{{Name: "a", Type: row.Int8, Length: 4}})
 			return err
 		}, ErrBadDef},
-		{"index on bytes column", func() error { _, err := c.AddIndex("ix", "accounts", "owner", false); return err }, ErrBadDef},
-		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", "nope", false); return err }, ErrBadDef},
-		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", "id", false); return err }, ErrNoSuchTable},
+		{"index on no column", func() error { _, err := c.AddIndex("ix", "accounts", nil, false); return err }, ErrBadDef},
+		{"index naming a column twice", func() error { _, err := c.AddIndex("ix", "accounts", []string{"id", "id"}, false); return err }, ErrBadDef},
+		{"index on missing column", func() error { _, err := c.AddIndex("ix", "accounts", []string{"nope"}, false); return err }, ErrBadDef},
+		{"index on missing table", func() error { _, err := c.AddIndex("ix", "nope", []string{"id"}, false); return err }, ErrNoSuchTable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,7 +162,7 @@ func TestSwapRelfilenodesSwitchesHeapAndEveryIndex(t *testing.T) {
 func TestCloneIsIndependent(t *testing.T) {
 	c := sample(t)
 	d := c.Clone()
-	if _, err := d.AddIndex("another", "accounts", "id", false); err != nil {
+	if _, err := d.AddIndex("another", "accounts", []string{"id"}, false); err != nil {
 		t.Fatal(err)
 	}
 	tb, _ := c.Table("accounts")
@@ -172,7 +175,7 @@ func FuzzCatalogDecode(f *testing.F) {
 	c := New()
 	_, _ = c.AddTable("t", []row.Column{{Name: "id", Type: row.Int8, NotNull: true}, {Name: "b", Type: row.Bytea},
 		{Name: "v", Type: row.Varchar, Length: 8}, {Name: "c", Type: row.Bpchar, Length: 2}})
-	_, _ = c.AddIndex("t_id", "t", "id", false)
+	_, _ = c.AddIndex("t_id", "t", []string{"id"}, false)
 	good, _ := Encode(c)
 	f.Add(good)
 	empty, _ := Encode(New())
@@ -229,5 +232,15 @@ func TestDecodeV1RenamesTypesAndKeepsEverythingElse(t *testing.T) {
 	b[len(b)-2] ^= 1
 	if _, err := DecodeV1(b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged format-1 catalog: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestAnIndexWrittenWithOneColumnFieldReadsAsItsKey(t *testing.T) {
+	var ix Index
+	if err := json.Unmarshal([]byte(`{"name":"t_id","oid":16386,"column":"id","relfilenode":16387,"unique":true}`), &ix); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ix.Columns, []string{"id"}) || ix.Name != "t_id" || !ix.Unique || ix.Rel != 16387 {
+		t.Fatalf("read %+v", ix)
 	}
 }

@@ -14,15 +14,18 @@
 //	offset 12 uint32   CRC32C (Castagnoli) of the payload
 //	offset 16 [n]byte  payload: JSON of Catalog
 //
-// Version 2 (this build) names column types as PostgreSQL does (int8,
-// bytea, varchar with a length, ...; package row) and records NOT NULL.
-// Version 1 named the two types of its time int64 and bytes; Decode
-// refuses it (ErrUnsupportedVersion) and DecodeV1 reads it for the
-// upgrade.
+// Version 3 (this build) gives an index a list of key columns
+// ("columns") of any type. Version 2 named column types as PostgreSQL does
+// (int8, bytea, varchar with a length, ...; package row) and records NOT
+// NULL, and gave an index one integer key column ("column"). Version 1
+// named the two types of its time int64 and bytes. Decode refuses older
+// versions (ErrUnsupportedVersion); DecodeV1 and DecodeV2 read them for
+// the upgrade.
 //
 // Invariants checked by Decode (a violation is ErrCorrupt): names of
 // tables and of indexes are unique and non-empty; column types are known;
-// an index's column exists in its table and is an integer (Indexable); every OID and
+// an index has 1 to MaxIndexColumns key columns, each once, each existing
+// in its table (Indexable); every OID and
 // relfilenode is non-zero, below NextOID, and used once. Decode never
 // panics on arbitrary bytes (FuzzCatalogDecode).
 //

@@ -18,7 +18,7 @@ const (
 	FileName   = "catalog"
 	tmpName    = "catalog.tmp"
 	magic      = "VCAT"
-	Version    = 2
+	Version    = 3
 	headerSize = 16
 	maxPayload = 64 << 20
 )
@@ -45,12 +45,19 @@ func Encode(c *Catalog) ([]byte, error) {
 }
 
 // Decode parses and validates catalog file bytes. It never panics.
-func Decode(b []byte) (*Catalog, error) {
+func Decode(b []byte) (*Catalog, error) { return decodeVersion(b, Version) }
+
+// DecodeV2 parses a format-2 catalog file: the same JSON, except that an
+// index names its one key column in "column" (Index.UnmarshalJSON reads
+// it). The result is validated as Decode validates.
+func DecodeV2(b []byte) (*Catalog, error) { return decodeVersion(b, 2) }
+
+func decodeVersion(b []byte, want uint32) (*Catalog, error) {
 	if len(b) < headerSize || string(b[:4]) != magic {
 		return nil, fmt.Errorf("bad magic or short file (%d bytes): %w", len(b), ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != Version {
-		return nil, fmt.Errorf("catalog version %d, this build reads %d: %w", v, Version, ErrUnsupportedVersion)
+	if v := binary.LittleEndian.Uint32(b[4:]); v != want {
+		return nil, fmt.Errorf("catalog version %d, this build reads %d: %w", v, want, ErrUnsupportedVersion)
 	}
 	n := binary.LittleEndian.Uint32(b[8:])
 	if uint64(n) != uint64(len(b)-headerSize) {

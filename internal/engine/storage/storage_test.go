@@ -125,7 +125,7 @@ func TestWriteLeavesCallerBufferUntouchedAndChargesUsage(t *testing.T) {
 	if _, err := m.Extend(1, MainFork, u); err != nil {
 		t.Fatal(err)
 	}
-	if s := parent.Snapshot(); s.ReadBytes != page.Size || s.WriteBytes != 2*page.Size {
+	if s := parent.Read(); s.ReadBytes != page.Size || s.WriteBytes != 2*page.Size {
 		t.Fatalf("usage %+v, want 1 page read and 2 written", s)
 	}
 	if page.Page(buf).Checksum() != page.ComputeChecksum(buf, 0) {

@@ -166,6 +166,25 @@ func (m *Manager) Begin() *Txn {
 	return t
 }
 
+// Resnapshot replaces t's snapshot with one taken now, as READ COMMITTED takes one per
+// statement: transactions that committed since become visible, t's own changes stay
+// visible (Current). Its Xmin never rises above t's own xid, so the vacuum horizon stays
+// held by t as before. Only t's own goroutine may call it (it reads t's snapshot unlocked).
+func (m *Manager) Resnapshot(t *Txn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	snap := &Snapshot{Current: t.xid, Xmin: t.xid, Xmax: m.next, XIP: make([]XID, 0, len(m.active))}
+	for a := range m.active {
+		if a == t.xid {
+			continue
+		}
+		snap.XIP = append(snap.XIP, a)
+		snap.Xmin = min(snap.Xmin, a)
+	}
+	slices.Sort(snap.XIP)
+	t.snap = snap
+}
+
 // Commit makes t's changes durable and visible. For a transaction that
 // wrote, it inserts a commit record, flushes the WAL up to it, and only
 // then marks the clog; it returns only once the commit is durable. On a

@@ -91,8 +91,8 @@ func (c *Counters) Add(f Field, n int64) {
 	}
 }
 
-// Snapshot is a plain copy of Counters at one moment.
-type Snapshot struct {
+// Reading is a plain copy of Counters at one moment.
+type Reading struct {
 	Hits, Misses, Dirtied, Written     int64
 	ReadBytes, WriteBytes              int64
 	WALRecords, WALBytes, WALFPIs      int64
@@ -100,13 +100,13 @@ type Snapshot struct {
 	RingDirtyEvictions, RingWALFlushes int64
 }
 
-// Snapshot reads every counter (each atomically; the set is not a
+// Read reads every counter (each atomically; the set is not a
 // transaction, which is fine for rates and reports).
-func (c *Counters) Snapshot() Snapshot {
+func (c *Counters) Read() Reading {
 	if c == nil {
-		return Snapshot{}
+		return Reading{}
 	}
-	return Snapshot{
+	return Reading{
 		Hits: c.Hits.Load(), Misses: c.Misses.Load(), Dirtied: c.Dirtied.Load(), Written: c.Written.Load(),
 		ReadBytes: c.ReadBytes.Load(), WriteBytes: c.WriteBytes.Load(),
 		WALRecords: c.WALRecords.Load(), WALBytes: c.WALBytes.Load(), WALFPIs: c.WALFPIs.Load(),
@@ -116,8 +116,8 @@ func (c *Counters) Snapshot() Snapshot {
 }
 
 // Sub returns s - o field by field (the usage between two snapshots).
-func (s Snapshot) Sub(o Snapshot) Snapshot {
-	return Snapshot{
+func (s Reading) Sub(o Reading) Reading {
+	return Reading{
 		Hits: s.Hits - o.Hits, Misses: s.Misses - o.Misses, Dirtied: s.Dirtied - o.Dirtied, Written: s.Written - o.Written,
 		ReadBytes: s.ReadBytes - o.ReadBytes, WriteBytes: s.WriteBytes - o.WriteBytes,
 		WALRecords: s.WALRecords - o.WALRecords, WALBytes: s.WALBytes - o.WALBytes, WALFPIs: s.WALFPIs - o.WALFPIs,

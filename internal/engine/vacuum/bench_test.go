@@ -111,12 +111,12 @@ func BenchmarkThrottleAccuracy(b *testing.B) {
 				if d, err := time.ParseDuration(os.Getenv("VACUUM_BENCH_BURST")); err == nil {
 					opts.ThrottleOptions.Burst = d
 				}
-				run, err := vacuum.NewRun(opts)
+				run, err := vacuum.NewBatch(opts)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				rr, err := db.RunVacuum(context.Background(), run, []string{"t"})
+				rr, err := db.VacuumBatch(context.Background(), run, []string{"t"})
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)
@@ -244,7 +244,7 @@ func BenchmarkParallelTables(b *testing.B) {
 				opts := unthrottled()
 				opts.Parallelism = par
 				b.StartTimer()
-				rr, err := db.VacuumTables(context.Background(), names, opts)
+				rr, err := vacuumTables(context.Background(), db, names, opts)
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)

@@ -70,7 +70,7 @@ func BenchmarkLazyVacuumOfDir(b *testing.B) {
 					defer f.Close()
 				}
 				cpu0 := processCPU()
-				rr, err := db.VacuumTables(context.Background(), names, opts)
+				rr, err := vacuumTables(context.Background(), db, names, opts)
 				cpu := processCPU() - cpu0
 				pprof.StopCPUProfile()
 				if err != nil {

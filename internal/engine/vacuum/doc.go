@@ -3,7 +3,7 @@
 // one throttle budget per run (package vacuum/throttle), both reporting
 // live progress and a VACUUM VERBOSE-style report. It imports only the
 // lower engine packages; the engine turns a table into a Target
-// (engine/vacuum.go) and calls Run.Vacuum / Run.VacuumFull.
+// (engine/vacuum.go) and calls Batch.Vacuum / Batch.VacuumFull.
 //
 // # Lazy vacuum
 //
@@ -73,7 +73,7 @@
 // bulk-delete pass, or from one btree.Cleanup scan when there was none);
 // then truncation (phase "truncating heap", unless DisableTruncate) of
 // the empty pages at the end of the heap. Truncation takes the table's
-// exclusive lock (Target.LockTable; row operations wait for it) and
+// exclusive lock (Table.Lock; row operations wait for it) and
 // re-checks under it that the pages are still empty, because an insert
 // could otherwise land on a page about to disappear.
 //
@@ -104,11 +104,11 @@
 //
 // # One vacuum of a table at a time
 //
-// The engine keeps a vacuum lock per table (engine.LockedVacuumTarget):
-// every lazy vacuum and VACUUM FULL takes it before its Target is built and
-// holds it until it returns (Target.Release), so a lazy vacuum and a FULL,
-// or two vacuums, never work on one table at once, and a vacuum that
-// waited sees the relations a FULL left. The second one waits for the lock
+// The engine keeps a vacuum lock per table: every lazy vacuum and VACUUM
+// FULL (DB.Vacuum, DB.VacuumFull, DB.VacuumBatch) takes it before its
+// Target is built and holds it until it returns (Table.Release), so a
+// lazy vacuum and a FULL, or two vacuums, never work on one table at
+// once, and a vacuum that waited sees the relations a FULL left. The second one waits for the lock
 // (until its context ends) or, with Options.NoWait, fails at once with
 // ErrVacuumInProgress. Row operations do not take this lock.
 //
@@ -137,7 +137,7 @@
 //     dropped its entries for the TIDs of the current store.
 //   - The store holds TIDs of dead tuples and LP_DEAD pointers only, added
 //     in block order.
-//   - All workers of a Run share one root throttle; parallel tables and
+//   - All workers of a Batch share one root throttle; parallel tables and
 //     index workers never raise the run's rate above its limits.
 //   - Progress counters only grow; a table's phase ends at "done".
 //   - VACUUM FULL switches the catalog at most once, after the new files

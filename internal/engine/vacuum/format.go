@@ -49,7 +49,7 @@ func (rep *Report) Format(w io.Writer) error {
 }
 
 // Format writes every table's report, then the run's totals.
-func (rr *RunReport) Format(w io.Writer) error {
+func (rr *BatchReport) Format(w io.Writer) error {
 	for _, rep := range rr.Tables {
 		if err := rep.Format(w); err != nil {
 			return err

@@ -41,14 +41,14 @@ func (e *NoSpaceError) Unwrap() error { return ErrNoSpace }
 // Per-item overheads of the space estimate.
 const (
 	heapItemOverhead = page.ItemIDSize + page.MaxAlign // line pointer + alignment
-	indexItemBytes   = 14 + page.ItemIDSize + 2        // leaf item + line pointer + alignment
+	indexItemBytes   = 24 + page.ItemIDSize            // layout-2 leaf item of an integer key (aligned) + line pointer
 	walPerRecord     = 64                              // record header and block reference
 	fillSlack        = 1.15                            // pages are not filled to the last byte
 )
 
 // full is one table's VACUUM FULL.
 type full struct {
-	run     *Run
+	run     *Batch
 	t       *Target
 	ts      *tableState
 	rep     *Report
@@ -64,8 +64,8 @@ type full struct {
 // new files atomically. It holds the table's exclusive lock throughout.
 // Any error before the switch, ENOSPC and cancellation included, leaves
 // the old table as it was and removes the new files; an error of the
-// switch itself is Target.Swap's to clean up.
-func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
+// switch itself is Table.Swap's to clean up.
+func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	defer t.release()
 	if err := t.check(true); err != nil {
 		return nil, fmt.Errorf("vacuum full %q: %w", t.Name, err)
@@ -92,7 +92,7 @@ func (r *Run) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 func (f *full) rewrite() error {
 	t := f.t
 	f.ts.setPhase(PhaseInitializing)
-	unlock, err := t.LockTable()
+	unlock, err := t.Table.Lock()
 	if err != nil {
 		return err
 	}
@@ -130,13 +130,12 @@ func (f *full) rewrite() error {
 		}
 		kept++
 		for i, ix := range t.Indexes {
-			v, err := row.ValueAt(t.Columns, data, ix.ColumnPos)
+			key, ok, err := row.KeyOf(t.Columns, data, ix.KeyColumns)
 			if err != nil {
 				return fmt.Errorf("key of index %q for tuple %v: %w", ix.Name, tid, err)
 			}
-			key, ok := row.AsInt64(v)
 			if !ok {
-				continue // a NULL key has no entry
+				continue // an all-NULL key has no entry
 			}
 			if err := sorters[i].add(btree.Entry{Key: key, TID: tid}); err != nil {
 				return err
@@ -189,7 +188,7 @@ func (f *full) rewrite() error {
 	// when the catalog never named them, and keeps them when the switch
 	// may have reached the disk (the catalog there may name them).
 	f.created = nil
-	if err := t.Swap(newHeap, newIndexes); err != nil {
+	if err := t.Table.Swap(newHeap, newIndexes); err != nil {
 		return err
 	}
 	f.rep.PagesRemaining = int64(n)
@@ -223,7 +222,7 @@ func (f *full) checkSpace() error {
 	// entry of every index, spilled at once.
 	var sortBytes float64
 	if f.run.opts.TempDir != "" {
-		sortBytes = float64(keptTuples * int64(len(t.Indexes)) * runRecord)
+		sortBytes = float64(keptTuples * int64(len(t.Indexes)) * (runHeader + 9)) // 9: an integer key (longer keys are not estimated)
 	}
 	need := uint64(heapBytes+indexBytes+walBytes+sortBytes) + uint64(f.run.opts.FullSpaceMargin) + 2*page.Size
 	free, err := t.FS.FreeBytes(t.Dir)
@@ -237,7 +236,7 @@ func (f *full) checkSpace() error {
 }
 
 func (f *full) alloc() (storage.RelFileNode, error) {
-	rel, err := f.t.AllocRelfilenode()
+	rel, err := f.t.Table.NewRelfilenode()
 	if err != nil {
 		return 0, err
 	}

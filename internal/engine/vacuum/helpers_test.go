@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
@@ -15,29 +16,38 @@ import (
 
 // The test table: an id (NOT NULL, its index unique), three derived keys
 // of three integer types, the last NULL for every fifth id, a payload and
-// a text note, NULL for odd ids. Index i (0..3) is on column indexCols[i].
+// a text note, NULL for odd ids. Index i (0..3) is on the columns
+// indexCols[i]: the id, the text note (a variable-length key, no entry
+// for odd ids), the two-column key (b, c) (c NULL in some), and c alone.
 var (
 	testCols = []engine.Column{{Name: "id", Type: engine.Int8, NotNull: true}, {Name: "a", Type: engine.Int8},
 		{Name: "b", Type: engine.Int4}, {Name: "c", Type: engine.Int2}, {Name: "pay", Type: engine.Bytea},
 		{Name: "note", Type: engine.Text}}
-	indexCols = []string{"id", "a", "b", "c"}
+	indexCols = [][]string{{"id"}, {"note"}, {"b", "c"}, {"c"}}
 )
+
+// indexName is the name of index i of table.
+func indexName(table string, i int) string {
+	return table + "_" + strings.Join(indexCols[i], "_")
+}
 
 func keyA(id int64) int64 { return (id * 7919) % 1009 }
 func keyB(id int64) int64 { return -id }
 func keyC(id int64) int64 { return id % 97 }
 
-// keyOf is index i's key of row id, false when it is NULL (no entry).
-func keyOf(i int, id int64) (int64, bool) {
+// keyOf is index i's key of row id (its values, for IndexLookup), false
+// when every key column is NULL (no entry).
+func keyOf(i int, id int64) ([]any, bool) {
+	r := rowOf(id, 0)
 	switch i {
 	case 0:
-		return id, true
+		return []any{id}, true
 	case 1:
-		return keyA(id), true
+		return []any{r[5]}, r[5] != nil
 	case 2:
-		return keyB(id), true
+		return []any{r[2], r[3]}, true
 	}
-	return keyC(id), id%5 != 0
+	return []any{r[3]}, r[3] != nil
 }
 
 // rowOf is the test row of id.
@@ -117,7 +127,7 @@ func createTable(t testing.TB, db *engine.DB, name string, nIdx, rows, payload i
 		if i == 0 {
 			create = db.CreateUniqueIndex
 		}
-		if err := create(fmt.Sprintf("%s_%s", name, indexCols[i]), name, indexCols[i]); err != nil {
+		if err := create(indexName(name, i), name, indexCols[i]...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,13 +235,16 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 		t.Fatalf("scan sees %d rows, want %d", seen, len(tb.live))
 	}
 	for i := range tb.indexes {
-		name := fmt.Sprintf("%s_%s", tb.name, indexCols[i])
+		name := indexName(tb.name, i)
 		for id := range tb.live {
 			key, ok := keyOf(i, id)
 			if !ok {
 				continue // NULL: no entry
 			}
-			found, err := tx.IndexLookup(name, key)
+			if slices.Contains(key, nil) {
+				key = key[:slices.Index(key, nil)] // NULL equals nothing: look up the prefix
+			}
+			found, err := tx.IndexLookup(name, key...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,15 +264,11 @@ func verifyRows(t testing.TB, db *engine.DB, tb *table) {
 // heapPages is the table's heap size in pages.
 func heapPages(t testing.TB, db *engine.DB, name string) int64 {
 	t.Helper()
-	tg, err := db.VacuumTarget(name)
+	n, err := db.TablePages(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := tg.Heap.NBlocks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int64(n)
+	return n
 }
 
 // rowsEqual compares a decoded row with rowOf's (NULLs, Go types).
@@ -281,4 +290,13 @@ func rowsEqual(got, want []any) bool {
 		}
 	}
 	return true
+}
+
+// vacuumTables vacuums the named tables in one new batch of opts.
+func vacuumTables(ctx context.Context, db *engine.DB, names []string, opts vacuum.Options) (*vacuum.BatchReport, error) {
+	b, err := vacuum.NewBatch(opts)
+	if err != nil {
+		return nil, err
+	}
+	return db.VacuumBatch(ctx, b, names)
 }

@@ -96,7 +96,7 @@ func BenchmarkLazyVacuumVsSeqScanLarge(b *testing.B) {
 		closeAndRemove(b, db)
 
 		db, _ = openColdCopy(b, src, &cold)
-		ckpt0 := db.EngineStats().Checkpoints
+		ckpt0 := db.RuntimeStats().Checkpoints
 		cpu0 = processCPU()
 		b.StartTimer()
 		rep, err := db.Vacuum(context.Background(), bulkdata.Table, unthrottled())
@@ -105,7 +105,7 @@ func BenchmarkLazyVacuumVsSeqScanLarge(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ckpts := db.EngineStats().Checkpoints - ckpt0
+		ckpts := db.RuntimeStats().Checkpoints - ckpt0
 		closeAndRemove(b, db)
 		vacPPS := float64(rep.PagesTotal) / rep.Elapsed.Seconds()
 		scanPPS := float64(pages) / scanSecs

@@ -16,7 +16,7 @@ import (
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
 type lazy struct {
-	run     *Run
+	run     *Batch
 	t       *Target
 	ts      *tableState
 	rep     *Report
@@ -40,7 +40,7 @@ const SkippedSamplePages = 64
 // Vacuum runs lazy vacuum on table t as part of the run. On error
 // (including cancellation) the table is consistent and the returned report
 // describes the work done until then.
-func (r *Run) Vacuum(ctx context.Context, t *Target) (*Report, error) {
+func (r *Batch) Vacuum(ctx context.Context, t *Target) (*Report, error) {
 	defer t.release()
 	if err := t.check(false); err != nil {
 		return nil, fmt.Errorf("vacuum %q: %w", t.Name, err)
@@ -421,14 +421,14 @@ func (lv *lazy) truncate() error {
 	if err != nil || n >= cur {
 		return err
 	}
-	if lv.t.LockTable == nil {
+	if lv.t.Table == nil {
 		lv.rep.TruncateSkippedWhy = "no table lock available"
 		return nil
 	}
 	if err := lv.w.delay(); err != nil {
 		return err
 	}
-	unlock, err := lv.t.LockTable()
+	unlock, err := lv.t.Table.Lock()
 	if err != nil {
 		return err
 	}

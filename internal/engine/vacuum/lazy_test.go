@@ -12,8 +12,8 @@ import (
 
 // TestVacuumRemovesDeadTuplesAndKeepsLiveOnes is the correctness matrix:
 // dead fractions x index counts x dead-TID budgets, on the test table of
-// helpers_test.go (NULLs in an indexed column and a text column, a unique
-// index, int2/int4/int8 keys).
+// helpers_test.go (a unique int8 index, a text key, a two-column int4/int2
+// key with NULLs in its second column, a nullable int2 key).
 func TestVacuumRemovesDeadTuplesAndKeepsLiveOnes(t *testing.T) {
 	const rows = 1500
 	for _, deadPct := range []float64{0, 1, 30, 90, 100} {
@@ -69,7 +69,8 @@ func TestVacuumRemovesDeadTuplesAndKeepsLiveOnes(t *testing.T) {
 						liveIDs = append(liveIDs, id)
 					}
 					for i, ix := range rep.Indexes {
-						// Rows whose key is NULL (index 3, every fifth id) have no entry.
+						// Rows whose key is all NULL (index 1, odd ids; index 3,
+						// every fifth id) have no entry.
 						if want := withKey(i, tb.lastDeleted); deleted > 0 && ix.EntriesRemoved != want {
 							t.Errorf("index %s: entries removed = %d, want %d", ix.Name, ix.EntriesRemoved, want)
 						}
@@ -145,7 +146,7 @@ func TestVerboseReportStatesWhatTheVacuumDid(t *testing.T) {
 	db, _ := newDB(t, testOpts())
 	tb := createTable(t, db, "t", 1, 1000, 100)
 	deleted := deletePercent(t, db, tb, 100, rand.New(rand.NewSource(3)))
-	rr, err := db.VacuumTables(context.Background(), []string{"t"}, unthrottled())
+	rr, err := vacuumTables(context.Background(), db, []string{"t"}, unthrottled())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestTablesBelowMinDeadTuplePercentAreSkipped(t *testing.T) {
 	n := deletePercent(t, db, dirty, 30, rand.New(rand.NewSource(2)))
 	opts := unthrottled()
 	opts.MinDeadTuplePercent = 10
-	rr, err := db.VacuumTables(context.Background(), []string{"clean", "dirty"}, opts)
+	rr, err := vacuumTables(context.Background(), db, []string{"clean", "dirty"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

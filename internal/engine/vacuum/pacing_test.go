@@ -17,7 +17,7 @@ import (
 // pages done but not yet charged: usage is post-paid, one page per
 // worker), and once more after stop is closed (the run has returned). start is taken before the run exists, so the bound it gives is
 // never tighter than the throttle's own.
-func watchBound(run *vacuum.Run, start time.Time, rate, slack float64, stop <-chan struct{}) (worst *atomic.Value, done <-chan struct{}) {
+func watchBound(run *vacuum.Batch, start time.Time, rate, slack float64, stop <-chan struct{}) (worst *atomic.Value, done <-chan struct{}) {
 	worst = &atomic.Value{}
 	worst.Store(excess{})
 	d := make(chan struct{})
@@ -82,13 +82,13 @@ func TestEveryPassOfFullAndLazyIsPacedPageByPage(t *testing.T) {
 			opts := slowOpts(int(rate))
 			opts.Full = c.full
 			start := time.Now()
-			run, err := vacuum.NewRun(opts)
+			run, err := vacuum.NewBatch(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			stop := make(chan struct{})
 			worst, done := watchBound(run, start, rate, slack, stop)
-			_, err = db.RunVacuum(context.Background(), run, []string{"t"})
+			_, err = db.VacuumBatch(context.Background(), run, []string{"t"})
 			close(stop)
 			<-done
 			if err != nil {

@@ -87,16 +87,16 @@ type TableProgress struct {
 	DeadTIDs           int64 // held in the dead-TID store now
 	DeadTIDBytes       int64 // the store's memory now
 	TuplesRemoved      int64
-	Usage              usage.Snapshot
+	Usage              usage.Reading
 	Slept              time.Duration
 	Elapsed            time.Duration
 	Percent            float64
 }
 
-// Snapshot is the progress of a whole run at one moment. Phase and Table
+// Progress is the progress of a whole Batch at one moment. Phase and Table
 // are those of the table started last; counters sum the run so far; the
 // per-second rates cover the last 5 s.
-type Snapshot struct {
+type Progress struct {
 	Phase              string
 	Table              string
 	TablesDone         int
@@ -108,7 +108,7 @@ type Snapshot struct {
 	DeadTIDs           int64
 	DeadTIDBytes       int64
 	TuplesRemoved      int64
-	Usage              usage.Snapshot
+	Usage              usage.Reading
 	Slept              time.Duration
 	Elapsed            time.Duration
 	Percent            float64
@@ -128,7 +128,7 @@ type Snapshot struct {
 type sample struct {
 	at      time.Time
 	scanned int64
-	u       usage.Snapshot
+	u       usage.Reading
 }
 
 // sampler keeps about rateWindow of samples.
@@ -202,7 +202,7 @@ func (ts *tableState) snapshot(now time.Time) TableProgress {
 		HeapBlocksTotal: ts.blocksTotal.Load(), HeapBlocksScanned: ts.blocksScanned.Load(),
 		HeapBlocksVacuumed: ts.blocksVacuumd.Load(), IndexPasses: ts.indexPasses.Load(),
 		DeadTIDs: ts.deadTIDs.Load(), DeadTIDBytes: ts.deadBytes.Load(), TuplesRemoved: ts.tuplesRemoved.Load(),
-		Usage: ts.usage.Snapshot(), Percent: percentOf(ts),
+		Usage: ts.usage.Read(), Percent: percentOf(ts),
 	}
 	if ts.thr != nil {
 		tp.Slept = ts.thr.Stats().Slept

@@ -62,7 +62,7 @@ type Report struct {
 
 	Elapsed time.Duration
 	Slept   time.Duration
-	Usage   usage.Snapshot
+	Usage   usage.Reading
 	Rates   Rates
 
 	PagesPerSecond      float64 // PagesScanned per second of Elapsed
@@ -70,8 +70,8 @@ type Report struct {
 	WriteBytesPerSecond float64 // average write rate, from bytes actually written
 }
 
-// RunReport is a whole run: each table's report and the totals.
-type RunReport struct {
+// BatchReport is a whole run: each table's report and the totals.
+type BatchReport struct {
 	Tables []*Report
 	Totals Totals
 }
@@ -90,7 +90,7 @@ type Totals struct {
 	IndexPasses     int64
 	Elapsed         time.Duration
 	Slept           time.Duration
-	Usage           usage.Snapshot
+	Usage           usage.Reading
 	Rates           Rates
 	PagesPerSecond  float64
 }
@@ -110,7 +110,7 @@ func effectiveRate(table, run throttle.Settings, k throttle.Kind) float64 {
 
 // ratesOf computes the achieved rate of every limit from the engine's
 // own counters d over elapsed, cost with weights w.
-func ratesOf(d usage.Snapshot, elapsed time.Duration, w throttle.Settings, conf func(throttle.Kind) float64) Rates {
+func ratesOf(d usage.Reading, elapsed time.Duration, w throttle.Settings, conf func(throttle.Kind) float64) Rates {
 	if w.PageHitCost == 0 && w.PageMissCost == 0 && w.PageDirtyCost == 0 {
 		// Unthrottled settings carry no weights: report cost with the
 		// default ones, so that the figure still means something.
@@ -129,9 +129,9 @@ func ratesOf(d usage.Snapshot, elapsed time.Duration, w throttle.Settings, conf 
 }
 
 // finish fills the usage, timing and rate fields of rep from ts.
-func (r *Run) finish(ts *tableState, rep *Report) {
+func (r *Batch) finish(ts *tableState, rep *Report) {
 	rep.Elapsed = max(time.Since(ts.start), time.Nanosecond)
-	rep.Usage = ts.usage.Snapshot()
+	rep.Usage = ts.usage.Read()
 	rep.Slept = ts.thr.Stats().Slept
 	run := r.thr.Settings()
 	own := ts.thr.Settings()
@@ -148,11 +148,11 @@ func (r *Run) finish(ts *tableState, rep *Report) {
 
 // Report returns the reports of the tables finished so far and the
 // run's totals.
-func (r *Run) Report() *RunReport {
+func (r *Batch) Report() *BatchReport {
 	r.mu.Lock()
 	reps := append([]*Report(nil), r.reports...)
 	r.mu.Unlock()
-	rr := &RunReport{Tables: reps}
+	rr := &BatchReport{Tables: reps}
 	t := &rr.Totals
 	for _, rep := range reps {
 		if rep.Skipped {
@@ -170,7 +170,7 @@ func (r *Run) Report() *RunReport {
 	}
 	t.Elapsed = max(time.Since(r.start), time.Nanosecond)
 	t.Slept = r.thr.Stats().Slept
-	t.Usage = r.usage.Snapshot()
+	t.Usage = r.usage.Read()
 	s := r.thr.Settings()
 	t.Rates = ratesOf(t.Usage, t.Elapsed, s, s.Rate)
 	t.PagesPerSecond = float64(t.PagesScanned) / t.Elapsed.Seconds()

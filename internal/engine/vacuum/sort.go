@@ -20,31 +20,33 @@ import (
 // file as a run, and the runs are merged at the end (an external merge
 // sort, as PostgreSQL's tuplesort does beyond maintenance_work_mem).
 //
-// Run file layout: back-to-back 14-byte records, little-endian:
-// key i64 | TID block u32 | TID offset u16. The files live in
+// Run file layout: back-to-back records, little-endian: key length u16 |
+// TID block u32 | TID offset u16 | key bytes. The files live in
 // Options.TempDir (the runner's is <data>/pgsql_tmp, on the data volume)
 // and are unlinked at once; they are never read after a crash.
 type entrySorter struct {
 	dir   string // temporary directory for runs ("" = os.TempDir())
-	limit int    // entries held in memory before a run is written
+	limit int64  // bytes of entries held in memory before a run is written
+	used  int64
 	buf   []btree.Entry
 	runs  []*os.File
 	total int64
 }
 
 const (
-	entrySize = 16 // in memory (btree.Entry)
-	runRecord = 14 // on disk
+	entrySize = 40 // in memory (btree.Entry) besides its key's bytes
+	runHeader = 8  // on disk, before the key
 )
 
 func newEntrySorter(dir string, memBytes int64) *entrySorter {
-	return &entrySorter{dir: dir, limit: int(max(memBytes/entrySize, 1024))}
+	return &entrySorter{dir: dir, limit: max(memBytes, 1024*entrySize)}
 }
 
 func (s *entrySorter) add(e btree.Entry) error {
 	s.buf = append(s.buf, e)
 	s.total++
-	if len(s.buf) >= s.limit {
+	s.used += entrySize + int64(len(e.Key))
+	if s.used >= s.limit {
 		return s.spill()
 	}
 	return nil
@@ -62,19 +64,22 @@ func (s *entrySorter) spill() error {
 	_ = os.Remove(f.Name())
 	s.runs = append(s.runs, f)
 	w := bufio.NewWriterSize(f, 64<<10)
-	var rec [runRecord]byte
+	var rec [runHeader]byte
 	for _, e := range s.buf {
-		binary.LittleEndian.PutUint64(rec[0:], uint64(e.Key))
-		binary.LittleEndian.PutUint32(rec[8:], e.TID.Block)
-		binary.LittleEndian.PutUint16(rec[12:], uint16(e.TID.Off))
+		binary.LittleEndian.PutUint16(rec[0:], uint16(len(e.Key)))
+		binary.LittleEndian.PutUint32(rec[2:], e.TID.Block)
+		binary.LittleEndian.PutUint16(rec[6:], uint16(e.TID.Off))
 		if _, err := w.Write(rec[:]); err != nil {
+			return fmt.Errorf("write sort run %s: %w", f.Name(), err)
+		}
+		if _, err := w.Write(e.Key); err != nil {
 			return fmt.Errorf("write sort run %s: %w", f.Name(), err)
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write sort run %s: %w", f.Name(), err)
 	}
-	s.buf = s.buf[:0]
+	s.buf, s.used = s.buf[:0], 0
 	return nil
 }
 
@@ -131,15 +136,19 @@ type runReader struct {
 }
 
 func (r *runReader) next() (bool, error) {
-	var rec [runRecord]byte
+	var rec [runHeader]byte
 	if _, err := io.ReadFull(r.r, rec[:]); err != nil {
 		if errors.Is(err, io.EOF) {
 			return false, nil
 		}
 		return false, fmt.Errorf("read sort run: %w", err)
 	}
-	r.cur = btree.Entry{Key: int64(binary.LittleEndian.Uint64(rec[0:])),
-		TID: page.TID{Block: binary.LittleEndian.Uint32(rec[8:]), Off: page.OffsetNumber(binary.LittleEndian.Uint16(rec[12:]))}}
+	key := make([]byte, binary.LittleEndian.Uint16(rec[0:]))
+	if _, err := io.ReadFull(r.r, key); err != nil {
+		return false, fmt.Errorf("read sort run: %w", err)
+	}
+	r.cur = btree.Entry{Key: key,
+		TID: page.TID{Block: binary.LittleEndian.Uint32(rec[2:]), Off: page.OffsetNumber(binary.LittleEndian.Uint16(rec[6:]))}}
 	return true, nil
 }
 

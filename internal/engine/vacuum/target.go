@@ -13,10 +13,11 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
-// Target is one table as the engine hands it to a vacuum: its relations
-// and the engine services and callbacks a vacuum needs. Package vacuum
-// never imports the engine; the engine builds a Target from its catalog
-// (engine/vacuum.go).
+// Target is one table as the engine hands it to a vacuum: its relations,
+// the engine services a vacuum drives, and the Table through which it asks
+// the engine for anything else. Package vacuum never imports the engine
+// (TestVacuumImportsNoPackageAboveIt holds it to that); the engine builds a
+// Target from its catalog (engine/vacuum.go).
 type Target struct {
 	Name    string
 	Columns []row.Column
@@ -32,20 +33,35 @@ type Target struct {
 	HeapDeps  heap.Deps
 	BtreeDeps btree.Deps
 
-	// LockTable takes the table's exclusive lock (row operations wait):
-	// lazy vacuum's truncation and all of VACUUM FULL run under it.
-	LockTable func() (unlock func(), err error)
-	// AllocRelfilenode returns a fresh relfilenode (VACUUM FULL).
-	AllocRelfilenode func() (storage.RelFileNode, error)
+	// Table is the engine's side of the table (its locks and catalog).
+	// Lazy vacuum without it skips truncation; VACUUM FULL needs it.
+	Table Table
+}
+
+// Table is everything a vacuum may ask of the engine about the table it
+// works on, and all it may ask: the engine implements it with one
+// unexported type, and its exported DB methods are held to an allow-list
+// (engine's TestDBExportsOnlyItsAllowList), so maintenance code has no other
+// way in.
+type Table interface {
+	// Lock takes the table's exclusive lock (row operations wait until
+	// unlock is called): lazy vacuum's truncation and all of VACUUM FULL
+	// run under it.
+	Lock() (unlock func(), err error)
+	// NewRelfilenode returns a relfilenode no relation uses or will use
+	// (VACUUM FULL's new files).
+	NewRelfilenode() (storage.RelFileNode, error)
 	// Swap makes the new files durable and switches the catalog to them
 	// atomically, dropping the old files (VACUUM FULL; table lock held).
 	// The new files are Swap's from the call on: on an error it removes
-	// them only if the catalog on disk cannot name them.
-	Swap func(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
-	// Release, when set, lets go of the table's vacuum lock the engine
-	// took before building the Target (one vacuum of a table at a time);
-	// Run.Vacuum and Run.VacuumFull call it when they return.
-	Release func()
+	// them only if the catalog on disk cannot name them. It fails with
+	// ErrTableChanged when the table's relations changed since the
+	// Target was built.
+	Swap(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error
+	// Release lets go of the table's vacuum lock, which the engine took
+	// before building the Target (one vacuum of a table at a time).
+	// Batch.Vacuum and Batch.VacuumFull call it once, when they return.
+	Release()
 }
 
 // ErrVacuumInProgress is returned (wrapped, naming the table) when
@@ -54,17 +70,17 @@ type Target struct {
 var ErrVacuumInProgress = errors.New("another vacuum of the table is in progress")
 
 func (t *Target) release() {
-	if t != nil && t.Release != nil {
-		t.Release()
+	if t != nil && t.Table != nil {
+		t.Table.Release()
 	}
 }
 
 // Index is one index of a Target.
 type Index struct {
-	Name      string
-	ColumnPos int // position of the key column in Target.Columns
-	Rel       storage.RelFileNode
-	Tree      *btree.Index
+	Name       string
+	KeyColumns []int // positions of the key columns in Target.Columns (row.KeyOf)
+	Rel        storage.RelFileNode
+	Tree       *btree.Index
 }
 
 // ErrTargetIncomplete is returned for a Target missing a field the
@@ -80,7 +96,7 @@ func (t *Target) check(full bool) error {
 			return ErrTargetIncomplete
 		}
 	}
-	if full && (t.LockTable == nil || t.AllocRelfilenode == nil || t.Swap == nil || t.FS == nil) {
+	if full && (t.Table == nil || t.FS == nil) {
 		return ErrTargetIncomplete
 	}
 	return nil

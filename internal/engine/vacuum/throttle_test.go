@@ -15,7 +15,7 @@ import (
 )
 
 // costOf is the cost units of usage d with PostgreSQL's default weights.
-func costOf(d usage.Snapshot) float64 {
+func costOf(d usage.Reading) float64 {
 	return float64(d.Hits*1 + d.Misses*2 + d.Dirtied*20)
 }
 
@@ -47,17 +47,15 @@ func TestCancelledVacuumStopsPromptlyAndLeavesTableConsistent(t *testing.T) {
 	// The first pass costs a few units a page (misses, no dirtying): at
 	// 300 units/s the 73 pages take well over a second, and no sleep is
 	// longer than a dirty page's 20 units (67 ms).
-	run, err := vacuum.NewRun(slowOpts(300))
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := db.VacuumTarget("t")
+	run, err := vacuum.NewBatch(slowOpts(300))
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		var err error
-		rep, err = run.Vacuum(ctx, target)
+		rr, err := db.VacuumBatch(ctx, run, []string{"t"})
+		if rr != nil && len(rr.Tables) == 1 {
+			rep = rr.Tables[0]
+		}
 		done <- err
 	}()
 	// Cancel once the scan is under way (a fixed sleep would depend on the
@@ -97,7 +95,7 @@ func TestCancelledVacuumStopsPromptlyAndLeavesTableConsistent(t *testing.T) {
 
 // costRate measures the run's achieved cost rate over window from the
 // engine's counters.
-func costRate(run *vacuum.Run, window time.Duration) float64 {
+func costRate(run *vacuum.Batch, window time.Duration) float64 {
 	a, t0 := run.Usage(), time.Now()
 	time.Sleep(window)
 	b := run.Usage()
@@ -107,13 +105,13 @@ func costRate(run *vacuum.Run, window time.Duration) float64 {
 func TestUpdateThrottleChangesTheRateOfARunningVacuum(t *testing.T) {
 	db, _ := newDB(t, testOpts())
 	loadDeleted(t, db, "t", 6000, 30)
-	run, err := vacuum.NewRun(slowOpts(1000))
+	run, err := vacuum.NewBatch(slowOpts(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.RunVacuum(context.Background(), run, []string{"t"})
+		_, err := db.VacuumBatch(context.Background(), run, []string{"t"})
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -147,7 +145,7 @@ func TestParallelTablesShareOneBudgetAndOverridesCapATable(t *testing.T) {
 	opts.Parallelism = 4
 	slowLimit, slowDelay := 5, 20*time.Millisecond
 	opts.TableOverrides = map[string]vacuum.TableThrottle{"t3": {CostLimit: &slowLimit, CostDelay: &slowDelay}} // 250 units/s
-	rr, err := db.VacuumTables(context.Background(), names, opts)
+	rr, err := vacuumTables(context.Background(), db, names, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,17 +180,17 @@ func TestProgressIsReadableWhileTablesAreVacuumed(t *testing.T) {
 	}
 	opts := slowOpts(3000)
 	opts.Parallelism = 2
-	run, err := vacuum.NewRun(opts)
+	run, err := vacuum.NewBatch(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.RunVacuum(context.Background(), run, []string{"p0", "p1"})
+		_, err := db.VacuumBatch(context.Background(), run, []string{"p0", "p1"})
 		done <- err
 	}()
 	phases := map[string]bool{}
-	var last vacuum.Snapshot
+	var last vacuum.Progress
 	for finished := false; !finished; {
 		select {
 		case err := <-done:

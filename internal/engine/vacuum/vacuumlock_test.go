@@ -24,13 +24,13 @@ func TestOneVacuumOfATableAtATime(t *testing.T) {
 	// A FULL slow enough to be caught at work (20,000 units/s).
 	fullOpts := slowOpts(20000)
 	fullOpts.Full = true
-	run, err := vacuum.NewRun(fullOpts)
+	run, err := vacuum.NewBatch(fullOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fullDone := make(chan error, 1)
 	go func() {
-		_, err := db.RunVacuum(context.Background(), run, []string{"t"})
+		_, err := db.VacuumBatch(context.Background(), run, []string{"t"})
 		fullDone <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); run.Progress().HeapBlocksScanned < 2; {
@@ -100,7 +100,7 @@ func TestOneVacuumOfATableAtATime(t *testing.T) {
 // worker goroutine (here in the callback that resolves the table): the run
 // returns a *PanicError instead of the process dying.
 func TestAPanicInAVacuumWorkerIsReturnedAsAnError(t *testing.T) {
-	run, err := vacuum.NewRun(vacuum.DefaultOptions())
+	run, err := vacuum.NewBatch(vacuum.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

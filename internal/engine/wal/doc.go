@@ -8,7 +8,16 @@
 // SegmentSize bytes (16 MiB by default; every opener of a directory must use
 // the same size):
 //
-//	<dir>/wal/<16 upper-case hex digits of the segment's start LSN>
+//	<dir>/wal/<timeline><log><seg>   (8 upper-case hex digits each)
+//
+// named as PostgreSQL names its WAL segments (SegmentName): timeline 1,
+// log = n / (4 GiB / SegmentSize), seg = n % (4 GiB / SegmentSize), so with
+// 16 MiB segments segment n = LSN / 16 MiB has PostgreSQL's own name and
+// byte layout by position (pg_receivewal writes the same files). A
+// directory written before this naming (16 hex digits of the start LSN) is
+// refused (ErrOldSegmentNames) until RenameOldSegments (`vacuum-runner
+// upgrade`) renames it. Every segment file is SegmentSize bytes; another
+// size is a segment size mismatch.
 //
 // Segment n covers LSNs [n*SegmentSize, (n+1)*SegmentSize). Records are not
 // aligned and freely cross segment boundaries. A new segment is created

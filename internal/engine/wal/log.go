@@ -330,6 +330,9 @@ func (l *Log) Flush(upTo LSN, u *usage.Counters) error {
 	}
 }
 
+// SegmentSize is the size of the log's segment files.
+func (l *Log) SegmentSize() int64 { return l.size }
+
 // FlushedLSN is the durable end of the log.
 func (l *Log) FlushedLSN() LSN { return LSN(l.flushedLSN.Load()) }
 

@@ -232,7 +232,7 @@ func TestInsertChargesUsage(t *testing.T) {
 	if err := l.Flush(end, &u); err != nil {
 		t.Fatal(err)
 	}
-	s := parent.Snapshot()
+	s := parent.Read()
 	if s.WALRecords != 1 || s.WALBytes != int64(end-start) || s.WALFlushes != 1 || s.WALWriteBytes != int64(end-start) {
 		t.Fatalf("parent counters %+v, want 1 record of %d bytes, 1 flush writing them", s, end-start)
 	}

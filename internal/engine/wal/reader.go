@@ -49,6 +49,9 @@ func NewReader(fsys vfs.FS, dir string, start LSN, opts Options) (*Reader, error
 	if start < FirstLSN {
 		return nil, fmt.Errorf("wal: read from LSN %X: below the first LSN %X", uint64(start), uint64(FirstLSN))
 	}
+	if _, err := listSegments(fsys, walDir(dir), size); err != nil {
+		return nil, fmt.Errorf("wal: read from LSN %X: %w", uint64(start), err)
+	}
 	return &Reader{fs: fsys, wdir: walDir(dir), size: size, pos: start, end: start}, nil
 }
 

@@ -346,3 +346,133 @@ func TestRecycledSegmentsAreReusedWithoutResurrectingTheirOldRecords(t *testing.
 		t.Fatalf("read %d records, want exactly the %d written", len(got), n)
 	}
 }
+
+// FuzzResumeAfterEnd overwrites bytes of a real log (three 4 KiB segments of records) with
+// the fuzzer's, reads it until Next stops, and looks past the stop. ResumeAfterEnd must not
+// panic, and must return 0 or the start of a record, after the stop and before the end of
+// the next segment, that decodes and links back to at or after the stop. When the damage
+// lies inside one record that is not the last, and reading stopped at that record, it must
+// find a later record: mid-log damage is never taken for the end of the log.
+func FuzzResumeAfterEnd(f *testing.F) {
+	const segSize = MinSegmentSize
+	opts := Options{SegmentSize: segSize}
+	base := f.TempDir()
+	l, err := Open(vfs.OS(), base, 0, opts)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i := range 60 {
+		main := make([]byte, 40+(i*37)%300)
+		for j := range main {
+			main[j] = byte(i + j)
+		}
+		if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: uint64(i + 1), Main: main}, nil); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		f.Fatal(err)
+	}
+	// The records' bounds, as read back from the intact log.
+	r, err := NewReader(vfs.OS(), base, FirstLSN, opts)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var starts []LSN
+	for {
+		if _, err := r.Next(); err != nil {
+			break
+		}
+		starts = append(starts, r.lastStart)
+	}
+	end := r.end
+	r.Close()
+	segs, err := os.ReadDir(filepath.Join(base, "wal"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, s := range segs {
+		b, err := os.ReadFile(filepath.Join(base, "wal", s.Name()))
+		if err != nil {
+			f.Fatal(err)
+		}
+		files[s.Name()] = b
+	}
+	span := uint64(end - FirstLSN)
+
+	f.Add(uint16(0), []byte{})                      // intact: a clean end
+	f.Add(uint16(100), []byte{0xff})                // a flipped byte in an early record
+	f.Add(uint16(span/2), []byte{1, 2, 3, 4, 5, 6}) // damage in the middle
+	f.Add(uint16(span-10), []byte{0xaa, 0xbb})      // a torn last record
+	f.Add(uint16(span/3), make([]byte, 200))        // a zeroed run
+	f.Fuzz(func(t *testing.T, off uint16, patch []byte) {
+		if len(patch) > 512 {
+			patch = patch[:512]
+		}
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		at := FirstLSN + LSN(uint64(off)%span)
+		for name, b := range files {
+			b = append([]byte(nil), b...)
+			for i, c := range patch {
+				p := uint64(at) + uint64(i)
+				if fileName := segName(p/segSize, segSize); fileName == name {
+					b[p%segSize] = c
+				}
+			}
+			if err := os.WriteFile(filepath.Join(dir, "wal", name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := NewReader(vfs.OS(), dir, FirstLSN, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for n := 0; n <= len(starts); n++ {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+		stop := r.pos
+		q, err := r.ResumeAfterEnd()
+		if err != nil {
+			t.Fatalf("ResumeAfterEnd: %v", err)
+		}
+		limit := LSN((uint64(stop)/segSize + 2) * segSize)
+		if q != 0 {
+			if q <= stop || q >= limit {
+				t.Fatalf("resumed at %X, want after the stop %X and before %X", uint64(q), uint64(stop), uint64(limit))
+			}
+			rd, err := NewReader(vfs.OS(), dir, q, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := rd.Next()
+			rd.Close()
+			if err != nil {
+				t.Fatalf("no record decodes at the resume point %X: %v", uint64(q), err)
+			}
+			if rec.PrevLSN < stop || rec.PrevLSN >= q {
+				t.Fatalf("record at %X links to %X, want in [%X, %X)", uint64(q), uint64(rec.PrevLSN), uint64(stop), uint64(q))
+			}
+		}
+		// Damage inside one record that is not the last, where reading stopped.
+		if len(patch) == 0 {
+			if q != 0 || stop != end {
+				t.Fatalf("intact log: stopped at %X (end %X), resumed at %X", uint64(stop), uint64(end), uint64(q))
+			}
+			return
+		}
+		for i := 0; i+1 < len(starts); i++ {
+			last := at + LSN(len(patch)) - 1
+			if starts[i] <= at && last < starts[i+1] && stop == starts[i] && q == 0 {
+				t.Fatalf("damage at [%X, %X] inside record %d of %d, reading stopped there, and nothing was found after it",
+					uint64(at), uint64(last), i, len(starts))
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
@@ -20,17 +21,77 @@ const zeroChunk = 256 << 10
 // zeroLength is the end-of-log length field terminate writes (read only).
 var zeroLength [4]byte
 
-// segName is the file name of segment segno.
-func segName(segno uint64, size int64) string {
-	return fmt.Sprintf("%016X", segno*uint64(size))
+// Timeline is the timeline every segment name carries: the engine has no
+// timeline switches (no promotion of a standby to a new history), so its
+// WAL is PostgreSQL's timeline 1.
+const Timeline = 1
+
+// SegmentName is the file name of segment segno for segments of size
+// bytes, as PostgreSQL names WAL segments: 24 upper-case hex digits, the
+// timeline, then the segment number split into the "log" (4 GiB units)
+// and the segment within it. For PostgreSQL's 16 MiB segments the names
+// are PostgreSQL's own, so a pg_receivewal directory compares with the
+// server's WAL directory file by file.
+func SegmentName(segno uint64, size int64) string {
+	per := segmentsPerID(size)
+	return fmt.Sprintf("%08X%08X%08X", Timeline, segno/per, segno%per)
 }
 
+// ParseSegmentName returns the segment number a SegmentName names, and
+// false for any other name.
+func ParseSegmentName(name string, size int64) (uint64, bool) {
+	if len(name) != 24 {
+		return 0, false
+	}
+	tli, err1 := strconv.ParseUint(name[:8], 16, 32)
+	log, err2 := strconv.ParseUint(name[8:16], 16, 32)
+	seg, err3 := strconv.ParseUint(name[16:], 16, 32)
+	per := segmentsPerID(size)
+	if err1 != nil || err2 != nil || err3 != nil || tli != Timeline || seg >= per || name != strings.ToUpper(name) {
+		return 0, false
+	}
+	return log*per + seg, true
+}
+
+// segmentsPerID is how many segments one 4 GiB "log" of a name holds.
+func segmentsPerID(size int64) uint64 { return max(1, (1<<32)/uint64(size)) }
+
+// segName is the file name of segment segno.
+func segName(segno uint64, size int64) string { return SegmentName(segno, size) }
+
+// SegmentPath is the path of the segment holding lsn in the data directory
+// dir.
+func SegmentPath(dir string, lsn LSN, size int64) string {
+	return filepath.Join(walDir(dir), SegmentName(uint64(lsn)/uint64(size), size))
+}
+
+// WALDirName is the data directory's subdirectory holding the segments.
+const WALDirName = "wal"
+
 // walDir is the directory holding the segments of the data directory dir.
-func walDir(dir string) string { return filepath.Join(dir, "wal") }
+func walDir(dir string) string { return filepath.Join(dir, WALDirName) }
+
+// ErrOldSegmentNames is wrapped by Open and NewReader when the WAL
+// directory holds segments named as before PostgreSQL's naming (16 hex
+// digits of the start LSN): RenameOldSegments (`vacuum-runner upgrade`)
+// renames them.
+var ErrOldSegmentNames = errors.New("WAL segments named in the old format (16 hex digits): upgrade the directory with \"vacuum-runner upgrade --data DIR\"")
+
+// isOldSegmentName reports whether name is a segment name of the old
+// format: 16 hex digits of the segment's start LSN.
+func isOldSegmentName(name string) bool {
+	if len(name) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(name, 16, 64)
+	return err == nil
+}
 
 // listSegments returns the segment numbers present in walDir, ascending.
-// A segment name that is not a multiple of size means the directory was
-// written with another segment size: an error, never a silent misread.
+// Two segment files whose sizes are not size mean the directory was
+// written with another segment size: an error, never a silent misread (one
+// is a log cut short, which the reader handles). Segments of
+// the old naming are ErrOldSegmentNames.
 func listSegments(fsys vfs.FS, wdir string, size int64) ([]uint64, error) {
 	ents, err := fsys.ReadDir(wdir)
 	if err != nil {
@@ -40,23 +101,69 @@ func listSegments(fsys vfs.FS, wdir string, size int64) ([]uint64, error) {
 		return nil, fmt.Errorf("list WAL directory %s: %w", wdir, err)
 	}
 	var segs []uint64
+	odd, oddSize := "", int64(0) // the one segment of another size allowed (a log cut short)
 	for _, e := range ents {
 		name := e.Name()
-		if len(name) != 16 || e.IsDir() {
+		if e.IsDir() {
 			continue
 		}
-		start, err := strconv.ParseUint(name, 16, 64)
-		if err != nil {
+		if isOldSegmentName(name) {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(wdir, name), ErrOldSegmentNames)
+		}
+		segno, ok := ParseSegmentName(name, size)
+		if !ok {
 			continue
 		}
-		if start%uint64(size) != 0 {
-			return nil, fmt.Errorf("WAL segment %s does not start on a %d-byte boundary: segment size mismatch",
-				filepath.Join(wdir, name), size)
+		if info, err := e.Info(); err == nil && info.Size() != size {
+			if odd != "" {
+				return nil, fmt.Errorf("WAL segments %s and %s have %d and %d bytes, want %d: segment size mismatch",
+					odd, filepath.Join(wdir, name), oddSize, info.Size(), size)
+			}
+			odd, oddSize = filepath.Join(wdir, name), info.Size()
 		}
-		segs = append(segs, start/uint64(size))
+		segs = append(segs, segno)
 	}
 	slices.Sort(segs)
 	return segs, nil
+}
+
+// RenameOldSegments renames the segments of the data directory dir named
+// in the old format (16 hex digits of the start LSN) to SegmentName, then
+// fsyncs the WAL directory, and returns how many it renamed. It is
+// idempotent: a crash part way leaves both namings, and a second call
+// finishes. A name that is not a multiple of size is a size mismatch.
+func RenameOldSegments(fsys vfs.FS, dir string, size int64) (int, error) {
+	wdir := walDir(dir)
+	ents, err := fsys.ReadDir(wdir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("list WAL directory %s: %w", wdir, err)
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !isOldSegmentName(name) {
+			continue
+		}
+		start, _ := strconv.ParseUint(name, 16, 64)
+		if start%uint64(size) != 0 {
+			return n, fmt.Errorf("WAL segment %s does not start on a %d-byte boundary: segment size mismatch",
+				filepath.Join(wdir, name), size)
+		}
+		to := filepath.Join(wdir, SegmentName(start/uint64(size), size))
+		if err := fsys.Rename(filepath.Join(wdir, name), to); err != nil {
+			return n, fmt.Errorf("rename WAL segment %s to %s: %w", name, filepath.Base(to), err)
+		}
+		n++
+	}
+	if n > 0 {
+		if err := fsys.SyncDir(wdir); err != nil {
+			return n, fmt.Errorf("fsync directory %s: %w", wdir, err)
+		}
+	}
+	return n, nil
 }
 
 // segments manages the open segment files of a Log. It is not safe for

@@ -53,6 +53,10 @@ type RunSpec struct {
 	// The runner records it as the data directory's opener, so a later attempt of the same
 	// run may finish the crash recovery an earlier one needed.
 	RunID string `json:"runID,omitempty"`
+	// Identify, with a server target, only identifies the server: the runner connects,
+	// reads its version and system identifier, writes them to the summary's Server and
+	// exits 0 without vacuuming. The operator does this before it takes the server's lock.
+	Identify bool `json:"identify,omitempty"`
 	// AllowCrashRecovery lets the runner replay the WAL of a data directory that was not
 	// shut down cleanly even when its last opener was not an earlier attempt of this run
 	// (else exit 7, NeedsRecovery: the app's own engine should recover it).
@@ -92,6 +96,9 @@ type ServerTarget struct {
 	Database string `json:"database,omitempty"`
 	// User is the role the runner connects as.
 	User string `json:"user,omitempty"`
+	// UserFile is the path of a file holding the role's name (a mounted Secret key), read
+	// when User is empty.
+	UserFile string `json:"userFile,omitempty"`
 	// PasswordFile is the path of a file holding the password (a mounted Secret key).
 	PasswordFile string `json:"passwordFile,omitempty"`
 	// SSLMode is disable, require, verify-ca or verify-full (require when absent).
@@ -99,6 +106,10 @@ type ServerTarget struct {
 	// SSLRootCertFile is the path of the CA bundle verify-ca and verify-full check the
 	// server's certificate against.
 	SSLRootCertFile string `json:"sslRootCertFile,omitempty"`
+	// SystemIdentifier, when set, is the server the run was identified as and locked for
+	// (pg_control_system()); a server answering with another one is refused (exit 3)
+	// before any table is touched.
+	SystemIdentifier string `json:"systemIdentifier,omitempty"`
 }
 
 // TableOverride gives one table its own throttle.

@@ -45,12 +45,26 @@ type Summary struct {
 	Tables []TableResult `json:"tables"`
 	// TablesOmitted counts the tables left out of Tables for space.
 	TablesOmitted int `json:"tablesOmitted"`
+	// Server is the server an online run reached (absent for a data directory).
+	Server *ServerIdentity `json:"server"`
+}
+
+// ServerIdentity is a server as an online run found it.
+type ServerIdentity struct {
+	// Kind is "PostgreSQL" or "engine server".
+	Kind string `json:"kind"`
+	// Version is the server's version().
+	Version string `json:"version"`
+	// SystemIdentifier is pg_control_system()'s system_identifier, in decimal.
+	SystemIdentifier string `json:"systemIdentifier"`
 }
 
 // Report is the output of `vacuum --json` and `full --json`.
 type Report struct {
 	Tables []TableResult `json:"tables"`
 	Totals Totals        `json:"totals"`
+	// Server is the server an online run reached (absent for a data directory).
+	Server *ServerIdentity `json:"server"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per

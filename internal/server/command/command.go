@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/replication"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
@@ -72,6 +73,7 @@ const usage = `usage: engine-server <command> [flags]
 commands:
   init    create an empty data directory (--data)
   serve   serve a data directory over the PostgreSQL protocol (--init creates it first)
+  basebackup  copy a running primary's data directory (--from HOST:PORT --data DIR)
 
 Run engine-server <command> --help for its flags.`
 
@@ -84,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runInit(args[1:], stdout)
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
+	case "basebackup":
+		return runBaseBackup(ctx, args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -151,6 +155,8 @@ type serveFlags struct {
 	bufferPool                                                                    quantityValue
 	maxConnections                                                                int
 	init                                                                          bool
+	maxSlotWALKeep                                                                string
+	standby                                                                       standbyFlags
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
@@ -168,7 +174,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&f.maxConnections, "max-connections", 100, "concurrent sessions (53300 beyond)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
+		"WAL a replication slot may hold (a quantity such as 1Gi) before it is invalidated; -1 = no limit")
+	f.standby.register(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if f.standby.primary.from != "" {
+		return runStandby(ctx, &f, stderr)
+	}
+	keep, err := parseKeepSize(f.maxSlotWALKeep)
+	if err != nil {
 		return err
 	}
 	cfg, err := f.config()
@@ -191,6 +207,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.DB, cfg.Logf = db, logf
+	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep, Logf: logf})
+	if err != nil {
+		return errors.Join(err, db.Close())
+	}
+	defer primary.Close()
+	cfg.Replication, cfg.Views = primary, primary.Views()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on %s: %w", f.listen, err), db.Close())
@@ -202,7 +224,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("listen on %s: %w", f.metricsListen, err), ln.Close(), db.Close())
 		}
-		metrics = metricsServer(srv)
+		metrics = metricsServer(srv, primary.Collector())
 		go func() { _ = metrics.Serve(mln) }()
 		logf("metrics on http://%s/metrics", mln.Addr())
 	}
@@ -224,6 +246,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if metrics != nil {
 		_ = metrics.Close()
 	}
+	primary.Close()
 	if err := db.Close(); err != nil {
 		return errors.Join(runErr, fmt.Errorf("final checkpoint: %w", err))
 	}
@@ -291,11 +314,28 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func metricsServer(srv *wire.Server) *http.Server {
+// parseKeepSize reads --max-slot-wal-keep-size: -1, or a quantity of bytes.
+func parseKeepSize(s string) (int64, error) {
+	if s == "-1" {
+		return -1, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return 0, usagef("serve: --max-slot-wal-keep-size must be -1 or a quantity such as 1Gi, not %q", s)
+	}
+	return q.Value(), nil
+}
+
+func metricsServer(srv *wire.Server, more ...prometheus.Collector) *http.Server {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(more...)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "engine_server_sessions", Help: "Client sessions past startup.",
 	}, func() float64 { return float64(srv.Sessions()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "engine_server_vacuums_running", Help: "VACUUM statements running now.",
+	}, func() float64 { return float64(srv.VacuumsRunning()) }))
+	reg.MustRegister(srv.Latency().Collector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -56,6 +56,8 @@ const (
 	DataCorrupted              = "XX001" // data_corrupted
 	IOError                    = "58030" // io_error
 	CantChangeRuntimeParam     = "55P02" // cant_change_runtime_param
+	WarningCode                = "01000" // warning
+	NullValueNotAllowed        = "22004" // null_value_not_allowed
 )
 
 // Error is a failure with a SQLSTATE, as an ErrorResponse or NoticeResponse carries it.

@@ -78,13 +78,6 @@ func (s *Session) planCopy(cs *pg.CopyStmt) (*plan, error) {
 			}
 			target = append(target, i)
 		}
-		if len(target) < len(ti.Columns) {
-			for i, col := range ti.Columns {
-				if !contains(target, i) {
-					return nil, pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint (the engine stores no NULLs and no defaults yet)", col.Name, ti.Name)
-				}
-			}
-		}
 	}
 	return &plan{run: func(x *execCtx) (*Result, error) {
 		if s.copy == nil {

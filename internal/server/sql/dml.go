@@ -10,6 +10,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
@@ -17,41 +18,24 @@ import (
 // pkeySuffix names a table's primary-key index, as PostgreSQL names it: <table>_pkey.
 const pkeySuffix = "_pkey"
 
-// primaryKey returns the primary-key index of a table and its column position (-1: none).
-func primaryKey(ti engine.TableInfo) (string, int) {
-	for _, ix := range ti.Indexes {
-		if ix.Name == ti.Name+pkeySuffix {
-			for i, c := range ti.Columns {
-				if c.Name == ix.Column {
-					return ix.Name, i
-				}
-			}
-		}
-	}
-	return "", -1
-}
-
-// writer stores rows of one table: type coercion to storage, NULL refusal, primary-key check.
+// writer stores rows of one table: SQL values converted to the engine's, the engine's
+// refusals (NOT NULL, lengths, unique keys) mapped to PostgreSQL's SQLSTATEs and messages.
 type writer struct {
-	ti    engine.TableInfo
-	cols  []column
-	pkey  string
-	pkCol int
+	ti   engine.TableInfo
+	cols []column
 }
 
 func newWriter(ti engine.TableInfo) *writer {
-	w := &writer{ti: ti, cols: tableColumns(ti, "")}
-	w.pkey, w.pkCol = primaryKey(ti)
-	return w
+	return &writer{ti: ti, cols: tableColumns(ti, "")}
 }
 
-// storage converts a row of SQL values to the engine's values.
+// storage converts a row of SQL values to the engine's values (NULL stays nil: the engine
+// refuses it in a NOT NULL column).
 func (w *writer) storage(vals []any) ([]any, error) {
 	out := make([]any, len(vals))
 	for i, v := range vals {
 		if v == nil {
-			// The engine has no NULLs yet: every column is NOT NULL in effect.
-			return nil, pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint", w.ti.Columns[i].Name, w.ti.Name)
+			continue
 		}
 		sv, err := types.ToStorage(w.cols[i].t, v)
 		if err != nil {
@@ -62,29 +46,69 @@ func (w *writer) storage(vals []any) ([]any, error) {
 	return out, nil
 }
 
-// checkKey refuses a primary-key value some row visible to tx already has (23505). Rows
-// inserted by transactions still running, or committed after tx's snapshot, are not seen:
-// the engine has no unique index yet, so concurrent duplicates are not caught.
-func (w *writer) checkKey(x *execCtx, vals []any, self page.TID) error {
-	if w.pkey == "" {
-		return nil
+// writeError maps an engine write failure on table ti to PostgreSQL's error.
+func (w *writer) writeError(err error, vals []any) error {
+	var uv *engine.UniqueViolationError
+	var ve *row.ValueError
+	switch {
+	case errors.As(err, &uv):
+		return &pgerr.Error{Severity: "ERROR", Code: pgerr.UniqueViolation,
+			Message: fmt.Sprintf("duplicate key value violates unique constraint \"%s\"", uv.Index),
+			Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(uv.Columns, ", "), row.FormatValues(uv.Key))}
+	case errors.As(err, &ve) && errors.Is(err, row.ErrNotNull):
+		e := pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint", ve.Column, w.ti.Name)
+		e.Detail = "Failing row contains " + failingRow(w.cols, vals) + "."
+		return e
+	case errors.As(err, &ve) && errors.Is(err, row.ErrTooLong):
+		return pgerr.New(pgerr.StringDataRightTruncation, "value too long for type %s", sqlTypeName(ve.Type))
+	case errors.As(err, &ve) && errors.Is(err, row.ErrOutOfRange):
+		return pgerr.New(pgerr.NumericValueOutOfRange, "%s out of range", sqlTypeName(ve.Type))
+	case errors.As(err, &ve) && errors.Is(err, row.ErrInvalidText):
+		return pgerr.New("22021", "invalid byte sequence for encoding \"UTF8\"")
+	case errors.Is(err, engine.ErrDeadlock):
+		return pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
 	}
-	key, err := asInt(vals[w.pkCol])
-	if err != nil {
-		return err
+	return engineError(err)
+}
+
+// sqlTypeName is an engine column type as PostgreSQL's messages name it:
+// character varying(10), character(3), integer.
+func sqlTypeName(engineName string) string {
+	name, arg, _ := strings.Cut(engineName, "(")
+	if arg != "" {
+		arg = "(" + arg
 	}
-	found, err := x.tx.IndexLookup(w.pkey, key)
-	if err != nil {
-		return engineError(err)
+	switch name {
+	case "varchar":
+		return "character varying" + arg
+	case "bpchar":
+		return "character" + arg
+	case "int2":
+		return "smallint"
+	case "int4":
+		return "integer"
+	case "int8":
+		return "bigint"
 	}
-	for _, f := range found {
-		if f.TID != self {
-			return &pgerr.Error{Severity: "ERROR", Code: pgerr.UniqueViolation,
-				Message: fmt.Sprintf("duplicate key value violates unique constraint \"%s\"", w.pkey),
-				Detail:  fmt.Sprintf("Key (%s)=(%d) already exists.", w.ti.Columns[w.pkCol].Name, key)}
+	return engineName
+}
+
+// failingRow renders a row as PostgreSQL's "Failing row contains (...)" detail does.
+func failingRow(cols []column, vals []any) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		if v == nil {
+			parts[i] = "null"
+			continue
 		}
+		b, err := types.FormatText(cols[i].t, types.FromStorageValue(v))
+		if err != nil {
+			parts[i] = "?"
+			continue
+		}
+		parts[i] = string(b)
 	}
-	return nil
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 func (w *writer) insert(x *execCtx, vals []any) error {
@@ -92,11 +116,8 @@ func (w *writer) insert(x *execCtx, vals []any) error {
 	if err != nil {
 		return err
 	}
-	if err := w.checkKey(x, sv, page.TID{Block: ^uint32(0)}); err != nil {
-		return err
-	}
 	if _, err := x.tx.Insert(w.ti.Name, sv); err != nil {
-		return engineError(err)
+		return w.writeError(err, sv)
 	}
 	return nil
 }
@@ -253,13 +274,6 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 			return rows, nil
 		}
 	}
-	if len(target) < len(ti.Columns) {
-		for i, col := range ti.Columns {
-			if !contains(target, i) {
-				return nil, pgerr.New(pgerr.NotNullViolation, "null value in column \"%s\" of relation \"%s\" violates not-null constraint (the engine stores no NULLs and no defaults yet)", col.Name, ti.Name)
-			}
-		}
-	}
 	return &plan{cols: retCols, run: func(x *execCtx) (*Result, error) {
 		rows, err := rowsFn(x)
 		if err != nil {
@@ -410,27 +424,38 @@ func (s *Session) planUpdate(up *pg.UpdateStmt, ptypes *[]*types.T) (*plan, erro
 			return nil, err
 		}
 		res := &Result{Columns: retCols}
+		n := 0
 		for _, r := range rows {
-			nv := append([]any(nil), r.row...)
-			for _, st := range sets {
-				v, err := st.e.eval(x.env(r.row))
-				if err != nil {
-					return nil, err
+			var nv, sv []any
+			// The row as this statement saw it, or a newer committed version after a wait:
+			// WHERE is checked again and SET computed from it (READ COMMITTED's re-check).
+			_, ok, err := x.tx.UpdateRow(ti.Name, r.tid, func(cur []any) ([]any, bool, error) {
+				cur = fromStorageRow(cur)
+				if where != nil {
+					ok, err := where.eval(x.env(cur))
+					if err != nil || ok != true {
+						return nil, false, err
+					}
 				}
-				nv[st.col] = v
-			}
-			sv, err := w.storage(nv)
+				nv = append(nv[:0], cur...)
+				for _, st := range sets {
+					v, err := st.e.eval(x.env(cur))
+					if err != nil {
+						return nil, false, err
+					}
+					nv[st.col] = v
+				}
+				var err error
+				sv, err = w.storage(nv)
+				return sv, err == nil, err
+			})
 			if err != nil {
-				return nil, err
+				return nil, w.writeError(err, sv)
 			}
-			if w.pkey != "" && compareValues(sv[w.pkCol], r.row[w.pkCol]) != 0 {
-				if err := w.checkKey(x, sv, r.tid); err != nil {
-					return nil, err
-				}
+			if !ok {
+				continue
 			}
-			if _, err := x.tx.Update(ti.Name, r.tid, sv); err != nil {
-				return nil, writeError(err)
-			}
+			n++
 			if rets != nil {
 				out, err := project(x, rets, nv)
 				if err != nil {
@@ -439,9 +464,17 @@ func (s *Session) planUpdate(up *pg.UpdateStmt, ptypes *[]*types.T) (*plan, erro
 				res.Rows = append(res.Rows, out)
 			}
 		}
-		res.Tag = "UPDATE " + strconv.Itoa(len(rows))
+		res.Tag = "UPDATE " + strconv.Itoa(n)
 		return res, nil
 	}}, nil
+}
+
+// fromStorageRow converts a row the engine returned to SQL values, in place.
+func fromStorageRow(r []any) []any {
+	for i, v := range r {
+		r[i] = types.FromStorageValue(v)
+	}
+	return r
 }
 
 func e2name(e *expr) string {
@@ -449,15 +482,6 @@ func e2name(e *expr) string {
 		return "unknown"
 	}
 	return e.t.Name
-}
-
-// writeError maps an Update/Delete failure: a row changed by a concurrent transaction is a
-// serialization failure (the engine gives each transaction one snapshot).
-func writeError(err error) error {
-	if errors.Is(err, engine.ErrNotFound) {
-		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access due to concurrent update")
-	}
-	return engineError(err)
 }
 
 func (s *Session) planDelete(del *pg.DeleteStmt, ptypes *[]*types.T) (*plan, error) {
@@ -472,6 +496,7 @@ func (s *Session) planDelete(del *pg.DeleteStmt, ptypes *[]*types.T) (*plan, err
 		return nil, err
 	}
 	ti := *src.table
+	w := newWriter(ti)
 	rets, retCols, err := s.returning(del.ReturningList, ti, ptypes)
 	if err != nil {
 		return nil, err
@@ -482,19 +507,33 @@ func (s *Session) planDelete(del *pg.DeleteStmt, ptypes *[]*types.T) (*plan, err
 			return nil, err
 		}
 		res := &Result{Columns: retCols}
+		n := 0
 		for _, r := range rows {
-			if err := x.tx.Delete(ti.Name, r.tid); err != nil {
-				return nil, writeError(err)
+			var got []any
+			ok, err := x.tx.DeleteRow(ti.Name, r.tid, func(cur []any) ([]any, bool, error) {
+				got = fromStorageRow(cur)
+				if where == nil {
+					return nil, true, nil
+				}
+				ok, err := where.eval(x.env(got))
+				return nil, ok == true, err
+			})
+			if err != nil {
+				return nil, w.writeError(err, nil)
 			}
+			if !ok {
+				continue
+			}
+			n++
 			if rets != nil {
-				out, err := project(x, rets, r.row)
+				out, err := project(x, rets, got)
 				if err != nil {
 					return nil, err
 				}
 				res.Rows = append(res.Rows, out)
 			}
 		}
-		res.Tag = "DELETE " + strconv.Itoa(len(rows))
+		res.Tag = "DELETE " + strconv.Itoa(n)
 		return res, nil
 	}}, nil
 }
@@ -527,46 +566,45 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 			return nil, pgerr.Unsupported("this storage parameter")
 		}
 		if d.Defname == "fillfactor" {
-			if v, ok := d.Arg.Node.(*pg.Node_Integer); ok && v.Integer.Ival == 100 {
+			v, ok := d.Arg.Node.(*pg.Node_Integer)
+			if !ok || v.Integer.Ival < 10 || v.Integer.Ival > 100 {
+				return nil, pgerr.New(pgerr.InvalidParameterValue, "value %s out of bounds for option \"fillfactor\"", defString(d.Arg))
+			}
+			if v.Integer.Ival == 100 {
 				continue // the default: every page filled
 			}
 			return nil, pgerr.Unsupported("fillfactor other than 100 (the engine fills pages fully)")
 		}
 		return nil, pgerr.Unsupported("the storage parameter " + d.Defname)
 	}
+	name := rv.Relname
 	var cols []engine.Column
-	pk := ""
-	setPK := func(name string) error {
-		if pk != "" {
-			return pgerr.New(pgerr.InvalidTableDefinition, "multiple primary keys for table \"%s\" are not allowed", rv.Relname)
-		}
-		pk = name
-		return nil
-	}
+	var keys []tableKey
 	constraint := func(con *pg.Constraint, col string) error {
 		switch con.Contype {
-		case pg.ConstrType_CONSTR_NOTNULL, pg.ConstrType_CONSTR_NULL:
-			// Every column is NOT NULL in effect: the engine stores no NULLs yet.
-			if con.Contype == pg.ConstrType_CONSTR_NULL {
-				return nil
+		case pg.ConstrType_CONSTR_NOTNULL:
+			for i := range cols {
+				if cols[i].Name == col {
+					cols[i].NotNull = true
+				}
 			}
 			return nil
-		case pg.ConstrType_CONSTR_PRIMARY:
-			if col == "" {
-				if len(con.Keys) != 1 {
-					return pgerr.Unsupported("primary keys of several columns")
+		case pg.ConstrType_CONSTR_NULL:
+			return nil
+		case pg.ConstrType_CONSTR_PRIMARY, pg.ConstrType_CONSTR_UNIQUE:
+			k, err := keyOf(name, con, col)
+			if err != nil {
+				return err
+			}
+			if k.primary {
+				for _, o := range keys {
+					if o.primary {
+						return pgerr.New(pgerr.InvalidTableDefinition, "multiple primary keys for table \"%s\" are not allowed", name)
+					}
 				}
-				col = strVal(con.Keys[0])
 			}
-			if con.Conname != "" && con.Conname != rv.Relname+pkeySuffix {
-				return pgerr.Unsupported("a primary key named other than <table>_pkey")
-			}
-			if len(con.Options) > 0 {
-				return pgerr.Unsupported("index options on a primary key")
-			}
-			return setPK(col)
-		case pg.ConstrType_CONSTR_UNIQUE:
-			return pgerr.Unsupported("UNIQUE constraints (the engine has no unique index yet)")
+			keys = append(keys, k)
+			return nil
 		case pg.ConstrType_CONSTR_DEFAULT:
 			return pgerr.Unsupported("DEFAULT (the engine has no column defaults yet)")
 		case pg.ConstrType_CONSTR_CHECK:
@@ -582,26 +620,16 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 		switch x := el.Node.(type) {
 		case *pg.Node_ColumnDef:
 			cd := x.ColumnDef
-			tn := cd.TypeName
-			if tn != nil && len(tn.Names) > 0 {
-				if n := strVal(tn.Names[len(tn.Names)-1]); strings.HasSuffix(n, "serial") || n == "serial4" || n == "serial8" || n == "serial2" {
-					return nil, pgerr.Unsupported("serial columns (the engine has no sequences yet)")
+			col, err := columnOf(cd)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range cols {
+				if c.Name == cd.Colname {
+					return nil, pgerr.New(pgerr.DuplicateColumn, "column \"%s\" specified more than once", cd.Colname)
 				}
 			}
-			t, err := typeOf(tn)
-			if err != nil {
-				return nil, err
-			}
-			st, err := types.Storage(t)
-			if err != nil {
-				return nil, err
-			}
-			if cd.RawDefault != nil {
-				return nil, pgerr.Unsupported("DEFAULT (the engine has no column defaults yet)")
-			}
-			if cd.CollClause != nil {
-				return nil, pgerr.Unsupported("COLLATE")
-			}
+			cols = append(cols, col)
 			for _, cn := range cd.Constraints {
 				con := cn.GetConstraint()
 				if con == nil {
@@ -611,12 +639,6 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 					return nil, err
 				}
 			}
-			for _, c := range cols {
-				if c.Name == cd.Colname {
-					return nil, pgerr.New(pgerr.DuplicateColumn, "column \"%s\" specified more than once", cd.Colname)
-				}
-			}
-			cols = append(cols, engine.Column{Name: cd.Colname, Type: st})
 		case *pg.Node_Constraint:
 			if err := constraint(x.Constraint, ""); err != nil {
 				return nil, err
@@ -628,21 +650,19 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 	if len(cols) == 0 {
 		return nil, pgerr.Unsupported("tables without columns")
 	}
-	if pk != "" {
-		found := false
-		for _, c := range cols {
-			if c.Name == pk {
-				found = true
-				if types.FromStorage(c.Type) != types.Int8 {
-					return nil, pgerr.Unsupported("primary keys on non-integer columns (the engine's B-tree keys are integers)")
+	ti := engine.TableInfo{Name: name, Columns: cols}
+	for _, k := range keys {
+		if err := k.check(ti); err != nil {
+			return nil, err
+		}
+		if k.primary {
+			for i := range cols {
+				if cols[i].Name == k.column {
+					cols[i].NotNull = true
 				}
 			}
 		}
-		if !found {
-			return nil, pgerr.New(pgerr.UndefinedColumn, "column \"%s\" named in key does not exist", pk)
-		}
 	}
-	name := rv.Relname
 	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
 		res := &Result{Tag: "CREATE TABLE"}
 		if err := s.db.CreateTable(name, cols); err != nil {
@@ -655,19 +675,150 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 			}
 			return nil, engineError(err)
 		}
-		if pk != "" {
-			if err := s.db.CreateIndex(name+pkeySuffix, name, pk); err != nil {
-				return nil, engineError(err)
+		for _, k := range keys {
+			if err := k.create(s.db, name); err != nil {
+				return nil, err
 			}
 		}
 		return res, nil
 	}}, nil
 }
 
+// columnOf is a column definition as the engine stores it.
+func columnOf(cd *pg.ColumnDef) (engine.Column, error) {
+	tn := cd.TypeName
+	if tn != nil && len(tn.Names) > 0 {
+		if n := strVal(tn.Names[len(tn.Names)-1]); strings.HasSuffix(n, "serial") || n == "serial4" || n == "serial8" || n == "serial2" {
+			return engine.Column{}, pgerr.Unsupported("serial columns (the engine has no sequences yet)")
+		}
+	}
+	if cd.RawDefault != nil {
+		return engine.Column{}, pgerr.Unsupported("DEFAULT (the engine has no column defaults yet)")
+	}
+	if cd.CollClause != nil {
+		return engine.Column{}, pgerr.Unsupported("COLLATE")
+	}
+	t, length, err := columnType(tn)
+	if err != nil {
+		return engine.Column{}, err
+	}
+	return types.Storage(t, cd.Colname, length)
+}
+
+// columnType resolves a column's declared type and its length (varchar(n), char(n)).
+func columnType(tn *pg.TypeName) (*types.T, int, error) {
+	if tn == nil || len(tn.Names) == 0 {
+		return nil, 0, pgerr.New(pgerr.SyntaxError, "missing type name")
+	}
+	if len(tn.ArrayBounds) > 0 {
+		return nil, 0, pgerr.Unsupported("array types")
+	}
+	name := strVal(tn.Names[len(tn.Names)-1])
+	t, ok := types.ByName(name)
+	if !ok || t == types.Numeric || t == types.Oid {
+		if isKnownPGType(name) || ok {
+			return nil, 0, pgerr.Unsupported("columns of type " + name)
+		}
+		return nil, 0, pgerr.New(pgerr.UndefinedObject, "type \"%s\" does not exist", name).WithPosition(tn.Location + 1)
+	}
+	length := 0
+	switch len(tn.Typmods) {
+	case 0:
+	case 1:
+		if t != types.Varchar && t != types.Bpchar {
+			if t == types.Timestamp || t == types.Timestamptz {
+				return nil, 0, pgerr.Unsupported("timestamp precision")
+			}
+			return nil, 0, pgerr.New(pgerr.SyntaxError, "type modifier is not allowed for type \"%s\"", name)
+		}
+		k, ok := tn.Typmods[0].Node.(*pg.Node_AConst)
+		iv, ok2 := k.AConst.GetVal().(*pg.A_Const_Ival)
+		if !ok || !ok2 || iv.Ival.Ival < 1 {
+			return nil, 0, pgerr.New(pgerr.SyntaxError, "length for type %s must be at least 1", name)
+		}
+		length = int(iv.Ival.Ival)
+	default:
+		return nil, 0, pgerr.Unsupported("several type modifiers")
+	}
+	return t, length, nil
+}
+
+// tableKey is a PRIMARY KEY or UNIQUE constraint of one column.
+type tableKey struct {
+	primary bool
+	column  string
+	name    string // the index's name: <table>_pkey or <table>_<column>_key, as PostgreSQL names them
+}
+
+func keyOf(table string, con *pg.Constraint, col string) (tableKey, error) {
+	k := tableKey{primary: con.Contype == pg.ConstrType_CONSTR_PRIMARY, column: col}
+	if col == "" {
+		if len(con.Keys) != 1 {
+			return k, pgerr.Unsupported("keys of several columns")
+		}
+		k.column = strVal(con.Keys[0])
+	}
+	if len(con.Options) > 0 || len(con.Including) > 0 || con.Indexspace != "" {
+		return k, pgerr.Unsupported("index options of a key")
+	}
+	k.name = table + "_" + k.column + "_key"
+	if k.primary {
+		k.name = table + pkeySuffix
+	}
+	if con.Conname != "" && con.Conname != k.name {
+		return k, pgerr.Unsupported("a key named other than " + k.name)
+	}
+	return k, nil
+}
+
+// check refuses a key the engine cannot index: its column must exist and be an integer.
+func (k tableKey) check(ti engine.TableInfo) error {
+	i := indexOfColumn(ti, k.column)
+	if i < 0 {
+		return pgerr.New(pgerr.UndefinedColumn, "column \"%s\" named in key does not exist", k.column)
+	}
+	if !ti.Columns[i].Type.IsInteger() {
+		return pgerr.Unsupported("keys and indexes on non-integer columns (the engine's B-tree keys are integers)")
+	}
+	return nil
+}
+
+// create builds the key's unique index (and, for a primary key, makes the column NOT NULL).
+func (k tableKey) create(db *engine.DB, table string) error {
+	var err error
+	if k.primary {
+		err = db.AddPrimaryKey(table, k.column)
+	} else {
+		err = db.CreateUniqueIndex(k.name, table, k.column)
+	}
+	return ddlError(err, k.name)
+}
+
+// ddlError maps an engine DDL failure (index name for messages).
+func ddlError(err error, name string) error {
+	var uv *engine.UniqueViolationError
+	var ve *row.ValueError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &uv):
+		e := pgerr.New(pgerr.UniqueViolation, "could not create unique index \"%s\"", uv.Index)
+		e.Detail = fmt.Sprintf("Key (%s)=(%s) is duplicated.", strings.Join(uv.Columns, ", "), row.FormatValues(uv.Key))
+		return e
+	case errors.As(err, &ve) && errors.Is(err, row.ErrNotNull):
+		return pgerr.New(pgerr.NotNullViolation, "column \"%s\" of relation contains null values", ve.Column)
+	case errors.Is(err, engine.ErrExists):
+		return pgerr.New(pgerr.DuplicateTable, "relation \"%s\" already exists", name)
+	case errors.Is(err, engine.ErrBadDefinition) && strings.Contains(err.Error(), "primary key"):
+		return pgerr.Wrap(err, pgerr.InvalidTableDefinition, "multiple primary keys for table are not allowed")
+	}
+	return engineError(err)
+}
+
 func (s *Session) planCreateIndex(is *pg.IndexStmt) (*plan, error) {
 	switch {
-	case is.Unique || is.Primary:
-		return nil, pgerr.Unsupported("CREATE UNIQUE INDEX (the engine has no unique index yet)")
+	case is.Primary:
+		return nil, pgerr.Unsupported("CREATE INDEX ... PRIMARY")
 	case is.AccessMethod != "" && is.AccessMethod != "btree":
 		return nil, pgerr.Unsupported("index access method " + is.AccessMethod)
 	case is.WhereClause != nil:
@@ -696,26 +847,160 @@ func (s *Session) planCreateIndex(is *pg.IndexStmt) (*plan, error) {
 	if ci < 0 {
 		return nil, pgerr.New(pgerr.UndefinedColumn, "column \"%s\" does not exist", el.Name)
 	}
-	if types.FromStorage(ti.Columns[ci].Type) != types.Int8 {
+	if !ti.Columns[ci].Type.IsInteger() {
 		return nil, pgerr.Unsupported("indexes on non-integer columns (the engine's B-tree keys are integers)")
 	}
 	name := is.Idxname
 	if name == "" {
 		name = ti.Name + "_" + el.Name + "_idx"
+		if is.Unique {
+			name = ti.Name + "_" + el.Name + "_key"
+		}
 	}
 	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
 		res := &Result{Tag: "CREATE INDEX"}
-		if err := s.db.CreateIndex(name, ti.Name, el.Name); err != nil {
-			if errors.Is(err, engine.ErrExists) {
-				if is.IfNotExists {
-					res.Notices = append(res.Notices, notice(pgerr.DuplicateTable, "relation \"%s\" already exists, skipping", name))
-					return res, nil
-				}
-				return nil, pgerr.New(pgerr.DuplicateTable, "relation \"%s\" already exists", name)
-			}
-			return nil, engineError(err)
+		var err error
+		if is.Unique {
+			err = s.db.CreateUniqueIndex(name, ti.Name, el.Name)
+		} else {
+			err = s.db.CreateIndex(name, ti.Name, el.Name)
+		}
+		if errors.Is(err, engine.ErrExists) && is.IfNotExists {
+			res.Notices = append(res.Notices, notice(pgerr.DuplicateTable, "relation \"%s\" already exists, skipping", name))
+			return res, nil
+		}
+		if err != nil {
+			return nil, ddlError(err, name)
 		}
 		return res, nil
+	}}, nil
+}
+
+// planAlterTable plans ALTER TABLE t ADD PRIMARY KEY (col) and ADD UNIQUE (col).
+func (s *Session) planAlterTable(at *pg.AlterTableStmt) (*plan, error) {
+	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
+		return nil, pgerr.Unsupported("ALTER " + strings.TrimPrefix(at.Objtype.String(), "OBJECT_"))
+	}
+	var keys []tableKey
+	for _, c := range at.Cmds {
+		cmd := c.GetAlterTableCmd()
+		con := cmd.GetDef().GetConstraint()
+		if cmd.Subtype != pg.AlterTableType_AT_AddConstraint || con == nil ||
+			(con.Contype != pg.ConstrType_CONSTR_PRIMARY && con.Contype != pg.ConstrType_CONSTR_UNIQUE) {
+			return nil, pgerr.Unsupported("ALTER TABLE other than ADD PRIMARY KEY and ADD UNIQUE")
+		}
+		k, err := keyOf(at.Relation.Relname, con, "")
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	ti, err := s.tableRef(at.Relation)
+	if err != nil {
+		if at.MissingOk && pgerr.As(err).Code == pgerr.UndefinedTable {
+			return &plan{noTx: true, run: func(*execCtx) (*Result, error) {
+				return &Result{Tag: "ALTER TABLE", Notices: []*pgerr.Error{notice(pgerr.UndefinedTable, "relation \"%s\" does not exist, skipping", at.Relation.Relname)}}, nil
+			}}, nil
+		}
+		return nil, err
+	}
+	for _, k := range keys {
+		if err := k.check(ti); err != nil {
+			return nil, err
+		}
+	}
+	return &plan{noTx: true, run: func(*execCtx) (*Result, error) {
+		for _, k := range keys {
+			if err := k.create(s.db, ti.Name); err != nil {
+				return nil, err
+			}
+		}
+		return &Result{Tag: "ALTER TABLE"}, nil
+	}}, nil
+}
+
+// planDrop plans DROP TABLE [IF EXISTS] t, ... (every name is checked first, as PostgreSQL
+// does: one missing name without IF EXISTS drops nothing).
+func (s *Session) planDrop(ds *pg.DropStmt) (*plan, error) {
+	if ds.RemoveType != pg.ObjectType_OBJECT_TABLE {
+		return nil, pgerr.Unsupported("DROP " + strings.TrimPrefix(ds.RemoveType.String(), "OBJECT_"))
+	}
+	if ds.Behavior == pg.DropBehavior_DROP_CASCADE {
+		return nil, pgerr.Unsupported("DROP ... CASCADE")
+	}
+	if ds.Concurrent {
+		return nil, pgerr.Unsupported("DROP ... CONCURRENTLY")
+	}
+	var names []string
+	var notices []*pgerr.Error
+	for _, o := range ds.Objects {
+		list := o.GetList()
+		if list == nil || len(list.Items) == 0 {
+			return nil, pgerr.Unsupported("this DROP target")
+		}
+		parts := make([]string, len(list.Items))
+		for i, it := range list.Items {
+			parts[i] = strVal(it)
+		}
+		rv := &pg.RangeVar{Relname: parts[len(parts)-1], Location: -1}
+		if len(parts) > 1 {
+			rv.Schemaname = parts[len(parts)-2]
+		}
+		ti, err := s.tableRef(rv)
+		if err != nil {
+			if ds.MissingOk && pgerr.As(err).Code == pgerr.UndefinedTable {
+				notices = append(notices, notice(pgerr.SuccessfulCompletion, "table \"%s\" does not exist, skipping", rv.Relname))
+				continue
+			}
+			return nil, pgerr.New(pgerr.UndefinedTable, "table \"%s\" does not exist", rv.Relname)
+		}
+		names = append(names, ti.Name)
+	}
+	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
+		if s.tx != nil && s.state != txIdle {
+			return nil, pgerr.Unsupported("DROP TABLE inside a transaction block (the engine's DROP is not transactional)")
+		}
+		for _, n := range names {
+			if err := s.db.DropTable(x.ctx, n); err != nil {
+				if errors.Is(err, engine.ErrNoSuchTable) && ds.MissingOk {
+					continue
+				}
+				return nil, engineError(err)
+			}
+		}
+		return &Result{Tag: "DROP TABLE", Notices: notices}, nil
+	}}, nil
+}
+
+// planTruncate plans TRUNCATE [TABLE] t, ...: the engine empties each table at once (its
+// TRUNCATE, like PostgreSQL's, is not MVCC-safe); in a transaction block it is not undone
+// by ROLLBACK (see docs/sql.md).
+func (s *Session) planTruncate(ts *pg.TruncateStmt) (*plan, error) {
+	if ts.RestartSeqs {
+		return nil, pgerr.Unsupported("TRUNCATE ... RESTART IDENTITY")
+	}
+	if ts.Behavior == pg.DropBehavior_DROP_CASCADE {
+		return nil, pgerr.Unsupported("TRUNCATE ... CASCADE")
+	}
+	var names []string
+	for _, r := range ts.Relations {
+		rv := r.GetRangeVar()
+		if rv == nil {
+			return nil, pgerr.Unsupported("this TRUNCATE target")
+		}
+		ti, err := s.tableRef(rv)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, ti.Name)
+	}
+	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
+		for _, n := range names {
+			if err := s.db.TruncateTable(x.ctx, n); err != nil {
+				return nil, engineError(err)
+			}
+		}
+		return &Result{Tag: "TRUNCATE TABLE"}, nil
 	}}, nil
 }
 
@@ -781,7 +1066,7 @@ func (s *Session) planSet(vs *pg.VariableSetStmt) (*plan, error) {
 		if name == "TRANSACTION" || name == "SESSION CHARACTERISTICS" {
 			// Isolation levels and access modes: the engine gives every transaction one
 			// snapshot (repeatable read) and has no read-only mode to enforce.
-			return nil, pgerr.Unsupported("SET TRANSACTION (every transaction is repeatable read)")
+			return nil, pgerr.Unsupported("SET TRANSACTION (every transaction is read committed)")
 		}
 	}
 	return nil, pgerr.Unsupported("SET " + name)

@@ -283,6 +283,12 @@ func (c *compiler) coerce(e *expr, t *types.T) (*expr, error) {
 	if t == types.Text && (e.t == types.Text || e.t == types.Unknown) {
 		return e, nil
 	}
+	if (t == types.Text && e.t == types.Bpchar) || (t == types.Bpchar && e.t == types.Text) {
+		return c.castExpr(e, t), nil
+	}
+	if (e.t == types.Timestamptz && t == types.Timestamp) || (e.t == types.Timestamp && t == types.Timestamptz) {
+		return c.castExpr(e, t), nil // assignment casts, as PostgreSQL's
+	}
 	return nil, pgerr.New(pgerr.DatatypeMismatch, "column is of type %s but expression is of type %s", t.Name, e.t.Name)
 }
 
@@ -332,12 +338,11 @@ func typeOf(tn *pg.TypeName) (*types.T, error) {
 	}
 	name := last.String_.Sval
 	if t, ok := types.ByName(name); ok {
-		if name == "timestamptz" || (t != types.Timestamptz) {
-			return t, nil
+		if t == types.Varchar || t == types.Bpchar {
+			// In expressions varchar and character are text (their lengths apply to columns).
+			return types.Text, nil
 		}
-	}
-	if name == "timestamp" {
-		return nil, pgerr.Unsupported("the type timestamp without time zone")
+		return t, nil
 	}
 	if isKnownPGType(name) {
 		return nil, pgerr.Unsupported("the type " + name)
@@ -367,6 +372,10 @@ func castable(from, to *types.T) bool {
 		return true
 	case from == types.Bool && to == types.Int4:
 		return true
+	case from == types.Oid && (to == types.Int8 || to.IsInt()), from.IsInt() && to == types.Oid:
+		return true
+	case (from == types.Timestamp && to == types.Timestamptz) || (from == types.Timestamptz && to == types.Timestamp):
+		return true
 	}
 	return false
 }
@@ -377,6 +386,11 @@ func castValue(from, to *types.T, v any) (any, error) {
 		return v, nil
 	}
 	switch {
+	case to == types.Text && from == types.Bpchar:
+		s, err := asString(v)
+		return strings.TrimRight(s, " "), err // character(n) to text drops the padding
+	case to == types.Bpchar && (from == types.Text || from == types.Unknown):
+		return asString(v)
 	case to == types.Text:
 		b, err := types.FormatText(from, v)
 		return string(b), err
@@ -386,7 +400,18 @@ func castValue(from, to *types.T, v any) (any, error) {
 			return nil, err
 		}
 		return types.ParseText(to, s)
-	case from.IsInt() && to.IsInt():
+	case (from == types.Timestamp && to == types.Timestamptz) || (from == types.Timestamptz && to == types.Timestamp):
+		return v, nil // TimeZone is UTC: the same instant, printed with or without +00
+	case from.IsInt() && to == types.Oid:
+		i, err := asInt(v)
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 || i > math.MaxUint32 {
+			return nil, pgerr.New(pgerr.NumericValueOutOfRange, "OID out of range")
+		}
+		return i, nil
+	case from == types.Oid && to.IsInt(), from.IsInt() && to.IsInt():
 		i, err := asInt(v)
 		if err != nil {
 			return nil, err
@@ -587,6 +612,10 @@ func (c *compiler) aExpr(a *pg.A_Expr, hint *types.T) (*expr, error) {
 		return c.binary(op, le, re, a.Location)
 	case pg.A_Expr_Kind_AEXPR_IN:
 		return c.in(a, op == "<>")
+	case pg.A_Expr_Kind_AEXPR_OP_ANY:
+		return c.anyArray(op, a)
+	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
+		return c.like(a, op)
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
 		list, ok := a.Rexpr.Node.(*pg.Node_List)
 		if !ok || len(list.List.Items) != 2 {
@@ -882,7 +911,7 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 			}), nil
 		}
 	case "||":
-		if lt == types.Text || rt == types.Text {
+		if lt == types.Text || rt == types.Text || lt == types.Bpchar || rt == types.Bpchar {
 			return mk(types.Text, func(l, r any) (any, error) {
 				ls, err := castValue(lt, types.Text, l)
 				if err != nil {
@@ -904,6 +933,16 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 			}), nil
 		}
 	case "=", "<>", "!=", "<", "<=", ">", ">=":
+		if lt == types.Bpchar || rt == types.Bpchar {
+			// character(n) compares without its trailing spaces, as in PostgreSQL.
+			if (lt == types.Bpchar || lt == types.Text) && (rt == types.Bpchar || rt == types.Text) {
+				return mk(types.Bool, func(l, r any) (any, error) {
+					a, _ := l.(string)
+					b, _ := r.(string)
+					return cmpResult(op, strings.Compare(strings.TrimRight(a, " "), strings.TrimRight(b, " "))), nil
+				}), nil
+			}
+		}
 		if comparableTypes(lt, rt) {
 			return mk(types.Bool, func(l, r any) (any, error) {
 				return cmpResult(op, compareValues(l, r)), nil
@@ -915,7 +954,7 @@ func (c *compiler) binary(op string, le, re *expr, loc int32) (*expr, error) {
 	return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "operator does not exist: %s %s %s", lt.Name, op, rt.Name), loc)
 }
 
-func isNumericish(t *types.T) bool { return t.IsInt() || t == types.Numeric }
+func isNumericish(t *types.T) bool { return t.IsInt() || t == types.Numeric || t == types.Oid }
 
 func typeBug(v any, want string) error {
 	return pgerr.New(pgerr.InternalError, "internal error: value of Go type %T where %s was planned", v, want)
@@ -948,6 +987,9 @@ func asBig(v any) (*big.Int, error) {
 
 func comparableTypes(a, b *types.T) bool {
 	if isNumericish(a) && isNumericish(b) {
+		return true
+	}
+	if (a == types.Timestamp || a == types.Timestamptz) && (b == types.Timestamp || b == types.Timestamptz) {
 		return true
 	}
 	return a == b
@@ -1008,4 +1050,128 @@ func compareValues(a, b any) int {
 		}
 	}
 	return strings.Compare(fmt.Sprintf("%T", a), fmt.Sprintf("%T", b))
+}
+
+// anyArray is `x = ANY(array)` for an integer x and an integer array (a parameter, as
+// drivers send a list): true if an element equals x, NULL if x is NULL.
+func (c *compiler) anyArray(op string, a *pg.A_Expr) (*expr, error) {
+	if op != "=" {
+		return nil, c.errAt(pgerr.Unsupported("the operator "+op+" with ANY (only =)"), a.Location)
+	}
+	le, err := c.compile(a.Lexpr, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(le, types.Int4); err != nil {
+		return nil, err
+	}
+	at := types.Int4Array
+	switch {
+	case le.t == types.Int8 || le.t == types.Oid:
+		at = types.Int8Array
+	case !le.t.IsInt():
+		return nil, c.errAt(pgerr.Unsupported("ANY over values of type "+le.t.Name+" (only integers)"), a.Location)
+	}
+	re, err := c.compile(a.Rexpr, at)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(re, at); err != nil {
+		return nil, err
+	}
+	if !re.t.IsArray() {
+		return nil, c.errAt(pgerr.New(pgerr.DatatypeMismatch, "op ANY/ALL (array) requires array on right side"), a.Location)
+	}
+	return &expr{t: types.Bool, col: -1, constant: le.constant && re.constant, eval: func(e *env) (any, error) {
+		lv, err := le.eval(e)
+		if err != nil || lv == nil {
+			return nil, err
+		}
+		rv, err := re.eval(e)
+		if err != nil || rv == nil {
+			return nil, err
+		}
+		x, err := asInt(lv)
+		if err != nil {
+			return nil, err
+		}
+		elems, ok := rv.([]int64)
+		if !ok {
+			return nil, typeBug(rv, "an integer array")
+		}
+		for _, el := range elems {
+			if el == x {
+				return true, nil
+			}
+		}
+		return false, nil
+	}}, nil
+}
+
+// like is LIKE and ILIKE (op "~~", "~~*", negated "!~~", "!~~*") on text: % matches any
+// run of characters, _ one character, \ escapes the next.
+func (c *compiler) like(a *pg.A_Expr, op string) (*expr, error) {
+	le, re, err := c.pair(a.Lexpr, a.Rexpr, types.Text)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range []*expr{le, re} {
+		if err := c.settle(e, types.Text); err != nil {
+			return nil, err
+		}
+		if e.t != types.Text {
+			return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "operator does not exist: %s %s %s", le.t.Name, op, re.t.Name), a.Location)
+		}
+	}
+	fold := strings.HasSuffix(op, "*")
+	not := strings.HasPrefix(op, "!")
+	return &expr{t: types.Bool, col: -1, constant: le.constant && re.constant, eval: func(e *env) (any, error) {
+		lv, err := le.eval(e)
+		if err != nil || lv == nil {
+			return nil, err
+		}
+		rv, err := re.eval(e)
+		if err != nil || rv == nil {
+			return nil, err
+		}
+		s, p := lv.(string), rv.(string)
+		if fold {
+			s, p = strings.ToLower(s), strings.ToLower(p)
+		}
+		return likeMatch([]rune(s), []rune(p)) != not, nil
+	}}, nil
+}
+
+func likeMatch(s, p []rune) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '%':
+			for len(p) > 0 && p[0] == '%' {
+				p = p[1:]
+			}
+			if len(p) == 0 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if likeMatch(s[i:], p) {
+					return true
+				}
+			}
+			return false
+		case '_':
+			if len(s) == 0 {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		default:
+			if p[0] == '\\' && len(p) > 1 {
+				p = p[1:]
+			}
+			if len(s) == 0 || s[0] != p[0] {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		}
+	}
+	return len(s) == 0
 }

@@ -2,7 +2,9 @@ package sql
 
 import (
 	"fmt"
+	"math"
 	"math/big"
+	"runtime"
 	"strings"
 	"time"
 
@@ -326,9 +328,122 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 		}}, nil
 	case "generate_series":
 		return nil, c.errAt(pgerr.Unsupported("generate_series outside FROM"), f.Location)
+	case "pg_control_system":
+		return nil, c.errAt(pgerr.Unsupported("pg_control_system() outside FROM (SELECT system_identifier FROM pg_control_system())"), f.Location)
+	case "pg_cancel_backend", "pg_terminate_backend":
+		if len(args) == 2 && name == "pg_terminate_backend" {
+			args = args[:1] // the timeout: the session is told to end, not waited for
+		}
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Int4); err != nil {
+			return nil, err
+		}
+		terminate := name == "pg_terminate_backend"
+		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			pid, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			if e.sess.signal == nil || pid <= 0 || pid > math.MaxUint32 || !e.sess.signal(uint32(pid), terminate) {
+				w := warning(pgerr.WarningCode, fmt.Sprintf("PID %d is not a PostgreSQL backend process", pid))
+				e.sess.pending = append(e.sess.pending, w)
+				return false, nil
+			}
+			return true, nil
+		}}, nil
+	case "vacuum_set_throttle":
+		if err := argc(3); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Int4); err != nil {
+			return nil, err
+		}
+		for i := 1; i < 3; i++ {
+			if err := typed(i, types.Text); err != nil {
+				return nil, err
+			}
+		}
+		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
+			vals := make([]any, 3)
+			for i, a := range args {
+				v, err := a.eval(e)
+				if err != nil || v == nil {
+					return nil, err
+				}
+				vals[i] = v
+			}
+			pid, _ := asInt(vals[0])
+			setting, _ := asString(vals[1])
+			value, _ := asString(vals[2])
+			if pid <= 0 || pid > math.MaxUint32 {
+				return false, nil
+			}
+			return e.sess.vacuums.setThrottle(uint32(pid), strings.ToLower(setting), value)
+		}}, nil
+	case "set_config":
+		if err := argc(3); err != nil {
+			return nil, err
+		}
+		for i, t := range []*types.T{types.Text, types.Text, types.Bool} {
+			if err := typed(i, t); err != nil {
+				return nil, err
+			}
+		}
+		return &expr{t: types.Text, col: -1, eval: func(e *env) (any, error) {
+			vals := make([]any, 3)
+			for i, a := range args {
+				v, err := a.eval(e)
+				if err != nil {
+					return nil, err
+				}
+				vals[i] = v
+			}
+			if vals[0] == nil {
+				return nil, pgerr.New(pgerr.NullValueNotAllowed, "SET requires parameter name")
+			}
+			if vals[2] == true {
+				return nil, pgerr.Unsupported("set_config(..., is_local => true) (SET LOCAL)")
+			}
+			name, _ := asString(vals[0])
+			value := ""
+			if vals[1] != nil {
+				value, _ = asString(vals[1])
+			}
+			if err := e.sess.settings.set(name, value, vals[1] == nil); err != nil {
+				return nil, err
+			}
+			v, _ := e.sess.settings.get(name)
+			return v, nil
+		}}, nil
+	case "pg_relation_size":
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Oid); err != nil {
+			return nil, err
+		}
+		return &expr{t: types.Int8, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			oid, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			return e.sess.relationSize(uint32(oid))
+		}}, nil
 	}
 	return nil, c.errAt(pgerr.New(pgerr.UndefinedFunction, "function %s does not exist", name), f.Location)
 }
 
-// Version is what version() returns: PostgreSQL's shape, so tools that parse it find 15.
-const Version = "PostgreSQL 15.0 (vacuum-operator engine-server) on x86_64-pc-linux-gnu, compiled by Go"
+// Version is what version() returns. It starts with "vacuumops engine-server", which the
+// runner's online driver detects the server by; server_version (15.0) is what PostgreSQL
+// clients parse.
+const Version = "vacuumops engine-server (PostgreSQL 15.0 protocol) on " + runtime.GOARCH + "-" + runtime.GOOS + ", compiled by Go"

@@ -65,9 +65,11 @@ func (s *Session) plan(n *pg.Node, ptypes *[]*types.T) (*plan, error) {
 	case *pg.Node_VariableShowStmt:
 		return s.planShow(x.VariableShowStmt)
 	case *pg.Node_DropStmt:
-		return nil, pgerr.Unsupported("DROP " + strings.TrimPrefix(x.DropStmt.RemoveType.String(), "OBJECT_") + " (the engine cannot drop relations yet)")
+		return s.planDrop(x.DropStmt)
 	case *pg.Node_TruncateStmt:
-		return nil, pgerr.Unsupported("TRUNCATE (the engine cannot truncate tables yet)")
+		return s.planTruncate(x.TruncateStmt)
+	case *pg.Node_AlterTableStmt:
+		return s.planAlterTable(x.AlterTableStmt)
 	case *pg.Node_VacuumStmt:
 		return s.planVacuum(x.VacuumStmt)
 	case *pg.Node_CheckPointStmt:
@@ -138,18 +140,23 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 		if err != nil {
 			return err
 		}
+		if !empty {
+			lo, hi, empty = src.clampToKeyType(lo, hi)
+		}
 		if empty {
 			return nil
 		}
-		err = x.tx.IndexRange(src.index, lo, hi, func(f engine.Found) error {
+		err = x.tx.IndexRange(src.index, []any{lo}, []any{hi}, func(f engine.Found) error {
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}
-			return fn(f.TID, f.Row)
+			return fn(f.TID, fromStorageRow(f.Row))
 		})
 		return engineError2(err)
 	}
-	return engineError2(x.tx.ScanContext(x.ctx, src.table.Name, fn))
+	return engineError2(x.tx.ScanContext(x.ctx, src.table.Name, func(tid page.TID, row []any) error {
+		return fn(tid, fromStorageRow(row))
+	}))
 }
 
 func engineError2(err error) error {
@@ -194,6 +201,30 @@ func (src *source) keyRange(x *execCtx) (lo, hi int64, empty bool, err error) {
 		}
 	}
 	return lo, hi, lo > hi, nil
+}
+
+// clampToKeyType narrows an inclusive range to the values the index's first key column
+// can hold (an int4 key never sees the int8 extremes keyRange starts from).
+func (src *source) clampToKeyType(lo, hi int64) (int64, int64, bool) {
+	kmin, kmax := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, ix := range src.table.Indexes {
+		if ix.Name != src.index || len(ix.Columns) == 0 {
+			continue
+		}
+		for _, c := range src.table.Columns {
+			if c.Name != ix.Columns[0] {
+				continue
+			}
+			switch c.Type {
+			case engine.Int2:
+				kmin, kmax = math.MinInt16, math.MaxInt16
+			case engine.Int4:
+				kmin, kmax = math.MinInt32, math.MaxInt32
+			}
+		}
+	}
+	lo, hi = max(lo, kmin), min(hi, kmax)
+	return lo, hi, lo > hi
 }
 
 // fromClause builds the source of a FROM list (empty: one row without columns).
@@ -248,8 +279,11 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 	if err != nil {
 		return nil, err
 	}
+	if name == "pg_control_system" {
+		return s.controlSystem(rf, fc.FuncCall)
+	}
 	if name != "generate_series" {
-		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series)")
+		return nil, pgerr.Unsupported("the function " + name + " in FROM (only generate_series and pg_control_system)")
 	}
 	args := fc.FuncCall.Args
 	if len(args) != 2 && len(args) != 3 {

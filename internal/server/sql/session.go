@@ -18,6 +18,7 @@ import (
 	"github.com/pganalyze/pg_query_go/v6/parser"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
@@ -67,6 +68,16 @@ type Config struct {
 	MaxConnections int
 	// Activity lists every session for pg_stat_activity (nil: the view is empty).
 	Activity func() []Activity
+	// Vacuums is the server's registry of running VACUUMs, shared by its sessions (nil:
+	// this session's VACUUMs are not shown in the progress views).
+	Vacuums *Vacuums
+	// Latency records foreground statement latency (nil: not recorded).
+	Latency *latency.Recorder
+	// Signal cancels the running statement of session pid (pg_cancel_backend) or ends
+	// the session (terminate: pg_terminate_backend); false when no such session exists.
+	Signal func(pid uint32, terminate bool) bool
+	// Views are system views other packages provide, by name (extviews.go).
+	Views map[string]View
 }
 
 // Session is one client connection's SQL state. It is not safe for concurrent use.
@@ -77,11 +88,21 @@ type Session struct {
 	settings *settings
 
 	tx       *engine.Tx
+	txCancel context.CancelFunc // ends tx's waits (a canceled statement cancels them)
+	txFresh  bool               // tx's snapshot was taken for the statement about to run
 	state    txState
 	implicit bool // tx was opened implicitly (autocommit, a multi-statement Query, extended batch)
 	txTime   time.Time
 	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
 	activity func() []Activity
+	vacuums  *Vacuums
+	latency  *latency.Recorder
+	signal   func(uint32, bool) bool
+	database string
+	// pending are warnings raised while a statement's expressions ran (pg_cancel_backend of
+	// an unknown process); run adds them to the statement's result.
+	pending []*pgerr.Error
+	views   map[string]View
 }
 
 // NewSession returns a session in autocommit mode with the startup parameters applied.
@@ -90,7 +111,8 @@ func NewSession(c Config) *Session {
 	if c.MaxConnections > 0 {
 		over["max_connections"] = strconv.Itoa(c.MaxConnections)
 	}
-	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity}
+	s := &Session{db: c.DB, pid: c.PID, user: c.User, settings: newSettings(over), activity: c.Activity,
+		vacuums: c.Vacuums, signal: c.Signal, database: c.Database, latency: c.Latency, views: c.Views}
 	for k, v := range c.Startup {
 		switch k {
 		case "user", "database", "options", "replication":
@@ -174,6 +196,9 @@ func (s *Session) Prepare(query string, paramOIDs []uint32) (*Statement, error) 
 	if s.state == txFailed && !endsBlock(st.raw.Stmt) {
 		return nil, errAborted()
 	}
+	if _, ok := st.raw.Stmt.Node.(*pg.Node_TransactionStmt); ok {
+		return st, nil // BEGIN, COMMIT, ...: no parameters, no rows
+	}
 	p, err := s.plan(st.raw.Stmt, &st.ParamTypes)
 	if err != nil {
 		return nil, err
@@ -249,6 +274,7 @@ func (s *Session) EndImplicit() error {
 	}
 	tx := s.tx
 	s.tx, s.implicit = nil, false
+	defer s.txCancel()
 	if err := tx.Commit(); err != nil {
 		return engineError(err)
 	}
@@ -264,6 +290,7 @@ func (s *Session) fail() {
 	if s.tx != nil {
 		_ = s.tx.Rollback() // the transaction is discarded either way
 		s.tx = nil
+		s.txCancel()
 	}
 	if s.state == txBlock {
 		s.state = txFailed
@@ -276,6 +303,7 @@ func (s *Session) Close() {
 	if s.tx != nil {
 		_ = s.tx.Rollback() // nothing of an unfinished transaction may remain
 		s.tx = nil
+		s.txCancel()
 	}
 	s.state, s.implicit = txIdle, false
 }
@@ -288,11 +316,13 @@ func (s *Session) begin() error {
 	if s.tx != nil {
 		return nil
 	}
-	tx, err := s.db.Begin()
+	ctx, cancel := context.WithCancel(context.Background())
+	tx, err := s.db.BeginTx(ctx)
 	if err != nil {
+		cancel()
 		return engineError(err)
 	}
-	s.tx = tx
+	s.tx, s.txCancel, s.txFresh = tx, cancel, true
 	s.txTime = time.Now().UTC()
 	if s.state == txIdle {
 		s.implicit = true
@@ -300,8 +330,52 @@ func (s *Session) begin() error {
 	return nil
 }
 
-// run plans and executes one statement under the transaction rules.
+// run plans and executes one statement under the transaction rules, and records its
+// latency when it is foreground work.
 func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
+	if s.latency != nil {
+		if kind := statementKind(n); kind != "" && !s.maintenance() {
+			defer func(start time.Time) { s.latency.Observe(kind, time.Since(start)) }(time.Now())
+		}
+	}
+	return s.runStatement(ctx, n, ptypes, params)
+}
+
+// MaintenancePrefix starts the application_name of the runner's sessions: their statements
+// are not foreground (decisions.md), nor is any VACUUM.
+const MaintenancePrefix = "vacuum-runner"
+
+// maintenance reports whether this session's statements are maintenance, not foreground.
+func (s *Session) maintenance() bool {
+	app, _ := s.settings.get("application_name")
+	return strings.HasPrefix(app, MaintenancePrefix)
+}
+
+// statementKind is the latency histogram a statement counts in ("" for VACUUM, which is
+// never foreground).
+func statementKind(n *pg.Node) string {
+	switch x := n.Node.(type) {
+	case *pg.Node_SelectStmt:
+		return "select"
+	case *pg.Node_InsertStmt:
+		return "insert"
+	case *pg.Node_UpdateStmt:
+		return "update"
+	case *pg.Node_DeleteStmt:
+		return "delete"
+	case *pg.Node_CopyStmt:
+		return "copy"
+	case *pg.Node_VacuumStmt:
+		return ""
+	case *pg.Node_TransactionStmt:
+		if x.TransactionStmt.Kind == pg.TransactionStmtKind_TRANS_STMT_COMMIT {
+			return "commit"
+		}
+	}
+	return "other"
+}
+
+func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
 	if s.state == txFailed && !endsBlock(n) {
 		return nil, errAborted()
 	}
@@ -322,13 +396,28 @@ func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params
 			s.fail()
 			return nil, err
 		}
+		if !s.txFresh {
+			// READ COMMITTED: each statement sees what committed before it began.
+			s.tx.NewSnapshot()
+		}
+		s.txFresh = false
 	}
 	if d := s.statementTimeout(); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errStatementTimeout)
 		defer cancel()
 	}
+	if s.tx != nil {
+		// A canceled statement ends the transaction's row and key waits too (the
+		// transaction then rolls back, as after any error).
+		defer context.AfterFunc(ctx, s.txCancel)()
+	}
+	s.pending = nil
 	res, err := p.run(&execCtx{ctx: ctx, sess: s, tx: s.tx, params: params})
+	if err == nil && len(s.pending) > 0 {
+		res.Notices = append(s.pending, res.Notices...)
+	}
+	s.pending = nil
 	if err != nil {
 		s.fail()
 		return nil, s.contextError(ctx, err)
@@ -394,6 +483,7 @@ func (s *Session) transaction(t *pg.TransactionStmt) (*Result, error) {
 		tx := s.tx
 		s.tx, s.state = nil, txIdle
 		if tx != nil {
+			defer s.txCancel()
 			if err := tx.Commit(); err != nil {
 				return nil, engineError(err)
 			}
@@ -440,6 +530,8 @@ func engineError(err error) error {
 	switch {
 	case errors.As(err, &pe):
 		return pe
+	case errors.Is(err, engine.ErrDeadlock):
+		return pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
 	case errors.Is(err, engine.ErrConflict):
 		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access due to concurrent update")
 	case errors.Is(err, engine.ErrNoSuchTable):

@@ -101,9 +101,14 @@ func TestStatementsGiveWhatPostgreSQLGives(t *testing.T) {
 		{"SET application_name TO 'app'", "SET\n"},
 		{"SELECT current_setting('application_name'), pg_backend_pid()", "current_setting|pg_backend_pid\napp|42\nSELECT 1\n"},
 		{"SET no_such_setting = 1", "ERROR 42704\n"},
-		{"DROP TABLE acc", "ERROR 0A000\n"},
 		{"SELECT * FROM acc a JOIN acc b ON a.id = b.id", "ERROR 0A000\n"},
-		{"CREATE TABLE s (t text)", "ERROR 0A000\n"},
+		{"DROP TABLE acc, nope", "ERROR 42P01\n"},
+		{"SELECT count(*) FROM acc", "count\n3\nSELECT 1\n"},
+		{"DROP TABLE IF EXISTS acc, nope", "DROP TABLE\n"},
+		{"SELECT count(*) FROM acc", "ERROR 42P01\n"},
+		{"CREATE TABLE s (t int4[])", "ERROR 0A000\n"},
+		{"SHOW transaction_isolation", "transaction_isolation\nread committed\nSELECT 1\n"[:len("transaction_isolation\nread committed\n")] + "SHOW\n"},
+		{"SET transaction_isolation = 'serializable'", "ERROR 0A000\n"},
 	} {
 		if got := runSQL(t, s, tc.q); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.q, got, tc.want)

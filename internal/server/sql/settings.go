@@ -24,6 +24,7 @@ const ServerVersion = "15.0"
 var knownSettings = []setting{
 	{name: "server_version", def: ServerVersion, report: true, readOnly: true},
 	{name: "server_version_num", def: "150000", readOnly: true},
+	{name: "block_size", def: "8192", readOnly: true},
 	{name: "server_encoding", def: "UTF8", report: true, readOnly: true},
 	{name: "client_encoding", def: "UTF8", report: true, check: checkEncoding},
 	{name: "DateStyle", def: "ISO, MDY", report: true, check: checkDateStyle},
@@ -40,8 +41,8 @@ var knownSettings = []setting{
 	{name: "idle_in_transaction_session_timeout", def: "0"},
 	{name: "extra_float_digits", def: "1"},
 	{name: "client_min_messages", def: "notice"},
-	{name: "default_transaction_isolation", def: "repeatable read", check: checkIsolation},
-	{name: "transaction_isolation", def: "repeatable read", check: checkIsolation},
+	{name: "default_transaction_isolation", def: "read committed", check: checkIsolation},
+	{name: "transaction_isolation", def: "read committed", check: checkIsolation},
 	{name: "default_transaction_read_only", def: "off", check: checkOn("default_transaction_read_only", "off")},
 	{name: "synchronous_commit", def: "on"},
 	{name: "work_mem", def: "4MB"},
@@ -83,9 +84,13 @@ func checkTimeZone(v string) (string, error) {
 
 func checkIsolation(v string) (string, error) {
 	switch strings.ToLower(v) {
-	case "repeatable read", "read committed", "serializable", "read uncommitted":
-		// The engine gives every transaction one snapshot: repeatable read.
-		return "repeatable read", nil
+	case "read committed", "read uncommitted":
+		// Every statement takes a fresh snapshot and writes wait for a row's other
+		// writer, then re-check it: READ COMMITTED (READ UNCOMMITTED is the same, as in
+		// PostgreSQL).
+		return strings.ToLower(v), nil
+	case "repeatable read", "serializable":
+		return "", pgerr.Unsupported("transaction isolation level " + strings.ToLower(v) + " (only read committed)")
 	}
 	return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value for parameter \"transaction_isolation\": \"%s\"", v)
 }

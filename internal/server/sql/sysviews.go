@@ -1,10 +1,17 @@
 package sql
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
 
@@ -50,31 +57,52 @@ func (s *Session) systemView(rv *pg.RangeVar) *source {
 	if rv.Schemaname != "" && rv.Schemaname != "pg_catalog" {
 		return nil
 	}
-	if rv.Relname != "pg_stat_activity" {
+	if src := s.extView(rv); src != nil {
+		return src
+	}
+	var cols []column
+	var rows func(fn func([]any) error) error
+	switch rv.Relname {
+	case "pg_stat_activity":
+		cols, rows = activityColumns, s.activityRows
+	case "pg_stat_progress_vacuum":
+		cols, rows = progressVacuumColumns, s.progressVacuumRows
+	case "pg_stat_progress_cluster":
+		cols, rows = progressClusterColumns, s.progressClusterRows
+	case "vacuumops_statement_latency":
+		cols, rows = latencyColumns, s.latencyRows
+	default:
 		return nil
 	}
 	alias := rv.Relname
 	if rv.Alias != nil {
 		alias = rv.Alias.Aliasname
 	}
-	cols := make([]column, len(activityColumns))
-	for i, c := range activityColumns {
+	return viewSource(alias, cols, func(_ *execCtx, fn func([]any) error) error { return rows(fn) })
+}
+
+// viewSource is a source of rows that no table holds, its columns named for alias.
+func viewSource(alias string, cols []column, rows func(*execCtx, func([]any) error) error) *source {
+	out := make([]column, len(cols))
+	for i, c := range cols {
 		c.table = alias
-		cols[i] = c
+		out[i] = c
 	}
-	return &source{cols: cols, rowsFn: func(x *execCtx, fn func([]any) error) error {
-		if s.activity == nil {
-			return nil
-		}
-		for _, a := range s.activity() {
-			row := []any{a.Database, a.PID, a.User, a.AppName, nilIfEmpty(a.ClientAddr), orNull(a.BackendStart),
-				orNull(a.XactStart), orNull(a.QueryStart), a.State, a.Query, "client backend"}
-			if err := fn(row); err != nil {
-				return err
-			}
-		}
+	return &source{cols: out, rowsFn: rows}
+}
+
+func (s *Session) activityRows(fn func([]any) error) error {
+	if s.activity == nil {
 		return nil
-	}}
+	}
+	for _, a := range s.activity() {
+		row := []any{a.Database, a.PID, a.User, a.AppName, nilIfEmpty(a.ClientAddr), orNull(a.BackendStart),
+			orNull(a.XactStart), orNull(a.QueryStart), a.State, a.Query, "client backend"}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func nilIfEmpty(s string) any {
@@ -82,4 +110,87 @@ func nilIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// relationSize is pg_relation_size of the table or index with the given OID: its main
+// fork's blocks times the block size (NULL for an OID that names no table, as PostgreSQL
+// returns for a dropped one). Index OIDs give NULL too (see docs/sql.md).
+func (s *Session) relationSize(oid uint32) (any, error) {
+	tables, err := s.db.Tables()
+	if err != nil {
+		return nil, engineError(err)
+	}
+	for _, t := range tables {
+		if t.OID != oid {
+			continue
+		}
+		n, err := s.db.TablePages(t.Name)
+		if err != nil {
+			return nil, engineError(err)
+		}
+		return int64(n) * page.Size, nil
+	}
+	return nil, nil
+}
+
+// controlSystemColumns are pg_control_system()'s columns, as PostgreSQL 15 returns them.
+var controlSystemColumns = []column{
+	{name: "pg_control_version", t: types.Int4},
+	{name: "catalog_version_no", t: types.Int4},
+	{name: "system_identifier", t: types.Int8},
+	{name: "pg_control_last_modified", t: types.Timestamptz},
+}
+
+// controlSystem is pg_control_system() in FROM: one row with the data directory's system
+// identifier (made at init, kept in the engine's control file), the engine's data format
+// version as pg_control_version, 0 as catalog_version_no (the engine has no system
+// catalog version) and the control file's modification time.
+func (s *Session) controlSystem(rf *pg.RangeFunction, f *pg.FuncCall) (*source, error) {
+	if len(f.Args) != 0 {
+		return nil, pgerr.New(pgerr.UndefinedFunction, "function pg_control_system with %d arguments does not exist", len(f.Args)).WithPosition(f.Location + 1)
+	}
+	alias := "pg_control_system"
+	if rf.Alias != nil {
+		alias = rf.Alias.Aliasname
+		if len(rf.Alias.Colnames) > 0 {
+			return nil, pgerr.Unsupported("column aliases for pg_control_system()")
+		}
+	}
+	return viewSource(alias, controlSystemColumns, func(_ *execCtx, fn func([]any) error) error {
+		var modified any
+		if fi, err := os.Stat(filepath.Join(s.db.Dir(), wal.ControlFileName)); err == nil {
+			modified = fi.ModTime().UTC().Truncate(time.Second)
+		}
+		// The identifier is an unsigned 64-bit number; PostgreSQL shows it as bigint, so
+		// one above 2^63 reads negative there too.
+		return fn([]any{int64(engine.DataVersion), int64(0), int64(s.db.SystemID()), modified})
+	}), nil
+}
+
+// latencyColumns are vacuumops_statement_latency's: per statement kind, the foreground
+// statements of the last window_seconds and their latency percentiles in microseconds.
+var latencyColumns = []column{
+	{name: "kind", t: types.Text},
+	{name: "window_seconds", t: types.Int4},
+	{name: "count", t: types.Int8},
+	{name: "p50_us", t: types.Int8},
+	{name: "p90_us", t: types.Int8},
+	{name: "p99_us", t: types.Int8},
+	{name: "p999_us", t: types.Int8},
+	{name: "max_us", t: types.Int8},
+	{name: "mean_us", t: types.Int8},
+}
+
+func (s *Session) latencyRows(fn func([]any) error) error {
+	if s.latency == nil {
+		return nil
+	}
+	secs := int64(latency.Window / time.Second)
+	for _, st := range s.latency.Snapshot() {
+		us := func(d time.Duration) int64 { return d.Microseconds() }
+		if err := fn([]any{st.Kind, secs, st.Count, us(st.P50), us(st.P90), us(st.P99), us(st.P999), us(st.Max), us(st.Mean)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -15,12 +15,27 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 )
 
+// planAnalyze plans ANALYZE [VERBOSE] [table, ...]: the tables must exist; the planner
+// keeps no statistics, so there is nothing to gather (docs/sql.md).
+func (s *Session) planAnalyze(vs *pg.VacuumStmt) (*plan, error) {
+	for _, r := range vs.Rels {
+		vr := r.GetVacuumRelation()
+		if vr == nil || vr.Relation == nil {
+			return nil, pgerr.Unsupported("this ANALYZE target")
+		}
+		if _, err := s.tableRef(vr.Relation); err != nil {
+			return nil, err
+		}
+	}
+	return &plan{noTx: true, run: func(*execCtx) (*Result, error) { return &Result{Tag: "ANALYZE"}, nil }}, nil
+}
+
 // planVacuum plans VACUUM [FULL] [(options)] [table, ...]: the engine's lazy vacuum or
 // VACUUM FULL inside this process, sharing the buffer pool with the foreground, throttled
 // by the session's vacuum_cost_* and byte-rate settings. VERBOSE sends the report as INFO.
 func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 	if !vs.IsVacuumcmd {
-		return nil, pgerr.Unsupported("ANALYZE (the engine keeps no planner statistics)")
+		return s.planAnalyze(vs)
 	}
 	verbose := false
 	opts := vacuum.Options{}
@@ -56,9 +71,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 				return nil, pgerr.Unsupported("INDEX_CLEANUP " + v + " (indexes are always cleaned)")
 			}
 		case "analyze":
-			if on {
-				return nil, pgerr.Unsupported("VACUUM (ANALYZE) (the engine keeps no planner statistics)")
-			}
+			// The engine's planner uses no statistics: the ANALYZE part has nothing to do.
 		default:
 			return nil, pgerr.Unsupported("the VACUUM option " + strings.ToUpper(d.Defname))
 		}
@@ -95,15 +108,16 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 				names = append(names, t.Name)
 			}
 		}
+		run, err := vacuum.NewBatch(opts)
+		if err != nil {
+			return nil, vacuumError(x, "", err)
+		}
+		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
+		s.vacuums.add(rv)
+		defer s.vacuums.remove(s.pid)
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
-			var rep *vacuum.Report
-			var err error
-			if opts.Full {
-				rep, err = s.db.VacuumFull(x.ctx, name, opts)
-			} else {
-				rep, err = s.db.Vacuum(x.ctx, name, opts)
-			}
+			rep, err := s.vacuumTable(x, rv, name)
 			if errors.Is(err, vacuum.ErrVacuumInProgress) {
 				res.Notices = append(res.Notices, warning("55P03", fmt.Sprintf("skipping vacuum of \"%s\" --- lock not available", name)))
 				continue
@@ -123,6 +137,26 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		}
 		return res, nil
 	}}, nil
+}
+
+// vacuumTable vacuums one table in the statement's run (registered for the progress views
+// from before its vacuum lock is taken, so a waiting VACUUM shows as initializing).
+func (s *Session) vacuumTable(x *execCtx, rv *runningVacuum, name string) (*vacuum.Report, error) {
+	ti, err := s.db.Table(name)
+	if err != nil {
+		return nil, err
+	}
+	rv.setTable(name, ti.OID)
+	rep, err := s.db.VacuumBatch(x.ctx, rv.run, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(rep.Tables) - 1; i >= 0; i-- {
+		if rep.Tables[i].Table == name {
+			return rep.Tables[i], nil
+		}
+	}
+	return nil, fmt.Errorf("vacuum of %q gave no report", name)
 }
 
 func vacuumError(x *execCtx, table string, err error) error {

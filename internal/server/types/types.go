@@ -10,7 +10,10 @@
 //	text, unknown     string
 //	bytea             []byte
 //	numeric           *big.Int (integers only: what sum(bigint) returns)
-//	timestamptz       time.Time
+//	timestamptz       time.Time (UTC)
+//	timestamp         time.Time (UTC, printed without an offset)
+//	oid               int64 (0 to 2^32-1)
+//	integer[] bigint[] []int64 (no NULL elements; only as = ANY's right side)
 //	void              Void{}
 //	NULL              nil
 package types
@@ -47,6 +50,16 @@ var (
 	Bytea       = &T{"bytea", pgtype.ByteaOID, -1}
 	Numeric     = &T{"numeric", pgtype.NumericOID, -1}
 	Timestamptz = &T{"timestamp with time zone", pgtype.TimestamptzOID, 8}
+	Timestamp   = &T{"timestamp without time zone", pgtype.TimestampOID, 8}
+	// Varchar and Bpchar are the column types character varying(n) and character(n);
+	// their values read back as Text.
+	Varchar = &T{"character varying", pgtype.VarcharOID, -1}
+	Bpchar  = &T{"character", pgtype.BPCharOID, -1}
+	// Oid is an object identifier (pg_class.oid, pg_stat_progress_vacuum.relid).
+	Oid = &T{"oid", pgtype.OIDOID, 4}
+	// Int4Array is integer[], accepted as a parameter of `= ANY($1)`.
+	Int4Array = &T{"integer[]", pgtype.Int4ArrayOID, -1}
+	Int8Array = &T{"bigint[]", pgtype.Int8ArrayOID, -1}
 	// Unknown is the type of a quoted literal before context gives it one.
 	Unknown = &T{"unknown", pgtype.UnknownOID, -2}
 	// Void is what functions such as pg_sleep return.
@@ -59,15 +72,29 @@ type Void struct{}
 // IsInt reports whether t is one of the integer types.
 func (t *T) IsInt() bool { return t == Int2 || t == Int4 || t == Int8 }
 
+// IsArray reports whether t is one of the array types.
+func (t *T) IsArray() bool { return t == Int4Array || t == Int8Array }
+
+// Elem is an array type's element type (nil for other types).
+func (t *T) Elem() *T {
+	switch t {
+	case Int4Array:
+		return Int4
+	case Int8Array:
+		return Int8
+	}
+	return nil
+}
+
 // ByOID returns the type with the given OID (false for an OID this server does not support).
 func ByOID(oid uint32) (*T, bool) {
-	for _, t := range []*T{Int2, Int4, Int8, Bool, Text, Bytea, Numeric, Timestamptz, Unknown, VoidT} {
+	for _, t := range []*T{Int2, Int4, Int8, Bool, Text, Bytea, Numeric, Timestamptz, Timestamp, Oid, Int4Array, Int8Array, Unknown, VoidT} {
 		if t.OID == oid {
 			return t, true
 		}
 	}
 	if oid == pgtype.VarcharOID || oid == pgtype.NameOID || oid == pgtype.BPCharOID {
-		return Text, true
+		return Text, true // as parameters: text, which assignment checks against the column
 	}
 	return nil, false
 }
@@ -84,60 +111,114 @@ func ByName(name string) (*T, bool) {
 		return Int8, true
 	case "bool", "boolean":
 		return Bool, true
-	case "text", "varchar", "bpchar", "name":
+	case "text", "name":
 		return Text, true
+	case "varchar":
+		return Varchar, true
+	case "bpchar":
+		return Bpchar, true
 	case "bytea":
 		return Bytea, true
 	case "numeric", "decimal":
 		return Numeric, true
 	case "timestamptz":
 		return Timestamptz, true
+	case "timestamp":
+		return Timestamp, true
+	case "oid":
+		return Oid, true
 	}
 	return nil, false
 }
 
-// Storage is the engine column type a column of SQL type t is stored as. The engine today
-// stores 64-bit integers and byte strings: bigint and bytea map directly; integer and
-// smallint columns are stored as 64-bit integers and read back as bigint (widened: see
-// docs/sql.md); every other type is 0A000 until the engine stores it.
-func Storage(t *T) (row.Type, error) {
+// Storage is the engine column a column of SQL type t is stored as: the engine's types
+// carry PostgreSQL's names, so each maps to its own. length is n of varchar(n) and
+// character(n) (0: none given; character without a length is character(1), as in
+// PostgreSQL). Varchar and character columns read back as text (see FromStorage).
+func Storage(t *T, name string, length int) (row.Column, error) {
+	c := row.Column{Name: name}
 	switch t {
-	case Int8, Int4, Int2:
-		return row.Int64, nil
+	case Int2:
+		c.Type = row.Int2
+	case Int4:
+		c.Type = row.Int4
+	case Int8:
+		c.Type = row.Int8
+	case Bool:
+		c.Type = row.Bool
+	case Text:
+		c.Type = row.Text
+	case Varchar:
+		c.Type, c.Length = row.Varchar, length
+	case Bpchar:
+		c.Type, c.Length = row.Bpchar, max(length, 1)
 	case Bytea:
-		return row.Bytes, nil
+		c.Type = row.Bytea
+	case Timestamp:
+		c.Type = row.Timestamp
+	case Timestamptz:
+		c.Type = row.Timestamptz
+	default:
+		return c, pgerr.New(pgerr.FeatureNotSupported, "columns of type %s are not supported by engine-server", t.Name)
 	}
-	return 0, pgerr.New(pgerr.FeatureNotSupported, "columns of type %s are not supported by engine-server yet (the engine stores bigint and bytea)", t.Name)
+	if err := c.Validate(); err != nil {
+		return c, pgerr.Wrap(err, pgerr.InvalidParameterValue, "column \"%s\": %v", name, err)
+	}
+	return c, nil
 }
 
-// FromStorage is the SQL type an engine column of type rt reads as.
+// FromStorage is the SQL type an engine column reads as in expressions: varchar(n) reads
+// as text (its length applies on write); character(n) as character, whose values keep
+// their padding and compare and convert to text without it.
 func FromStorage(rt row.Type) *T {
 	switch rt {
-	case row.Int64:
+	case row.Int2:
+		return Int2
+	case row.Int4:
+		return Int4
+	case row.Int8:
 		return Int8
-	case row.Bytes:
+	case row.Bool:
+		return Bool
+	case row.Text, row.Varchar:
+		return Text
+	case row.Bpchar:
+		return Bpchar
+	case row.Bytea:
 		return Bytea
+	case row.Timestamp:
+		return Timestamp
+	case row.Timestamptz:
+		return Timestamptz
 	}
 	return Bytea
 }
 
-// ToStorage converts a value of SQL type t to the value the engine stores for it.
+// ToStorage converts a non-NULL value of SQL type t to the value the engine stores for it
+// (row.Normalize checks ranges, lengths and text encoding).
 func ToStorage(t *T, v any) (any, error) {
-	switch t {
-	case Int8, Int4, Int2:
-		if i, ok := v.(int64); ok {
-			return i, nil
-		}
-	case Bytea:
-		if b, ok := v.([]byte); ok {
-			return b, nil
-		}
+	switch x := v.(type) {
+	case int64, bool, string, []byte:
+		return x, nil
+	case time.Time:
+		return row.MicrosOf(x), nil
 	}
 	return nil, pgerr.New(pgerr.InternalError, "value %T does not convert to a stored %s", v, t.Name)
 }
 
-// FromStorageValue converts a value the engine returned for a column of type rt.
-func FromStorageValue(_ row.Type, v any) any { return v }
+// FromStorageValue converts a value the engine returned to this package's value of its
+// SQL type (nil stays nil).
+func FromStorageValue(v any) any {
+	switch x := v.(type) {
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case row.Micros:
+		return x.Time()
+	}
+	return v
+}
 
 // Range checks that integer v fits t (22003 otherwise).
 func Range(t *T, v int64) error {
@@ -174,9 +255,22 @@ func FormatText(t *T, v any) ([]byte, error) {
 	case *big.Int:
 		return []byte(x.String()), nil
 	case time.Time:
+		if t == Timestamp {
+			return []byte(x.Format("2006-01-02 15:04:05.999999")), nil
+		}
 		return []byte(formatTimestamptz(x)), nil
 	case Void:
 		return []byte{}, nil
+	case []int64:
+		var b []byte
+		b = append(b, '{')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, e, 10)
+		}
+		return append(b, '}'), nil
 	}
 	return nil, pgerr.New(pgerr.InternalError, "no text format for %T as %s", v, t.Name)
 }
@@ -209,6 +303,10 @@ func FormatBinary(t *T, v any) ([]byte, error) {
 		}
 	case Void:
 		return []byte{}, nil
+	case int64:
+		if t == Oid {
+			v = uint32(x)
+		}
 	}
 	buf, err := binaryMap.Encode(t.OID, pgtype.BinaryFormatCode, v, nil)
 	if err != nil {
@@ -248,15 +346,22 @@ func Parse(t *T, format int16, b []byte) (any, error) {
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
 			return v, nil
 		}
-	case Text, Unknown:
+	case Text, Unknown, Bpchar, Varchar:
 		return string(b), nil
 	case Bytea:
 		return append([]byte{}, b...), nil
-	case Timestamptz:
+	case Timestamptz, Timestamp:
 		var v time.Time
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
 			return v.UTC(), nil
 		}
+	case Oid:
+		var v uint32
+		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+			return int64(v), nil
+		}
+	case Int4Array, Int8Array:
+		return parseArray(t, format, b)
 	case Numeric:
 		var v pgtype.Numeric
 		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
@@ -295,7 +400,7 @@ func ParseText(t *T, s string) (any, error) {
 			return false, nil
 		}
 		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type boolean: \"%s\"", s)
-	case Text, Unknown:
+	case Text, Unknown, Bpchar, Varchar:
 		return s, nil
 	case Bytea:
 		return parseBytea(s)
@@ -305,6 +410,21 @@ func ParseText(t *T, s string) (any, error) {
 			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type numeric: \"%s\"", s)
 		}
 		return v, nil
+	case Oid:
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type oid: \"%s\"", s)
+		}
+		return int64(v), nil
+	case Int4Array, Int8Array:
+		return parseArray(t, pgtype.TextFormatCode, []byte(s))
+	case Timestamp:
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999", "2006-01-02"} {
+			if v, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
+				return v.UTC(), nil
+			}
+		}
+		return nil, pgerr.New(pgerr.InvalidTextRepresentation, "invalid input syntax for type timestamp: \"%s\"", s)
 	case Timestamptz:
 		for _, layout := range []string{"2006-01-02 15:04:05.999999999Z07", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02"} {
 			if v, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
@@ -347,3 +467,23 @@ func parseBytea(s string) ([]byte, error) {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// parseArray decodes an integer array (pgtype's array codec, text or binary): NULL elements
+// and more than one dimension are refused.
+func parseArray(t *T, format int16, b []byte) (any, error) {
+	var elems []*int64
+	if err := binaryMap.Scan(t.OID, format, b, &elems); err != nil {
+		return nil, pgerr.Wrap(err, pgerr.InvalidTextRepresentation, "malformed array literal for type %s: %v", t.Name, err)
+	}
+	out := make([]int64, len(elems))
+	for i, e := range elems {
+		if e == nil {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "NULL elements in arrays are not supported by engine-server")
+		}
+		if err := Range(t.Elem(), *e); err != nil {
+			return nil, err
+		}
+		out[i] = *e
+	}
+	return out, nil
+}

@@ -26,6 +26,7 @@ type conn struct {
 	secret [4]byte
 	sess   *sql.Session
 	user   string
+	repl   string // replicationMode of the startup packet: "", "physical" or "database"
 
 	mu       sync.Mutex
 	busy     bool               // a message is being processed
@@ -62,6 +63,10 @@ func (c *conn) serve() {
 		return
 	}
 	defer c.sess.Close()
+	if c.repl != "" {
+		c.serveReplication()
+		return
+	}
 	c.loop()
 }
 
@@ -143,15 +148,16 @@ func (c *conn) startup() error {
 		return io.EOF
 	}
 	c.user = user
-	if _, repl := sm.Parameters["replication"]; repl && sm.Parameters["replication"] != "false" && sm.Parameters["replication"] != "off" {
+	repl := replicationMode(sm.Parameters["replication"])
+	if repl != "" && c.srv.cfg.Replication == nil {
 		fatal(c.nc, pgerr.Unsupported("replication connections"))
 		return io.EOF
 	}
 	db := sm.Parameters["database"]
-	if db == "" {
-		db = user
+	if db == "" || repl == "physical" {
+		db = user // a physical replication connection names no database
 	}
-	if db != c.srv.cfg.Database {
+	if repl != "physical" && db != c.srv.cfg.Database {
 		fatal(c.nc, pgerr.New(pgerr.InvalidCatalogName, "database \"%s\" does not exist", db))
 		return io.EOF
 	}
@@ -162,12 +168,19 @@ func (c *conn) startup() error {
 	if err := c.authenticate(); err != nil {
 		return err
 	}
+	if repl != "" && c.srv.cfg.Auth != AuthTrust && !c.srv.cfg.Users[user].Replication {
+		fatal(c.nc, pgerr.New("42501", "must be superuser or replication role to start walsender"))
+		return io.EOF
+	}
+	c.repl = repl
 	startup := map[string]string{}
 	for k, v := range sm.Parameters {
 		startup[k] = v
 	}
 	c.sess = sql.NewSession(sql.Config{DB: c.srv.cfg.DB, PID: c.pid, User: user, Database: db,
-		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity})
+		Startup: startup, MaxConnections: c.srv.cfg.MaxConnections, Activity: c.srv.activity,
+		Vacuums: c.srv.vacuums, Signal: c.srv.signal, Latency: c.srv.latency,
+		Views: c.srv.cfg.Views})
 	c.sess.SetCopySource(c)
 	app, _ := c.sess.Setting("application_name")
 	c.mu.Lock()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/sql"
 )
@@ -52,13 +53,20 @@ type Config struct {
 	Database string // the one database name clients may connect to
 	// MaxConnections bounds concurrent sessions (53300 beyond it); 0 = 100.
 	MaxConnections int
-	Logf           func(format string, args ...any)
+	// Replication serves replication connections (startup parameter replication); nil
+	// refuses them (0A000).
+	Replication ReplicationHandler
+	// Views are system views other packages provide (sql.Config.Views).
+	Views map[string]sql.View
+	Logf  func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
 type Server struct {
 	cfg     Config
 	nextPID atomic.Uint32
+	vacuums *sql.Vacuums // running VACUUMs, for the progress views and vacuum_set_throttle
+	latency *latency.Recorder
 
 	mu       sync.Mutex
 	conns    map[uint32]*conn // sessions past startup, by process id
@@ -79,10 +87,16 @@ func New(cfg Config) *Server {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
 }
+
+// Latency is the server's foreground statement latency (its Collector is on /metrics).
+func (s *Server) Latency() *latency.Recorder { return s.latency }
+
+// VacuumsRunning is the number of VACUUM statements running now.
+func (s *Server) VacuumsRunning() int { return s.vacuums.Count() }
 
 // ErrServerClosed is what Serve returns after Shutdown.
 var ErrServerClosed = errors.New("server closed")
@@ -241,6 +255,23 @@ func (s *Server) cancel(req *pgproto3.CancelRequest) {
 		return
 	}
 	c.cancelStatement()
+}
+
+// signal is pg_cancel_backend (cancel the running statement of session pid) and
+// pg_terminate_backend (end the session, rolling back its transaction); false when no
+// session has that pid.
+func (s *Server) signal(pid uint32, terminate bool) bool {
+	s.mu.Lock()
+	c := s.conns[pid]
+	s.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	if terminate {
+		c.stop()
+	}
+	c.cancelStatement()
+	return true
 }
 
 // fatal writes a FATAL ErrorResponse directly to w (startup phase or shutdown).

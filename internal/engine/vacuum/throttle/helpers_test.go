@@ -12,11 +12,11 @@ import (
 
 // A synthetic heap page: one miss and one dirtied buffer (cost 22 at the
 // default weights), 8 KiB read, 8 KiB written and 100 bytes of WAL.
-var page = usage.Snapshot{Misses: 1, Dirtied: 1, ReadBytes: 8192, WriteBytes: 8192, WALBytes: 100}
+var page = usage.Reading{Misses: 1, Dirtied: 1, ReadBytes: 8192, WriteBytes: 8192, WALBytes: 100}
 
 // scale returns n times d.
-func scale(d usage.Snapshot, n int64) usage.Snapshot {
-	return usage.Snapshot{Hits: n * d.Hits, Misses: n * d.Misses, Dirtied: n * d.Dirtied,
+func scale(d usage.Reading, n int64) usage.Reading {
+	return usage.Reading{Hits: n * d.Hits, Misses: n * d.Misses, Dirtied: n * d.Dirtied,
 		ReadBytes: n * d.ReadBytes, WriteBytes: n * d.WriteBytes, WALBytes: n * d.WALBytes}
 }
 
@@ -46,7 +46,7 @@ func newLedger(s Settings, th *Throttle) *ledger {
 	return &ledger{s: s, start: th.Started(), minSleep: th.Options().MinSleep}
 }
 
-func (l *ledger) admit(d usage.Snapshot) {
+func (l *ledger) admit(d usage.Reading) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	elapsed := time.Since(l.start) // read after the Wait returned
@@ -86,7 +86,7 @@ func (l *ledger) achieved(k Kind) float64 {
 
 // work runs a synthetic worker until the deadline: per page it spins for
 // cpu, charges d and waits, then records the page in every ledger.
-func work(ctx context.Context, m *Meter, d usage.Snapshot, cpu time.Duration, until time.Time, ls ...*ledger) (pages int, err error) {
+func work(ctx context.Context, m *Meter, d usage.Reading, cpu time.Duration, until time.Time, ls ...*ledger) (pages int, err error) {
 	for time.Now().Before(until) {
 		spin(cpu)
 		m.Charge(d)

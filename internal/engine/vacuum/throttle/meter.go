@@ -13,8 +13,8 @@ import (
 type Meter struct {
 	t       *Throttle
 	c       *usage.Counters
-	last    usage.Snapshot
-	pending usage.Snapshot
+	last    usage.Reading
+	pending usage.Reading
 	timer   *time.Timer
 	targets []target
 }
@@ -22,12 +22,12 @@ type Meter struct {
 // Meter returns a meter charging t with what c counts from now on. c may be
 // nil when the worker charges explicitly with Charge.
 func (t *Throttle) Meter(c *usage.Counters) *Meter {
-	return &Meter{t: t, c: c, last: c.Snapshot()}
+	return &Meter{t: t, c: c, last: c.Read()}
 }
 
 // Charge adds usage d to what the next Wait charges, for work that is not
 // counted in the meter's Counters.
-func (m *Meter) Charge(d usage.Snapshot) { m.pending = addUsage(m.pending, d) }
+func (m *Meter) Charge(d usage.Reading) { m.pending = addUsage(m.pending, d) }
 
 // Wait is a delay point: it charges the usage since the previous Wait (the
 // Counters' delta plus explicit charges) to the throttle and its ancestors,
@@ -35,9 +35,9 @@ func (m *Meter) Charge(d usage.Snapshot) { m.pending = addUsage(m.pending, d) }
 // It returns ctx.Err() when ctx is done, at once if it was done already and
 // within a timer tick if it is cancelled during the sleep.
 func (m *Meter) Wait(ctx context.Context) error {
-	snap := m.c.Snapshot()
+	snap := m.c.Read()
 	d := addUsage(snap.Sub(m.last), m.pending)
-	m.last, m.pending = snap, usage.Snapshot{}
+	m.last, m.pending = snap, usage.Reading{}
 	if err := ctx.Err(); err != nil {
 		// Still charge, so the accounting sees all usage.
 		m.t.root.mu.Lock()

@@ -18,8 +18,8 @@ import (
 type PostgresNap struct {
 	s       Settings
 	c       *usage.Counters
-	last    usage.Snapshot
-	pending usage.Snapshot
+	last    usage.Reading
+	pending usage.Reading
 	balance float64
 	timer   *time.Timer
 
@@ -37,17 +37,17 @@ func NewPostgresNap(s Settings, c *usage.Counters) (*PostgresNap, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &PostgresNap{s: s, c: c, last: c.Snapshot(), start: time.Now()}, nil
+	return &PostgresNap{s: s, c: c, last: c.Read(), start: time.Now()}, nil
 }
 
 // Charge adds usage d to what the next Wait counts.
-func (p *PostgresNap) Charge(d usage.Snapshot) { p.pending = addUsage(p.pending, d) }
+func (p *PostgresNap) Charge(d usage.Reading) { p.pending = addUsage(p.pending, d) }
 
 // Wait is PostgreSQL's vacuum_delay_point.
 func (p *PostgresNap) Wait(ctx context.Context) error {
-	snap := p.c.Snapshot()
+	snap := p.c.Read()
 	cost := p.s.Units(Cost, addUsage(snap.Sub(p.last), p.pending))
-	p.last, p.pending = snap, usage.Snapshot{}
+	p.last, p.pending = snap, usage.Reading{}
 	p.balance += cost
 	p.consumed += cost
 	if err := ctx.Err(); err != nil {

@@ -26,7 +26,7 @@ func TestPostgresNapFollowsPostgresDelayRule(t *testing.T) {
 		{5000, 3, 8 * time.Millisecond},   // capped at 4 * delay
 	}
 	for i, st := range steps {
-		p.Charge(usage.Snapshot{Hits: st.hits})
+		p.Charge(usage.Reading{Hits: st.hits})
 		if err := p.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func (s Settings) Rate(k Kind) float64 {
 // Units is what usage d consumes of limit k: for cost
 // hits*PageHitCost + misses*PageMissCost + dirtied*PageDirtyCost, for the
 // byte limits ReadBytes, WriteBytes and WALBytes (inserted).
-func (s Settings) Units(k Kind, d usage.Snapshot) float64 {
+func (s Settings) Units(k Kind, d usage.Reading) float64 {
 	switch k {
 	case Cost:
 		return float64(d.Hits*int64(s.PageHitCost) + d.Misses*int64(s.PageMissCost) + d.Dirtied*int64(s.PageDirtyCost))
@@ -149,7 +149,7 @@ func (o Options) withDefaults() Options {
 }
 
 // addUsage returns a + b for the fields the throttle reads.
-func addUsage(a, b usage.Snapshot) usage.Snapshot {
+func addUsage(a, b usage.Reading) usage.Reading {
 	a.Hits += b.Hits
 	a.Misses += b.Misses
 	a.Dirtied += b.Dirtied

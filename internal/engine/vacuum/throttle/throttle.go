@@ -111,7 +111,7 @@ type target struct {
 // charge records usage d on t and its ancestors, appends the waiter's
 // targets to ts and returns them. Callers hold
 // root.mu.
-func (t *Throttle) charge(now time.Duration, d usage.Snapshot, ts []target) []target {
+func (t *Throttle) charge(now time.Duration, d usage.Reading, ts []target) []target {
 	for n := t; n != nil; n = n.parent {
 		for k := range numKinds {
 			u := n.settings.Units(k, d)
@@ -139,7 +139,7 @@ func wakeAt(ts []target) time.Duration {
 // wait charges d and sleeps until the waiter's targets are cleared, unless
 // they are less than MinSleep away. m holds the waiter's reusable timer and
 // target buffer.
-func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Snapshot) error {
+func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 	r := t.root
 	r.mu.Lock()
 	now := r.now()

@@ -245,7 +245,7 @@ func TestUpdateRescalesASleepersDebt(t *testing.T) {
 	s := costSettings(10 * time.Millisecond) // 20,000/s
 	th := mustNew(t, s)
 	m := th.Meter(nil)
-	m.Charge(usage.Snapshot{Hits: 20_000}) // 1 s of debt
+	m.Charge(usage.Reading{Hits: 20_000}) // 1 s of debt
 	done := make(chan time.Duration, 1)
 	start := time.Now()
 	go func() {
@@ -267,7 +267,7 @@ func TestWaitReturnsPromptlyWhenCancelledMidSleep(t *testing.T) {
 	timed(t)
 	th := mustNew(t, DefaultSettings())
 	m := th.Meter(nil)
-	m.Charge(usage.Snapshot{Dirtied: 50_000}) // 10 s of debt
+	m.Charge(usage.Reading{Dirtied: 50_000}) // 10 s of debt
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Wait(ctx) }()
@@ -303,7 +303,7 @@ func TestMeterChargesWeightedCostAndBytesFromCounters(t *testing.T) {
 	worker.Add(usage.WriteBytes, 8192)
 	worker.Add(usage.WALBytes, 500)
 	worker.Add(usage.WALWriteBytes, 4096) // not what the WAL limit reads
-	m.Charge(usage.Snapshot{Hits: 10})
+	m.Charge(usage.Reading{Hits: 10})
 	if err := m.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}

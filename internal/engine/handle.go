@@ -2,66 +2,39 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
-	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
-	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
-	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
-	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
-// This file is the engine's face towards maintenance code (package vacuum
-// and the runner): the components and per-table handles a vacuum drives.
-// Package vacuum imports only the lower packages (heap, btree, buffer, wal,
-// txn, ...), never engine, so there is no import cycle: DB.Vacuum and
-// DB.VacuumFull (added with package vacuum) build a vacuum target from a
-// TableHandle and call into it; see ARCHITECTURE.md.
+// This file holds the engine's per-table plumbing for maintenance: the
+// relations of a table at one moment, its exclusive lock, new relfilenodes
+// and VACUUM FULL's switch. None of it is exported: package vacuum reaches
+// it only through vacuum.Table (vacuumTable, engine/vacuum.go).
 
-// Internals are the DB's shared components. They stay owned by the DB:
-// do not close them, and do not use them after Close.
-type Internals struct {
-	Dir     string
-	FS      vfs.FS
-	Pool    *buffer.Pool
-	Log     *wal.Log
-	Txns    *txn.Manager
-	Storage *storage.Manager
+// indexHandle is one index of a tableHandle.
+type indexHandle struct {
+	Name       string
+	Columns    []string // key columns
+	KeyColumns []int    // positions of Columns in the table's columns
+	Rel        storage.RelFileNode
+	Index      *btree.Index
 }
 
-// Internals returns the DB's shared components.
-func (db *DB) Internals() Internals {
-	return Internals{Dir: db.dir, FS: db.fs, Pool: db.pool, Log: db.log, Txns: db.txns, Storage: db.st}
-}
-
-// HeapDeps are the dependencies to create or open heap relations with.
-func (db *DB) HeapDeps() heap.Deps { return db.heapDeps() }
-
-// BtreeDeps are the dependencies to create, build or open indexes with.
-func (db *DB) BtreeDeps() btree.Deps { return db.btreeDeps() }
-
-// IndexHandle is one index of a TableHandle.
-type IndexHandle struct {
-	Name      string
-	Column    string
-	ColumnPos int // position of Column in the table's columns
-	Rel       storage.RelFileNode
-	Index     *btree.Index
-}
-
-// TableHandle is a table's relations at one moment of the catalog.
-type TableHandle struct {
+// tableHandle is a table's relations at one moment of the catalog.
+type tableHandle struct {
 	Name    string
 	Columns []Column
 	Rel     storage.RelFileNode
 	Heap    *heap.Rel
-	Indexes []IndexHandle
+	Indexes []indexHandle
 }
 
-// TableHandle returns the named table's relations.
-func (db *DB) TableHandle(name string) (*TableHandle, error) {
+// handle returns the named table's relations.
+func (db *DB) handle(name string) (*tableHandle, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed.Load() {
@@ -71,9 +44,9 @@ func (db *DB) TableHandle(name string) (*TableHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &TableHandle{Name: t.Name, Columns: append([]Column(nil), t.Columns...), Rel: t.Rel, Heap: db.heapRel(t.Rel)}
+	h := &tableHandle{Name: t.Name, Columns: append([]Column(nil), t.Columns...), Rel: t.Rel, Heap: db.heapRel(t.Rel)}
 	for _, ix := range t.Indexes {
-		h.Indexes = append(h.Indexes, IndexHandle{Name: ix.Name, Column: ix.Column, ColumnPos: t.ColumnIndex(ix.Column),
+		h.Indexes = append(h.Indexes, indexHandle{Name: ix.Name, Columns: slices.Clone(ix.Columns), KeyColumns: t.KeyPositions(&ix),
 			Rel: ix.Rel, Index: db.indexTree(ix.Rel)})
 	}
 	return h, nil
@@ -107,11 +80,11 @@ func (db *DB) indexTable(index string) (string, error) {
 	return t.Name, nil
 }
 
-// LockTable takes the named table's exclusive lock: row operations on it
+// lockTable takes the named table's exclusive lock: row operations on it
 // wait until unlock is called (VACUUM FULL's rewrite and switch). Other
 // tables are not affected. Transactions keep their snapshots across it;
 // TIDs they hold for the table are invalid after a rewrite.
-func (db *DB) LockTable(name string) (unlock func(), err error) {
+func (db *DB) lockTable(name string) (unlock func(), err error) {
 	if _, err := db.Table(name); err != nil {
 		return nil, err
 	}
@@ -120,10 +93,10 @@ func (db *DB) LockTable(name string) (unlock func(), err error) {
 	return l.Unlock, nil
 }
 
-// AllocRelfilenode returns a relfilenode no relation uses or will use
+// allocRelfilenode returns a relfilenode no relation uses or will use
 // (for VACUUM FULL's new files). Files created under it and never switched
 // into the catalog are removed at the next Open.
-func (db *DB) AllocRelfilenode() (storage.RelFileNode, error) {
+func (db *DB) allocRelfilenode() (storage.RelFileNode, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed.Load() {
@@ -132,18 +105,18 @@ func (db *DB) AllocRelfilenode() (storage.RelFileNode, error) {
 	return storage.RelFileNode(db.cat.AllocOID()), nil
 }
 
-// SwapRelfilenodes is VACUUM FULL's switch: it makes the new heap (with its
+// swapRelfilenodes is VACUUM FULL's switch: it makes the new heap (with its
 // VM and FSM forks) and the new index files durable, replaces table's
 // relfilenodes in the catalog (switchCatalog) and removes the old files.
 // newIndexes maps every index name of the table to its new file. The
-// caller holds the table's lock (LockTable) and hands the new files over:
+// caller holds the table's lock (lockTable) and hands the new files over:
 // on an error that leaves the old catalog in place they are removed, and
 // when the switch may have happened (ErrNeedsRecovery) neither the old
 // nor the new files are removed, since the catalog on disk may name
 // either. A crash before the catalog is saved leaves the old table;
 // after, the new one; the files of the other are orphans for the next
 // Open.
-func (db *DB) SwapRelfilenodes(table string, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
+func (db *DB) swapRelfilenodes(table string, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	what := fmt.Sprintf("swap %q", table)

@@ -12,12 +12,15 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
-// Run is one vacuum run: one throttle budget (shared by every worker and
-// every table of the run, re-throttleable live), run-wide usage counters,
-// and the live progress of its tables. Its methods are safe for
+// Batch is the tables one caller vacuums together (the runner's whole run,
+// or one DB.Vacuum call): one throttle budget (shared by every worker and
+// every table of the batch, re-throttleable live), batch-wide usage
+// counters, and the live progress of its tables. (It is not a VacuumRun,
+// the Kubernetes object, nor MVCC's snapshot; it is what one of those
+// drives in the engine.) Its methods are safe for
 // concurrent use; Progress and UpdateThrottle are meant to be called from
 // other goroutines (the runner's HTTP handlers) while tables are vacuumed.
-type Run struct {
+type Batch struct {
 	opts  Options
 	thr   *throttle.Throttle
 	usage *usage.Counters
@@ -30,8 +33,8 @@ type Run struct {
 	reports []*Report
 }
 
-// NewRun validates opts and starts a run: its throttle's clock starts now.
-func NewRun(opts Options) (*Run, error) {
+// NewBatch validates opts and starts a batch: its throttle's clock starts now.
+func NewBatch(opts Options) (*Batch, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -39,30 +42,30 @@ func NewRun(opts Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{opts: opts, thr: thr, usage: &usage.Counters{}, start: time.Now()}
+	r := &Batch{opts: opts, thr: thr, usage: &usage.Counters{}, start: time.Now()}
 	r.smp.add(sample{at: r.start})
 	return r, nil
 }
 
 // Options returns the run's options (as given; throttle changes made with
 // UpdateThrottle are in Settings).
-func (r *Run) Options() Options { return r.opts }
+func (r *Batch) Options() Options { return r.opts }
 
 // Settings returns the run-wide throttle settings now.
-func (r *Run) Settings() throttle.Settings { return r.thr.Settings() }
+func (r *Batch) Settings() throttle.Settings { return r.thr.Settings() }
 
 // Usage returns the run-wide usage counters (every worker's usage sums
 // into them).
-func (r *Run) Usage() usage.Snapshot { return r.usage.Snapshot() }
+func (r *Batch) Usage() usage.Reading { return r.usage.Read() }
 
 // ThrottleStats returns the run-wide throttle's accounting.
-func (r *Run) ThrottleStats() throttle.Stats { return r.thr.Stats() }
+func (r *Batch) ThrottleStats() throttle.Stats { return r.thr.Stats() }
 
 // UpdateThrottle replaces the run-wide throttle settings. Every worker
 // sees the new rates at its next delay point (sleeping ones are woken).
 // Tables with overrides keep their overridden fields and inherit the new
 // values of the others.
-func (r *Run) UpdateThrottle(s throttle.Settings) error {
+func (r *Batch) UpdateThrottle(s throttle.Settings) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
@@ -90,7 +93,7 @@ func (r *Run) UpdateThrottle(s throttle.Settings) error {
 // beginTable registers a table of the run and gives it its counters and
 // throttle: a child of the run's throttle carrying the table's override
 // (or no limit of its own, so that only the run's applies).
-func (r *Run) beginTable(name string, mode Mode) (*tableState, error) {
+func (r *Batch) beginTable(name string, mode Mode) (*tableState, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ts := &tableState{name: name, mode: mode, start: time.Now(), usage: &usage.Counters{Parent: r.usage}}
@@ -112,7 +115,7 @@ func (r *Run) beginTable(name string, mode Mode) (*tableState, error) {
 }
 
 // endTable marks a table done and keeps its report.
-func (r *Run) endTable(ts *tableState, rep *Report) {
+func (r *Batch) endTable(ts *tableState, rep *Report) {
 	ts.elapsed.Store(int64(max(time.Since(ts.start), 1)))
 	ts.setPhase(PhaseDone)
 	ts.deadTIDs.Store(0)
@@ -126,24 +129,24 @@ func (r *Run) endTable(ts *tableState, rep *Report) {
 
 // tick is called at every delay point: it records a rate sample when one
 // is due.
-func (r *Run) tick() {
+func (r *Batch) tick() {
 	r.smp.maybe(time.Now(), r.takeSample)
 }
 
-func (r *Run) takeSample() sample {
+func (r *Batch) takeSample() sample {
 	r.mu.Lock()
 	tables := append([]*tableState(nil), r.tables...)
 	r.mu.Unlock()
-	sm := sample{at: time.Now(), u: r.usage.Snapshot()}
+	sm := sample{at: time.Now(), u: r.usage.Read()}
 	for _, ts := range tables {
 		sm.scanned += ts.blocksScanned.Load()
 	}
 	return sm
 }
 
-// Progress returns a snapshot of the run: safe to call at any moment from
+// Progress returns the batch's progress now: safe to call at any moment from
 // any goroutine.
-func (r *Run) Progress() Snapshot {
+func (r *Batch) Progress() Progress {
 	now := time.Now()
 	r.tick()
 	cur := r.takeSample()
@@ -151,7 +154,7 @@ func (r *Run) Progress() Snapshot {
 	tables := append([]*tableState(nil), r.tables...)
 	total := r.total
 	r.mu.Unlock()
-	s := Snapshot{Phase: PhaseInitializing.String(), TablesTotal: total, Usage: cur.u,
+	s := Progress{Phase: PhaseInitializing.String(), TablesTotal: total, Usage: cur.u,
 		Elapsed: now.Sub(r.start), Slept: r.thr.Stats().Slept}
 	var pct float64
 	for _, ts := range tables {
@@ -190,7 +193,7 @@ func (r *Run) Progress() Snapshot {
 // child of its table's), buffer strategy and throttle meter.
 type worker struct {
 	ctx   context.Context
-	run   *Run
+	run   *Batch
 	ts    *tableState
 	u     *usage.Counters
 	s     *buffer.Strategy
@@ -205,7 +208,7 @@ type pacer interface {
 
 // newWorker returns a worker for table ts using a strategy of kind on
 // pool (ringBytes applies to buffer.Vacuum).
-func (r *Run) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool, kind buffer.StrategyKind, ringBytes int64) *worker {
+func (r *Batch) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool, kind buffer.StrategyKind, ringBytes int64) *worker {
 	u := &usage.Counters{Parent: ts.usage}
 	w := &worker{ctx: ctx, run: r, ts: ts, u: u, s: pool.NewStrategy(kind, ringBytes, u), meter: ts.thr.Meter(u)}
 	if r.opts.Pacing == PacingPostgresNap {
@@ -213,7 +216,7 @@ func (r *Run) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool, 
 		if ts.over != nil {
 			s = ts.over.Merge(s)
 		}
-		if nap, err := throttle.NewPostgresNap(s, u); err == nil { // s was validated by NewRun
+		if nap, err := throttle.NewPostgresNap(s, u); err == nil { // s was validated by NewBatch
 			w.meter = nap
 		}
 	}
@@ -232,7 +235,7 @@ func (w *worker) delay() error {
 // for the table's vacuum lock, with the run's context). It stops starting new
 // tables at the first error (or cancellation) and returns the reports of
 // the tables finished so far with that error.
-func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(context.Context, string) (*Target, error)) (*RunReport, error) {
+func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(context.Context, string) (*Target, error)) (*BatchReport, error) {
 	r.mu.Lock()
 	r.total = max(r.total, len(r.tables)+len(names))
 	r.mu.Unlock()
@@ -277,7 +280,7 @@ func (r *Run) VacuumTables(ctx context.Context, names []string, resolve func(con
 	return r.Report(), firstErr
 }
 
-func (r *Run) vacuumOne(ctx context.Context, name string, resolve func(context.Context, string) (*Target, error)) error {
+func (r *Batch) vacuumOne(ctx context.Context, name string, resolve func(context.Context, string) (*Target, error)) error {
 	t, err := resolve(ctx, name)
 	if err != nil {
 		return fmt.Errorf("vacuum %q: %w", name, err)

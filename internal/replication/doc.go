@@ -1,0 +1,27 @@
+// Package replication is the engine server's physical streaming replication, speaking
+// PostgreSQL's replication protocol (the walsender's commands over a connection started
+// with the startup parameter replication), so that pgx's pgconn with jackc/pglogrepl, and
+// PostgreSQL 15's own pg_receivewal, drive it unchanged.
+//
+// Primary side (Primary, a wire.ReplicationHandler): IDENTIFY_SYSTEM (the control file's
+// system identifier, timeline 1, the flushed end of WAL), SHOW wal_segment_size and
+// data_directory_mode, CREATE_/READ_/DROP_REPLICATION_SLOT (physical slots, Slots, saved
+// crash-safely in the data directory), START_REPLICATION [SLOT s] PHYSICAL <lsn> answered
+// with CopyBoth, XLogData read from the WAL segment files up to the flushed end, keepalives,
+// and the client's standby status updates (write, flush, replay), recorded per connection
+// with PostgreSQL's lag measures (Standbys) and advancing the slot. The engine's WAL
+// segments are PostgreSQL's (16 MiB, named by timeline 1 and position), so a byte position
+// is the same LSN on both sides and pg_receivewal's files equal the server's.
+//
+// Retention: the log keeps every segment from the oldest position a valid slot (as saved
+// on disk), a running stream or a base backup still needs. A slot more than
+// --max-slot-wal-keep-size behind is invalidated, logged and counted
+// (engine_server_replication_slot_invalidations_total), and stops holding WAL.
+//
+// Base backup (VACUUMOPS_BASE_BACKUP, BaseBackup on the client side): a checkpoint, the
+// data directory's files copied while writes go on, the WAL from the checkpoint's redo
+// point to the end of WAL after the copy, and the control file last. The engine's
+// recovery at the copy's first Open replays that WAL and repairs the pages caught
+// mid-write (their first change after the redo point carries a full image). DDL during a
+// base backup is not covered yet: the catalog file is copied as it is.
+package replication

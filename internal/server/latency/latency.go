@@ -1,0 +1,141 @@
+// Package latency measures the server's foreground statement latency: per statement kind,
+// an HdrHistogram over a sliding window of the last seconds (for the
+// vacuumops_statement_latency view, which the runner and the operator read for the
+// foreground p50/p99 during a vacuum) and a cumulative Prometheus histogram (for /metrics).
+//
+// Which statements are foreground is the caller's decision (package sql: not VACUUM, not
+// sessions whose application_name starts with vacuum-runner). A Recorder is safe for
+// concurrent use; Observe takes one short lock.
+package latency
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Window is the span the view's figures cover: the last Window, in one-second slots.
+const Window = 10 * time.Second
+
+const slots = int(Window / time.Second)
+
+// Histogram range: 1 µs to 1 hour, 3 significant digits (0.1 % error on a percentile).
+const (
+	lowestMicros  = 1
+	highestMicros = int64(time.Hour / time.Microsecond)
+	sigFigs       = 3
+)
+
+// Kinds are the statement kinds, in the order the view lists them.
+var Kinds = []string{"select", "insert", "update", "delete", "copy", "commit", "other"}
+
+// Recorder holds every kind's histograms.
+type Recorder struct {
+	now  func() time.Time
+	prom *prometheus.HistogramVec
+
+	mu    sync.Mutex
+	kinds map[string]*window
+}
+
+// window is one kind's sliding window: slot 0 (Current) covers the second that started at
+// start, older slots the seconds before.
+type window struct {
+	h     *hdrhistogram.WindowedHistogram
+	start time.Time
+}
+
+// New returns an empty recorder.
+func New() *Recorder { return newAt(time.Now) }
+
+func newAt(now func() time.Time) *Recorder {
+	return &Recorder{now: now, kinds: map[string]*window{},
+		prom: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vacuumops_statement_latency_seconds",
+			Help: "Foreground statement latency by statement kind (VACUUM and vacuum-runner sessions excluded).",
+			// Classic buckets from 100 µs to about 13 s, and a native histogram for
+			// scrapers that take one.
+			Buckets:                     prometheus.ExponentialBuckets(0.0001, 2, 18),
+			NativeHistogramBucketFactor: 1.1,
+		}, []string{"kind"})}
+}
+
+// Collector is the /metrics histogram.
+func (r *Recorder) Collector() prometheus.Collector { return r.prom }
+
+// advance rotates w's slots up to now (r.mu is held).
+func (w *window) advance(now time.Time) {
+	n := int(now.Sub(w.start) / time.Second)
+	if n <= 0 {
+		return
+	}
+	for i := 0; i < min(n, slots); i++ {
+		w.h.Rotate()
+	}
+	w.start = w.start.Add(time.Duration(n) * time.Second)
+}
+
+// Observe records one statement of kind (one of Kinds; anything else counts as "other").
+func (r *Recorder) Observe(kind string, d time.Duration) {
+	if !known(kind) {
+		kind = "other"
+	}
+	r.prom.WithLabelValues(kind).Observe(d.Seconds())
+	us := min(max(int64(d/time.Microsecond), lowestMicros), highestMicros)
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.kinds[kind]
+	if w == nil {
+		w = &window{h: hdrhistogram.NewWindowed(slots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(time.Second)}
+		r.kinds[kind] = w
+	}
+	w.advance(now)
+	_ = w.h.Current.RecordValue(us) // in range by construction
+}
+
+func known(kind string) bool {
+	for _, k := range Kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Stats are one kind's figures over the window.
+type Stats struct {
+	Kind                     string
+	Count                    int64
+	P50, P90, P99, P999, Max time.Duration
+	Mean                     time.Duration
+}
+
+// Snapshot returns the figures of every kind seen in the last Window (kinds in Kinds order;
+// a kind with no statement in the window is left out).
+func (r *Recorder) Snapshot() []Stats {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Stats
+	for kind, w := range r.kinds {
+		w.advance(now)
+		h := w.h.Merge()
+		if h.TotalCount() == 0 {
+			continue
+		}
+		us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+		out = append(out, Stats{Kind: kind, Count: h.TotalCount(),
+			P50: us(h.ValueAtQuantile(50)), P90: us(h.ValueAtQuantile(90)), P99: us(h.ValueAtQuantile(99)),
+			P999: us(h.ValueAtQuantile(99.9)), Max: us(h.Max()), Mean: time.Duration(h.Mean() * float64(time.Microsecond))})
+	}
+	order := map[string]int{}
+	for i, k := range Kinds {
+		order[k] = i
+	}
+	sort.Slice(out, func(i, j int) bool { return order[out[i].Kind] < order[out[j].Kind] })
+	return out
+}

@@ -1,0 +1,315 @@
+package sql
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
+	"github.com/vacuumops/vacuum-operator/internal/server/types"
+)
+
+// DatabaseOID is the one database's OID, as pg_stat_progress_vacuum.datid shows it
+// (PostgreSQL's initdb gives the postgres database 5).
+const DatabaseOID = 5
+
+// Vacuums is the server's registry of running VACUUM statements, one per session at most,
+// shared by every session: the progress views read it and vacuum_set_throttle changes a
+// registered run's throttle. Its methods are safe for concurrent use.
+type Vacuums struct {
+	mu   sync.Mutex
+	runs map[uint32]*runningVacuum
+}
+
+// NewVacuums returns an empty registry.
+func NewVacuums() *Vacuums { return &Vacuums{runs: map[uint32]*runningVacuum{}} }
+
+// runningVacuum is one session's VACUUM statement: the engine run (one throttle budget for
+// all its tables, as PostgreSQL's cost balance is one per VACUUM) and the table it is on.
+type runningVacuum struct {
+	pid  uint32
+	run  *vacuum.Batch
+	full bool
+	mwm  int64 // maintenance_work_mem in bytes
+
+	mu    sync.Mutex
+	table string
+	relid uint32
+}
+
+func (rv *runningVacuum) setTable(name string, relid uint32) {
+	rv.mu.Lock()
+	rv.table, rv.relid = name, relid
+	rv.mu.Unlock()
+}
+
+func (v *Vacuums) add(rv *runningVacuum) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.runs[rv.pid] = rv
+	v.mu.Unlock()
+}
+
+func (v *Vacuums) remove(pid uint32) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	delete(v.runs, pid)
+	v.mu.Unlock()
+}
+
+// list returns the running vacuums in pid order.
+func (v *Vacuums) list() []*runningVacuum {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	out := make([]*runningVacuum, 0, len(v.runs))
+	for _, rv := range v.runs {
+		out = append(out, rv)
+	}
+	v.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+func (v *Vacuums) get(pid uint32) *runningVacuum {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.runs[pid]
+}
+
+// Count is the number of VACUUM statements running.
+func (v *Vacuums) Count() int {
+	if v == nil {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.runs)
+}
+
+// Running reports whether the session pid runs a VACUUM now (it is then not foreground).
+func (v *Vacuums) Running(pid uint32) bool { return v.get(pid) != nil }
+
+// current is the progress of the table the vacuum is on: the last table started, or a
+// fresh one in phase initializing while the next table's vacuum lock is being taken.
+func (rv *runningVacuum) current() (vacuum.TableProgress, vacuum.Progress, string, uint32) {
+	snap := rv.run.Progress()
+	rv.mu.Lock()
+	table, relid := rv.table, rv.relid
+	rv.mu.Unlock()
+	for i := len(snap.Tables) - 1; i >= 0; i-- {
+		if snap.Tables[i].Table == table {
+			return snap.Tables[i], snap, table, relid
+		}
+	}
+	return vacuum.TableProgress{Table: table, Phase: vacuum.PhaseInitializing.String()}, snap, table, relid
+}
+
+// lazyPhase is PostgreSQL 15's pg_stat_progress_vacuum phase for an engine phase.
+func lazyPhase(p string) string {
+	switch p {
+	case vacuum.PhaseDone.String():
+		return "performing final cleanup"
+	case vacuum.PhaseRewritingHeap.String(), vacuum.PhaseRebuildingIndexes.String():
+		return "initializing" // not a lazy phase
+	}
+	return p // the engine's lazy phases carry PostgreSQL's names
+}
+
+// clusterPhase is PostgreSQL 15's pg_stat_progress_cluster phase for VACUUM FULL: the
+// rewrite copies the heap in one sequential pass, as PostgreSQL's VACUUM FULL does without
+// sorting, then rebuilds the indexes.
+func clusterPhase(p string) string {
+	switch p {
+	case vacuum.PhaseRewritingHeap.String():
+		return "seq scanning heap"
+	case vacuum.PhaseRebuildingIndexes.String():
+		return "rebuilding index"
+	case vacuum.PhaseDone.String():
+		return "performing final cleanup"
+	}
+	return "initializing"
+}
+
+// maxHeapTuplesPerPage is PostgreSQL's MaxHeapTuplesPerPage for 8 kB pages.
+const maxHeapTuplesPerPage = 291
+
+// progressVacuumColumns are pg_stat_progress_vacuum's columns: PostgreSQL 15's, in its
+// order, then this server's own (rates, usage, time slept and the throttle in force).
+var progressVacuumColumns = []column{
+	{name: "pid", t: types.Int4},
+	{name: "datid", t: types.Oid},
+	{name: "datname", t: types.Text},
+	{name: "relid", t: types.Oid},
+	{name: "phase", t: types.Text},
+	{name: "heap_blks_total", t: types.Int8},
+	{name: "heap_blks_scanned", t: types.Int8},
+	{name: "heap_blks_vacuumed", t: types.Int8},
+	{name: "index_vacuum_count", t: types.Int8},
+	{name: "max_dead_tuples", t: types.Int8},
+	{name: "num_dead_tuples", t: types.Int8},
+	// PostgreSQL 17's names for the dead-TID store's memory, which the engine's store
+	// (like 17's) is bounded by.
+	{name: "max_dead_tuple_bytes", t: types.Int8},
+	{name: "dead_tuple_bytes", t: types.Int8},
+	{name: "tuples_removed", t: types.Int8},
+	{name: "pages_per_second", t: types.Int8},
+	{name: "bytes_read", t: types.Int8},
+	{name: "bytes_written", t: types.Int8},
+	{name: "wal_bytes", t: types.Int8},
+	{name: "time_slept_ms", t: types.Int8},
+	{name: "cost_delay_us", t: types.Int8},
+	{name: "cost_limit", t: types.Int4},
+	{name: "max_read_rate", t: types.Int8},
+	{name: "max_write_rate", t: types.Int8},
+	{name: "max_wal_rate", t: types.Int8},
+}
+
+// progressClusterColumns are PostgreSQL 15's pg_stat_progress_cluster columns.
+var progressClusterColumns = []column{
+	{name: "pid", t: types.Int4},
+	{name: "datid", t: types.Oid},
+	{name: "datname", t: types.Text},
+	{name: "relid", t: types.Oid},
+	{name: "command", t: types.Text},
+	{name: "phase", t: types.Text},
+	{name: "cluster_index_relid", t: types.Oid},
+	{name: "heap_tuples_scanned", t: types.Int8},
+	{name: "heap_tuples_written", t: types.Int8},
+	{name: "heap_blks_total", t: types.Int8},
+	{name: "heap_blks_scanned", t: types.Int8},
+	{name: "index_rebuild_count", t: types.Int8},
+}
+
+// progressVacuumRows are the rows of pg_stat_progress_vacuum: one per lazy VACUUM running.
+func (s *Session) progressVacuumRows(fn func([]any) error) error {
+	for _, rv := range s.vacuums.list() {
+		if rv.full {
+			continue
+		}
+		tp, snap, _, relid := rv.current()
+		th := rv.run.Settings()
+		maxDead := rv.mwm / 6 // PostgreSQL 15's bound: 6-byte item pointers
+		if cap := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && cap < maxDead {
+			maxDead = cap
+		}
+		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
+			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,
+			maxDead, tp.DeadTIDs, rv.mwm, tp.DeadTIDBytes, tp.TuplesRemoved,
+			int64(snap.PagesPerSecond), tp.Usage.ReadBytes, tp.Usage.WriteBytes, tp.Usage.WALBytes,
+			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
+			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// progressClusterRows are the rows of pg_stat_progress_cluster: one per VACUUM FULL. The
+// engine counts heap blocks, not tuples, so heap_tuples_scanned/written are NULL until the
+// rewrite reports them; index_rebuild_count counts the indexes rebuilt once done.
+func (s *Session) progressClusterRows(fn func([]any) error) error {
+	for _, rv := range s.vacuums.list() {
+		if !rv.full {
+			continue
+		}
+		tp, _, _, relid := rv.current()
+		phase := clusterPhase(tp.Phase)
+		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", phase,
+			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// throttleSettings are the settings vacuum_set_throttle changes, as their SQL names.
+var throttleSettings = []string{"vacuum_cost_delay", "vacuum_cost_limit", "vacuum_cost_page_hit",
+	"vacuum_cost_page_miss", "vacuum_cost_page_dirty", "vacuum_max_read_rate", "vacuum_max_write_rate",
+	"vacuum_max_wal_rate"}
+
+// applyThrottleSetting returns th with one setting changed, parsed as SET parses it.
+func applyThrottleSetting(th throttle.Settings, name, value string) (throttle.Settings, error) {
+	switch name {
+	case "vacuum_cost_delay":
+		d, err := durationSetting(name, value)
+		if err != nil {
+			return th, err
+		}
+		th.CostDelay = d
+		return th, nil
+	case "vacuum_cost_limit", "vacuum_cost_page_hit", "vacuum_cost_page_miss", "vacuum_cost_page_dirty":
+		n, err := intSetting(name, value)
+		if err != nil {
+			return th, err
+		}
+		switch name {
+		case "vacuum_cost_limit":
+			th.CostLimit = n
+		case "vacuum_cost_page_hit":
+			th.PageHitCost = n
+		case "vacuum_cost_page_miss":
+			th.PageMissCost = n
+		default:
+			th.PageDirtyCost = n
+		}
+		return th, nil
+	case "vacuum_max_read_rate", "vacuum_max_write_rate", "vacuum_max_wal_rate":
+		b, err := memoryBytes(value, 1)
+		if err != nil {
+			return th, err
+		}
+		switch name {
+		case "vacuum_max_read_rate":
+			th.MaxReadBytesPerSecond = b
+		case "vacuum_max_write_rate":
+			th.MaxWriteBytesPerSecond = b
+		default:
+			th.MaxWALBytesPerSecond = b
+		}
+		return th, nil
+	}
+	return th, pgerr.New(pgerr.InvalidParameterValue, "vacuum_set_throttle cannot change \"%s\" (one of %v)", name, throttleSettings)
+}
+
+// setThrottle changes the throttle of the VACUUM session pid runs, at its next delay
+// point (false: that session runs no VACUUM).
+func (v *Vacuums) setThrottle(pid uint32, name, value string) (bool, error) {
+	if _, err := applyThrottleSetting(throttle.Settings{}, name, value); err != nil {
+		return false, err
+	}
+	rv := v.get(pid)
+	if rv == nil {
+		return false, nil
+	}
+	th, err := applyThrottleSetting(rv.run.Settings(), name, value)
+	if err != nil {
+		return false, err
+	}
+	if err := rv.run.UpdateThrottle(th); err != nil {
+		return false, pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
+	}
+	return true, nil
+}
+
+// intSetting parses an integer setting's value.
+func intSetting(name, v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0, pgerr.New(pgerr.InvalidParameterValue, "invalid value for parameter \"%s\": \"%s\"", name, v)
+	}
+	return n, nil
+}
