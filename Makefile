@@ -112,11 +112,11 @@ test-readme-real: ## The README's kind quickstart on the real-cluster lane, then
 	README_REAL=1 go test -count=1 -timeout 45m -v -run TestReadmeKindQuickstartOnTheRealClusterLane ./test/readme/
 
 .PHONY: verify-generated
-verify-generated: manifests generate docs chart ## Fail if generated code, manifests, the chart or docs/api.md differ from git (use on a clean tree).
-	@changes="$$(git status --porcelain --untracked-files=all -- api config docs/api.md dist/chart)"; \
+verify-generated: manifests generate docs chart monitoring-crds ## Fail if generated code, manifests, the chart or docs/api.md differ from git (use on a clean tree).
+	@changes="$$(git status --porcelain --untracked-files=all -- api config docs/api.md dist/chart hack/monitoring-crds)"; \
 	if [ -n "$$changes" ]; then \
-		echo "Generated files are out of date; run 'make manifests generate docs' and commit:"; \
-		echo "$$changes"; git --no-pager diff --stat -- api config docs/api.md dist/chart; exit 1; \
+		echo "Generated files are out of date; run 'make manifests generate docs chart monitoring-crds' and commit:"; \
+		echo "$$changes"; git --no-pager diff --stat -- api config docs/api.md dist/chart hack/monitoring-crds; exit 1; \
 	fi
 
 ## Sub-fields not listed in docs/api.md: embedded Kubernetes types, documented upstream.
@@ -277,6 +277,19 @@ INSTALLER ?= dist/install.yaml
 .PHONY: chart
 chart: envtest ## Write the chart's generated templates (dist/chart/templates/generated) from config/.
 	go run ./hack/chartsync --kubectl "$$($(SETUP_ENVTEST))/kubectl" --config config/default --out dist/chart/templates/generated
+
+## The monitoring.coreos.com CRDs the ServiceMonitor, PodMonitor and PrometheusRule need, made
+## by controller-gen from the prometheus-operator API module at go.mod's version; test/install
+## applies them to envtest. Only those three kinds are kept.
+MONITORING_CRDS ?= hack/monitoring-crds
+
+.PHONY: monitoring-crds
+monitoring-crds: controller-gen ## Generate $(MONITORING_CRDS) from the prometheus-operator API module.
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 \
+		paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir="$$tmp"; \
+	mkdir -p $(MONITORING_CRDS); rm -f $(MONITORING_CRDS)/*.yaml; \
+	for k in servicemonitors podmonitors prometheusrules; do cp "$$tmp/monitoring.coreos.com_$$k.yaml" $(MONITORING_CRDS)/; done
 
 .PHONY: build-installer
 build-installer: envtest ## Write $(INSTALLER): config/default with the manager and runner image IMG, for kubectl apply -f.

@@ -11,8 +11,15 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"testing"
 )
+
+// T is what the checks need of a test: testing.TB, or Ginkgo's GinkgoT().
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
 
 var (
 	once    sync.Once
@@ -47,7 +54,7 @@ func Path() (string, error) {
 
 // CheckMetrics fails t with promtool's findings when the exposition (Prometheus text
 // format) breaks the naming guide or the format.
-func CheckMetrics(t testing.TB, exposition []byte) {
+func CheckMetrics(t T, exposition []byte) {
 	t.Helper()
 	if out, err := CheckMetricsOutput(exposition); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
@@ -68,7 +75,7 @@ func CheckMetricsOutput(exposition []byte) (string, error) {
 }
 
 // TestRules runs `promtool test rules` on the unit-test files (each names its rule files).
-func TestRules(t testing.TB, files ...string) {
+func TestRules(t T, files ...string) {
 	t.Helper()
 	p, err := Path()
 	if err != nil {
@@ -82,7 +89,7 @@ func TestRules(t testing.TB, files ...string) {
 }
 
 // CheckRules runs `promtool check rules` (syntax, PromQL, and lint) on rule files.
-func CheckRules(t testing.TB, files ...string) {
+func CheckRules(t T, files ...string) {
 	t.Helper()
 	p, err := Path()
 	if err != nil {

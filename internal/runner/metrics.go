@@ -10,17 +10,18 @@ import (
 type progressCollector struct{ s *runState }
 
 type metricDef struct {
+	name  string
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
 	value func(runnerwire.Progress) float64
 }
 
 func gauge(name, help string, f func(runnerwire.Progress) float64) metricDef {
-	return metricDef{prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.GaugeValue, f}
+	return metricDef{"vacuum_runner_" + name, prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.GaugeValue, f}
 }
 
 func counter(name, help string, f func(runnerwire.Progress) float64) metricDef {
-	return metricDef{prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.CounterValue, f}
+	return metricDef{"vacuum_runner_" + name, prometheus.NewDesc("vacuum_runner_"+name, help, nil, nil), prometheus.CounterValue, f}
 }
 
 var progressMetrics = []metricDef{
@@ -49,7 +50,10 @@ var progressMetrics = []metricDef{
 	gauge("wal_bytes_per_second", "WAL bytes per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.WALBytesPerSecond }),
 }
 
-var phaseDesc = prometheus.NewDesc("vacuum_runner_phase", "1 for the phase of the table started last.", []string{"phase", "table"}, nil)
+// phaseMetric is the one labelled runner metric.
+const phaseMetric = "vacuum_runner_phase"
+
+var phaseDesc = prometheus.NewDesc(phaseMetric, "1 for the phase of the table started last.", []string{"phase", "table"}, nil)
 
 // Describe implements prometheus.Collector.
 func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -66,4 +70,14 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(p))
 	}
 	ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, 1, string(p.Phase), p.Table)
+}
+
+// MetricNames are the names of the runner's own metrics on its /metrics (which also serves
+// the Go runtime's go_* and process_* ones), for dashboards and alerts checked against them.
+func MetricNames() []string {
+	names := make([]string, 0, len(progressMetrics)+1)
+	for _, m := range progressMetrics {
+		names = append(names, m.name)
+	}
+	return append(names, phaseMetric)
 }

@@ -153,4 +153,6 @@ var _ = Describe("Installing the operator", Ordered, func() {
 			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
 		expectUsersThroughAggregatedRoles("team-installer")
 	})
+
+	describeMetrics()
 })

@@ -142,7 +142,8 @@ var _ = Describe("The Helm chart", func() {
 		Expect(dep).NotTo(BeNil())
 		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 		Expect(containers).To(HaveLen(1))
-		c := containers[0].(map[string]any)
+		c, ok := containers[0].(map[string]any)
+		Expect(ok).To(BeTrue(), "container %v", containers[0])
 		Expect(c["args"]).To(ContainElements("--allowed-runner-images=registry.example/runner:1,registry.example/runner:2",
 			"--watch-namespaces=team-a,team-b"))
 		Expect(c["args"]).NotTo(ContainElement("--leader-elect"))
