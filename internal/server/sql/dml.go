@@ -131,6 +131,19 @@ func (s *Session) returning(list []*pg.Node, ti engine.TableInfo, ptypes *[]*typ
 	return s.targetList(list, c, &source{cols: c.cols, table: &ti})
 }
 
+// addReturned appends the RETURNING list's values for a row written (none without one).
+func (res *Result) addReturned(x *execCtx, rets []*expr, row []any) error {
+	if rets == nil {
+		return nil
+	}
+	out, err := project(x, rets, row)
+	if err != nil {
+		return err
+	}
+	res.Rows = append(res.Rows, out)
+	return nil
+}
+
 func project(x *execCtx, targets []*expr, row []any) ([]any, error) {
 	out := make([]any, len(targets))
 	for i, t := range targets {
@@ -288,12 +301,8 @@ func (s *Session) planInsert(ins *pg.InsertStmt, ptypes *[]*types.T) (*plan, err
 			if err := w.insert(x, vals); err != nil {
 				return nil, err
 			}
-			if rets != nil {
-				out, err := project(x, rets, vals)
-				if err != nil {
-					return nil, err
-				}
-				res.Rows = append(res.Rows, out)
+			if err := res.addReturned(x, rets, vals); err != nil {
+				return nil, err
 			}
 		}
 		res.Tag = "INSERT 0 " + strconv.Itoa(len(rows))
@@ -447,12 +456,8 @@ func (s *Session) planUpdate(up *pg.UpdateStmt, ptypes *[]*types.T) (*plan, erro
 				continue
 			}
 			n++
-			if rets != nil {
-				out, err := project(x, rets, nv)
-				if err != nil {
-					return nil, err
-				}
-				res.Rows = append(res.Rows, out)
+			if err := res.addReturned(x, rets, nv); err != nil {
+				return nil, err
 			}
 		}
 		res.Tag = "UPDATE " + strconv.Itoa(n)
@@ -516,12 +521,8 @@ func (s *Session) planDelete(del *pg.DeleteStmt, ptypes *[]*types.T) (*plan, err
 				continue
 			}
 			n++
-			if rets != nil {
-				out, err := project(x, rets, got)
-				if err != nil {
-					return nil, err
-				}
-				res.Rows = append(res.Rows, out)
+			if err := res.addReturned(x, rets, got); err != nil {
+				return nil, err
 			}
 		}
 		res.Tag = "DELETE " + strconv.Itoa(n)
