@@ -185,10 +185,11 @@ func (r *Run) phase(p string) (runnerwire.Phase, bool) {
 }
 
 // progressQuery selects pid, phase, heap blocks total/scanned/vacuumed, index passes and
-// dead tuples of the given backends.
+// dead tuples of the given backends. heap_tuples_written is coalesced: the engine server,
+// which counts blocks, not tuples, leaves it NULL, and a NULL would fail the row's scan.
 func (r *Run) progressQuery() string {
 	if r.opts.Full {
-		return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, heap_tuples_written,
+		return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, coalesce(heap_tuples_written, 0),
 			index_rebuild_count, 0::bigint FROM pg_stat_progress_cluster WHERE pid = ANY($1)`
 	}
 	dead := "num_dead_tuples"
