@@ -17,6 +17,7 @@ var dbMethods = []string{
 	"CreateIndex", "CreateTable", "CreateUniqueIndex", "Dir", "DropTable",
 	"FS", // for files kept beside the engine's (replication slots)
 	"LockStats", "PurgeQuarantine", "Quarantine", "RecoveryInfo", "RuntimeStats",
+	"SetCommitWait", // synchronous replication: a commit waits for a standby's flush
 	"Stats", "SystemID", "Table", "TablePages", "Tables", "TruncateTable",
 	"Vacuum", "VacuumBatch", "VacuumFull", // the three ways to vacuum, each under the table's vacuum lock
 	"WAL", // for a reader that follows the log (a standby)

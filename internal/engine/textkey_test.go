@@ -76,9 +76,13 @@ func checkCities(t *testing.T, db *DB, rows int) {
 	inRange := map[string]int{} // region -> rows with 10 <= n <= 20
 	for i := range rows {
 		r := cityRow(i)
-		perRegion[r[1].(string)]++
+		region, ok := r[1].(string)
+		if !ok {
+			t.Fatalf("row %d: region %T, want a string", i, r[1])
+		}
+		perRegion[region]++
 		if n, ok := r[2].(int32); ok && n >= 10 && n <= 20 {
-			inRange[r[1].(string)]++
+			inRange[region]++
 		}
 	}
 	for region, want := range perRegion {

@@ -60,7 +60,7 @@ func TestShortSoakLosesNoCommittedRowAcrossThirtyCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fig.Crashes < *shortKills || fig.Verifications < *shortKills-fig.RecoveryCrashes {
+	if fig.Crashes < *shortKills || fig.Verifications < *shortKills-fig.RecoveryOnly {
 		t.Fatalf("%d crashes and %d verifications, want %d", fig.Crashes, fig.Verifications, *shortKills)
 	}
 	if fig.SIGKILLs == 0 || fig.PowerLoss == 0 {
