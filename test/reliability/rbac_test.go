@@ -99,6 +99,10 @@ var clusterWideAllowed = map[string][]string{
 	"coordination.k8s.io/leases": {"get", "create", "update", "delete"}, // one run per volume
 	"apps/deployments/scale":     {"get", "patch", "update"},            // quiesce: replicas only, never the pod template
 	"apps/statefulsets/scale":    {"get", "patch", "update"},
+	// online runs: a server target names a Service, reached through its EndpointSlices
+	// (read directly, not cached: get and list only)
+	"/services":                       {"get"},
+	"discovery.k8s.io/endpointslices": {"list"},
 }
 
 // TestManagerRBACIsLeastPrivilege reads the generated config/rbac/role.yaml:
