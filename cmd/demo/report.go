@@ -22,7 +22,7 @@ func printReports(out io.Writer, runs []vacuumv1alpha1.VacuumRun) {
 			_, _ = fmt.Fprintf(out, "  %s\n", s.Message)
 		}
 		if t := s.Totals; t != nil {
-			_, _ = fmt.Fprintf(out, "  totals: %d tuples removed, %d blocks scanned, %d pages removed, %d index passes, read %s, written %s, WAL %s, slept %s\n",
+			_, _ = fmt.Fprintf(out, "  totals: %d tuples removed, %d pages scanned, %d pages removed, %d index passes, read %s, written %s, WAL %s, slept %s\n",
 				t.TuplesRemoved, t.PagesScanned, t.PagesRemoved, t.IndexPasses, bytes(t.BytesRead), bytes(t.BytesWritten), bytes(t.WALBytes), t.TimeSlept.Duration)
 		}
 		if len(s.Tables) > 0 {
