@@ -14,6 +14,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal/waltest"
 )
 
 // flipBit flips one bit of the file at off.
@@ -195,26 +196,14 @@ func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 		}
 	}
 	abandon(t, db)
-	rd, err := wal.NewReader(vfs.OS(), dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last *wal.Record
-	for {
-		rec, err := rd.Next()
-		if err != nil {
-			break
-		}
-		last = rec
-	}
-	_ = rd.Close()
-	if last == nil || last.Rmgr != wal.RmgrXact {
+	last := waltest.LastRecord(t, dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
+	if last.Rmgr != wal.RmgrXact {
 		t.Fatalf("the last WAL record is %+v, want the last commit", last)
 	}
 	seg := int64(last.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
 	flipBit(t, wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize), int64(last.StartLSN)-seg+20)
 
-	db, err = Open(dir, opts)
+	db, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
