@@ -81,6 +81,7 @@ func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	if err != nil {
 		f.dropNew()
 	}
+	rep.setCutoff(f.horizon, t.Txns.NextXID())
 	r.finish(ts, rep)
 	r.endTable(ts, rep)
 	if err != nil {

@@ -60,6 +60,12 @@ type Report struct {
 	TruncateSkippedWhy       string // why truncation did not happen, when it could have
 	RelfilenodesRemoved      int    // FULL: old files dropped (heap + indexes)
 
+	// RemovableCutoff is the horizon: tuples deleted by a transaction that committed below it
+	// were removed; CutoffAge is how many xids were assigned after it by the time the
+	// vacuum ended (PostgreSQL 15's "removable cutoff: N, which was M XIDs old").
+	RemovableCutoff uint64
+	CutoffAge       int64
+
 	Elapsed time.Duration
 	Slept   time.Duration
 	Usage   usage.Reading
