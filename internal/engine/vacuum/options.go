@@ -119,6 +119,12 @@ type Options struct {
 	// engine is working on fail at once with ErrVacuumInProgress, instead
 	// of waiting (cancellably) for that vacuum to finish.
 	NoWait bool
+	// Resume makes a lazy vacuum continue each table from the position
+	// its last unfinished lazy vacuum recorded (Position), with a fresh
+	// horizon, or from block 0 where there is none or it cannot be
+	// trusted. A table whose recorded vacuum finished is skipped. VACUUM
+	// FULL ignores it (all or nothing).
+	Resume bool
 }
 
 // Pacing names a pacing rule (see Options.Pacing).
