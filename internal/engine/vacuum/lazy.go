@@ -284,7 +284,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		return nil
 	}
 	// The store must have room for this block's TIDs before we scan it.
-	if len(t.Indexes) > 0 && lv.store.Full(lv.mem) {
+	if len(t.Indexes) > 0 && (lv.store.Full(lv.mem) || lv.cycleDue(blk)) {
 		if err := lv.vacuumDead(); err != nil {
 			return err
 		}
@@ -318,6 +318,13 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		lv.ts.deadBytes.Store(lv.store.MemoryBytes())
 		return nil
 	}
+}
+
+// cycleDue says whether Options.CycleBlocks asks for a dead-items cycle
+// before block blk.
+func (lv *lazy) cycleDue(blk uint32) bool {
+	n := lv.run.opts.CycleBlocks
+	return n > 0 && lv.store.Len() > 0 && int64(blk-lv.saved) >= n
 }
 
 // sampleSkipped keeps blk in the reservoir of skipped blocks (algorithm
