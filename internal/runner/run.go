@@ -42,13 +42,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	var f runFlags
 	fs.StringVar(&f.spec, "spec", "", "RunSpec as JSON")
 	fs.StringVar(&f.specFile, "spec-file", "", "file holding the RunSpec as JSON")
-	fs.StringVar(&f.listen, "listen", "", "address of the control server (/progress, /healthz, /throttle, and /metrics without --metrics-listen); IPv6 as [addr]:port")
+	fs.StringVar(&f.listen, "listen", "", "address of the control server (/progress, /healthz, /throttle, /pause, and /metrics without --metrics-listen); IPv6 as [addr]:port")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a separate plain-HTTP server for /metrics and /healthz (none = /metrics on --listen)")
 	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "PEM certificate of the control server; with --tls-key-file it serves HTTPS")
 	fs.StringVar(&f.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.IntVar(&f.maxConnections, "max-connections", DefaultMaxConnections, "most connections each server holds open at once")
 	fs.StringVar(&f.terminationLog, "termination-log", "", "file to write the Summary to on exit")
-	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle (none = disabled)")
+	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle and PUT /pause (none = disabled)")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 5*time.Minute, "how long to wait for a busy data directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -71,6 +71,15 @@ type Progress struct {
 	Tables              []TableProgress `json:"tables"`
 	// ThrottleApplies says when a PUT /throttle takes effect: Immediately or NextTable.
 	ThrottleApplies string `json:"throttleApplies"`
+	// Paused: a PUT /pause holds the run at its next delay point. PausedSeconds is the time
+	// it has spent paused in all (not counted in SleptSeconds).
+	Paused        bool    `json:"paused"`
+	PausedSeconds float64 `json:"pausedSeconds"`
+}
+
+// Pause is the body of PUT /pause (and its answer).
+type Pause struct {
+	Paused bool `json:"paused"`
 }
 
 // TableProgress is one table done or in flight.
