@@ -1,10 +1,13 @@
 package sql
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 )
 
 // TestTextAndMultiColumnKeysThroughSQL declares primary keys and unique constraints on
@@ -63,6 +66,12 @@ func TestTextAndMultiColumnKeysThroughSQL(t *testing.T) {
 		if got := runSQL(t, s, tc.q); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.q, got, tc.want)
 		}
+	}
+	// PostgreSQL's message and detail for a duplicate of a two-column key.
+	err := s.Query(context.Background(), "INSERT INTO city VALUES ('z', 'r1', 2)", func(*Result) error { return nil })
+	if pe := pgerr.As(err); pe == nil || pe.Code != pgerr.UniqueViolation ||
+		pe.Message != `duplicate key value violates unique constraint "city_region_n_key"` || pe.Detail != "Key (region, n)=(r1, 2) already exists." {
+		t.Errorf("duplicate (region, n): %+v, want PostgreSQL's 23505 message and detail", pe)
 	}
 	ti, err := s.db.Table("city")
 	if err != nil {
