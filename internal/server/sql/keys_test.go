@@ -60,6 +60,12 @@ func TestTextAndMultiColumnKeysThroughSQL(t *testing.T) {
 		{"CREATE TABLE d (a int4, UNIQUE (a, z))", "ERROR 42703\n"},
 		{"CREATE INDEX ON p (a, a)", "ERROR 0A000\n"},
 		{"CREATE INDEX ON p (a DESC)", "ERROR 0A000\n"},
+		{"CREATE TABLE other (t timestamp PRIMARY KEY, b bytea UNIQUE, f boolean, c char(3), UNIQUE (f, c))", "CREATE TABLE\n"},
+		{"INSERT INTO other VALUES ('2024-01-01 00:00:00', '\\x01', true, 'a'), ('2024-01-02 00:00:00', '\\x02', true, 'b')", "INSERT 0 2\n"},
+		{"INSERT INTO other VALUES ('2024-01-01 00:00:00', '\\x03', false, 'a')", "ERROR 23505\n"},
+		{"INSERT INTO other VALUES ('2024-01-03 00:00:00', '\\x01', false, 'a')", "ERROR 23505\n"},
+		{"INSERT INTO other VALUES ('2024-01-03 00:00:00', '\\x03', true, 'a  ')", "ERROR 23505\n"},
+		{"SELECT b FROM other WHERE c = 'b' AND f", "b\n\\x02\nSELECT 1\n"},
 		{"INSERT INTO city VALUES ('" + strings.Repeat("k", 3000) + "', 'r5', 5)", "ERROR 54000\n"},
 		{"SELECT count(*) FROM city WHERE region = 'r5'", "count\n0\nSELECT 1\n"},
 	} {
