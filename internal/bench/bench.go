@@ -76,6 +76,7 @@ var experiments = []experiment{
 	{4, runDeadTIDs, deadTIDsHeadline},
 	{5, runFullLag, fullLagHeadline},
 	{6, runAccuracy, accuracyHeadline},
+	{7, runServer, serverHeadline},
 }
 
 // Run executes every experiment, writes the CSV files, the plots and
