@@ -14,6 +14,8 @@ type Config struct {
 	WorkDir string
 	// Quick runs every experiment at toy size (under a minute).
 	Quick bool
+	// Only runs just these experiments (nil = all); experiment 5 needs 1's data set.
+	Only []int
 	// Direct asks for O_DIRECT relation I/O (the engine falls back to
 	// buffered I/O where the file system refuses it; the report says so).
 	Direct bool
