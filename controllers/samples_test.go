@@ -188,4 +188,3 @@ func TestOnlineSamplesFitTogether(t *testing.T) {
 		t.Errorf("load --sslmode %q against a server without a certificate", flagValue(la, "sslmode"))
 	}
 }
-
