@@ -26,7 +26,9 @@ func mustWindow(t *testing.T, schedule, tz string, seconds int64, jitter bool) *
 	return w
 }
 
-func utc(y int, m time.Month, d, h, mi int) time.Time { return time.Date(y, m, d, h, mi, 0, 0, time.UTC) }
+func utc(y int, m time.Month, d, h, mi int) time.Time {
+	return time.Date(y, m, d, h, mi, 0, 0, time.UTC)
+}
 
 // Europe/Berlin changes its clocks on the last Sundays of March (02:00 CET -> 03:00 CEST) and
 // October (03:00 CEST -> 02:00 CET); in 2026 they are March 29 and October 25.
