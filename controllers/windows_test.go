@@ -271,6 +271,32 @@ var _ = Describe("Maintenance windows", func() {
 		Expect(runner.refused.Load()).To(BeZero(), "every PUT /pause carries the run's token")
 	})
 
+	It("honours the window for an online run: stopAt and resume reach its runner, not its identify pod", func() {
+		clock.SetTime(time.Now()) // the identify pod's start timeout counts from the run's creation
+		stopAt := clock.Now().Add(time.Minute)
+		serveDatabase(ns, "db", "db-1", map[string]bool{"10.0.0.9": true})
+		onlineRun(ns, "online", "db", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(stopAt), StopGracePeriodSeconds: 5}
+			run.Spec.Resume = true
+		})
+		idPod := reconcileUntilIdentifyPod(rr, ns, "online")
+		Expect(runSpecOf(ns, idPod.Name)).NotTo(HaveKey("stopAt"), "identifying is no vacuum")
+		identified(idPod, "7301234567890123999")
+		pod := reconcileUntilPod(rr, ns, "online", 1)
+		rs := runSpecOf(ns, pod.Name)
+		Expect(rs).To(HaveKeyWithValue("stopAt", stopAt.UTC().Format(time.RFC3339)))
+		Expect(rs).To(HaveKeyWithValue("resume", true))
+		setPodRunning(pod, freshIP())
+		reconcileRunAnswered(rr, ns, "online")
+		clock.SetTime(stopAt.Add(time.Second))
+		setPodTerminated(pod, 0, "Completed", windowSummary(stopReasonWindowClosed,
+			map[string]any{"table": "public.orders", "pagesTotal": 500, "complete": false, "blockReached": 250, "resumedFromBlock": 100}))
+		reconcileRun(rr, ns, "online")
+		run := getRun(ns, "online")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunInterrupted))
+		Expect(run.Status.Tables[0].DonePerMille).To(HaveValue(BeEquivalentTo(500)))
+	})
+
 	It("refuses a window schedule with its own time zone and a run's changed window, and lets paused change", func() {
 		p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tz"}}
 		p.Spec.Target.PersistentVolumeClaim = "data"
