@@ -224,3 +224,12 @@ func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *te
 		t.Errorf("a summary without a stop reason is verdict %d, want Succeeded", v)
 	}
 }
+
+func TestAWindowOnlyPolicysIntervalIsTheTimeBetweenOpenings(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	r := &PolicyReconciler{Clock: realClock}
+	if got := r.scheduleInterval(p); got != 24*time.Hour {
+		t.Errorf("interval %s, want 24h (the time between two openings)", got)
+	}
+}
