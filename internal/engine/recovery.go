@@ -168,6 +168,7 @@ func (db *DB) start() error {
 		}
 		return &corruptError{msg: msg}
 	}
+	db.sweepPositions()
 	db.recovery = info
 	db.replayEnd.Store(uint64(info.EndLSN))
 	// A crash between a catalog switch's rename and its record lost the

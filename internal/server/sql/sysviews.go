@@ -174,8 +174,9 @@ func (s *Session) controlSystem(rf *pg.RangeFunction, f *pg.FuncCall) (*source, 
 	}), nil
 }
 
-// latencyColumns are vacuumops_statement_latency's: per statement kind, the foreground
-// statements of the last window_seconds and their latency percentiles in microseconds.
+// latencyColumns are vacuumops_statement_latency's: per statement kind, then for all of them
+// (kind all), the foreground statements of the last window_seconds and their latency
+// percentiles in microseconds.
 var latencyColumns = []column{
 	{name: "kind", t: types.Text},
 	{name: "window_seconds", t: types.Int4},
