@@ -132,7 +132,7 @@ var _ = Describe("An online run's admission", func() {
 		noCreds := bare("nocreds")
 		noCreds.Spec.Target.Server = serverTarget("db")
 		noCreds.Spec.Target.Server.CredentialsSecret.Name = ""
-		refused(noCreds, "spec.target.server.credentialsSecret.name")
+		refused(noCreds, "spec.target.server.credentialsSecret") // omitted whole once empty (omitzero)
 		noCA := bare("noca")
 		noCA.Spec.Target.Server = serverTarget("db")
 		noCA.Spec.Target.Server.TLS = &vacuumv1alpha1.ServerTLS{Mode: vacuumv1alpha1.TLSVerifyFull}

@@ -157,6 +157,7 @@ func (db *DB) start() error {
 		}
 		return &corruptError{msg: msg}
 	}
+	db.sweepPositions()
 	db.recovery = info
 	return db.checkpoint(false, db.cat.NextOID)
 }

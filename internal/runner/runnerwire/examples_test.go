@@ -35,6 +35,8 @@ func exampleRunSpec() RunSpec {
 		MaintenanceWorkMem:  qty("64Mi"),
 		Truncate:            ptr.To(true),
 		MinDeadTuplePercent: ptr.To[int32](0),
+		StopAt:              &metav1.Time{Time: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)},
+		Resume:              true,
 		TableOverrides: []TableOverride{{
 			Table:    "events",
 			Throttle: Throttle{CostDelay: &metav1.Duration{Duration: 10 * time.Millisecond}},
@@ -103,6 +105,8 @@ func exampleTable(name string) TableResult {
 		WriteRate:    Rate{Configured: 20971520, Achieved: 4032984.6},
 		WALRate:      Rate{Configured: 10485760, Achieved: 2016492.3},
 		Notices:      []string{},
+		Complete:     true,
+		BlockReached: 8000,
 	}
 }
 

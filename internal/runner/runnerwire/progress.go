@@ -76,6 +76,10 @@ type Progress struct {
 	// for a volume and for PostgreSQL, which has no latency histogram.
 	Foreground         *Foreground `json:"foreground"`
 	ForegroundBaseline *Foreground `json:"foregroundBaseline"`
+	// Paused: a PUT /pause holds the run at its next delay point. PausedSeconds is the time
+	// it has spent paused in all (not counted in SleptSeconds).
+	Paused        bool    `json:"paused"`
+	PausedSeconds float64 `json:"pausedSeconds"`
 }
 
 // Foreground is the engine server's foreground over the window of its
@@ -88,6 +92,11 @@ type Foreground struct {
 	StatementsPerSecond float64 `json:"statementsPerSecond"`
 	P50Microseconds     int64   `json:"p50Microseconds"`
 	P99Microseconds     int64   `json:"p99Microseconds"`
+}
+
+// Pause is the body of PUT /pause (and its answer).
+type Pause struct {
+	Paused bool `json:"paused"`
 }
 
 // TableProgress is one table done or in flight.
