@@ -57,6 +57,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	active := r.observeRuns(&policy, runs)
+	observeWindows(&policy, runs)
 	errs := []error{
 		r.pruneHistory(ctx, &policy, runs),
 		r.propagateThrottle(ctx, &policy, active),

@@ -84,6 +84,7 @@ func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 		rep.Complete = true
 		rep.BlockReached = rep.PagesTotal
 	}
+	rep.setCutoff(f.horizon, t.Txns.NextXID())
 	r.finish(ts, rep)
 	r.endTable(ts, rep)
 	if err != nil {

@@ -73,6 +73,7 @@ func (r *Batch) Vacuum(ctx context.Context, t *Target) (*Report, error) {
 	}
 	err = lv.vacuum()
 	rep.Indexes = lv.idx
+	rep.setCutoff(lv.horizon, t.Txns.NextXID())
 	r.finish(ts, rep)
 	r.endTable(ts, rep)
 	if err != nil {

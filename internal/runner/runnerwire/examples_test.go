@@ -86,6 +86,8 @@ func exampleProgress() Progress {
 			{Name: "orders", Phase: PhaseDone, Percent: 100, TuplesRemoved: 100000},
 			{Name: "events", Phase: PhaseVacuumingIndexes, Percent: 37.5, TuplesRemoved: 150000},
 		},
+		Foreground:         &Foreground{WindowSeconds: 10, Statements: 4210, StatementsPerSecond: 421, P50Microseconds: 312, P99Microseconds: 2650},
+		ForegroundBaseline: &Foreground{WindowSeconds: 10, Statements: 4380, StatementsPerSecond: 438, P50Microseconds: 298, P99Microseconds: 2040},
 	}
 }
 

@@ -386,6 +386,28 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			}
 			return e.sess.vacuums.setThrottle(uint32(pid), strings.ToLower(setting), value)
 		}}, nil
+	case "vacuum_pause", "vacuum_resume":
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Int4); err != nil {
+			return nil, err
+		}
+		pause := name == "vacuum_pause"
+		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			pid, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			if pid <= 0 || pid > math.MaxUint32 {
+				return false, nil
+			}
+			return e.sess.vacuums.setPaused(uint32(pid), pause), nil
+		}}, nil
 	case "set_config":
 		if err := argc(3); err != nil {
 			return nil, err

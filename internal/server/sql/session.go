@@ -545,6 +545,8 @@ func engineError(err error) error {
 		return pgerr.Wrap(err, pgerr.UndefinedTable, "relation does not exist")
 	case errors.Is(err, engine.ErrExists):
 		return pgerr.Wrap(err, pgerr.DuplicateTable, "relation already exists")
+	case errors.Is(err, engine.ErrKeyTooLong):
+		return pgerr.Wrap(err, pgerr.ProgramLimitExceeded, "index row size exceeds the B-tree's maximum: %s", err.Error())
 	case errors.Is(err, engine.ErrTupleTooLarge):
 		return pgerr.Wrap(err, pgerr.ProgramLimitExceeded, "row is too big")
 	case errors.Is(err, engine.ErrTableRewritten):
