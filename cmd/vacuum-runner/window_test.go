@@ -17,7 +17,7 @@ func TestStopAfterThenResumeRemovesEveryDeadTupleAcrossInvocations(t *testing.T)
 	args := []string{"vacuum", "--data", dir, "--json", "--stop-after", "300ms", "--cost-limit", "250",
 		"--maintenance-work-mem", "1Mi"}
 	var removed, reached int64
-	stops := 0
+	stops, unreached := 0, 0
 	for inv := 0; ; inv++ {
 		if inv > 40 {
 			t.Fatalf("not complete after %d invocations", inv)
@@ -27,14 +27,22 @@ func TestStopAfterThenResumeRemovesEveryDeadTupleAcrossInvocations(t *testing.T)
 			a = append(append([]string(nil), args...), "--resume")
 		}
 		var rep runnerwire.Report
-		decode(t, mustVR(t, a...).stdout, &rep)
+		r := mustVR(t, a...)
+		decode(t, r.stdout, &rep)
 		if len(rep.Tables) != 1 {
 			t.Fatalf("invocation %d reports %d tables", inv, len(rep.Tables))
 		}
 		tr := rep.Tables[0]
 		removed += tr.TuplesRemoved
+		if !tr.Complete && tr.PagesTotal == 0 && tr.PagesScanned == 0 && rep.StopReason == runnerwire.StopReasonWindowClosed {
+			// The window closed before the vacuum reached the table (opening the directory
+			// took the whole 300 ms on a loaded machine): nothing done, nothing lost.
+			unreached++
+			continue
+		}
 		if inv > 0 && tr.ResumedFromBlock != reached {
-			t.Fatalf("invocation %d resumed from block %d, want %d (the previous one's blockReached)", inv, tr.ResumedFromBlock, reached)
+			t.Fatalf("invocation %d resumed from block %d, want %d (the previous one's blockReached)\nstdout: %s\nstderr: %s",
+				inv, tr.ResumedFromBlock, reached, r.stdout, r.stderr)
 		}
 		if tr.Complete {
 			if rep.StopReason != "" || tr.BlockReached != tr.PagesTotal {
@@ -48,7 +56,7 @@ func TestStopAfterThenResumeRemovesEveryDeadTupleAcrossInvocations(t *testing.T)
 		}
 		reached = tr.BlockReached
 	}
-	t.Logf("%d stopped invocations, then one complete; %d tuples removed", stops, removed)
+	t.Logf("%d stopped invocations (%d more stopped before the table), then one complete; %d tuples removed", stops, unreached, removed)
 	if stops < 1 {
 		t.Errorf("only %d invocations were stopped: the test resumed too little", stops)
 	}

@@ -248,7 +248,8 @@ func (w *worker) delay() error {
 // name into a Target when the table's turn comes (the engine waits there
 // for the table's vacuum lock, with the run's context). It stops starting new
 // tables at the first error (or cancellation) and returns the reports of
-// the tables finished so far with that error.
+// the tables finished so far with that error. A batch that vacuumed every
+// table is not an error because its context ended after the last one.
 func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(context.Context, string) (*Target, error)) (*BatchReport, error) {
 	r.mu.Lock()
 	r.total = max(r.total, len(r.tables)+len(names))
@@ -261,6 +262,7 @@ func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(c
 		firstErr error
 	)
 	sem := make(chan struct{}, r.opts.parallelism())
+	started := 0
 	for _, name := range names {
 		select {
 		case sem <- struct{}{}:
@@ -269,6 +271,7 @@ func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(c
 		if ctx.Err() != nil {
 			break
 		}
+		started++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -288,7 +291,7 @@ func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(c
 		}()
 	}
 	wg.Wait()
-	if firstErr == nil {
+	if firstErr == nil && started < len(names) {
 		firstErr = ctx.Err()
 	}
 	return r.Report(), firstErr
