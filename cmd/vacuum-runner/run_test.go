@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,8 +187,21 @@ func TestSecondRunnerOnALockedDirectoryExitsBusyAfterItsLockTimeout(t *testing.T
 	}
 
 	// A runner waiting for the lock still stops at once on SIGTERM.
-	waiting := start(t, "run", "--data", s.dir, "--listen", freeAddr(t), "--termination-log", log, "--lock-timeout", "5m")
-	time.Sleep(300 * time.Millisecond)
+	waitAddr := freeAddr(t)
+	waiting := start(t, "run", "--data", s.dir, "--listen", waitAddr, "--termination-log", log, "--lock-timeout", "5m")
+	// Its control server answers once it is up, which is after it took its signal handlers
+	// and before it waits for the lock: a fixed sleep raced the start on a loaded machine.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if resp, err := http.Get("http://" + waitAddr + "/healthz"); err == nil {
+			_ = resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runner waiting for the lock did not serve /healthz within 10 s\nstderr: %s", waiting.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // into its lock wait
 	if err := waiting.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
