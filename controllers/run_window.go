@@ -116,8 +116,13 @@ func (r *RunReconciler) honourWindow(ctx context.Context, run *vacuumv1alpha1.Va
 	if running && now.Before(w.StopDeadline()) {
 		return false, ctrl.Result{}, nil // the runner stops by itself; observeRunning polls until the deadline
 	}
-	msg := closed + fmt.Sprintf("; the runner did not stop within stopGracePeriodSeconds (%d), its pod was stopped", w.StopGracePeriodSeconds)
-	if !running {
+	var msg string
+	switch {
+	case !now.Before(w.StopDeadline()):
+		msg = closed + fmt.Sprintf("; the runner did not stop within stopGracePeriodSeconds (%d), its pod was stopped", w.StopGracePeriodSeconds)
+	case pod == nil:
+		msg = closed + "; its runner pod is gone"
+	default:
 		msg = closed + " before the runner pod was running"
 	}
 	res, err := r.interruptAfterStop(ctx, run, msg)

@@ -26,7 +26,9 @@ func mustWindow(t *testing.T, schedule, tz string, seconds int64, jitter bool) *
 	return w
 }
 
-func utc(y int, m time.Month, d, h, mi int) time.Time { return time.Date(y, m, d, h, mi, 0, 0, time.UTC) }
+func utc(y int, m time.Month, d, h, mi int) time.Time {
+	return time.Date(y, m, d, h, mi, 0, 0, time.UTC)
+}
 
 // Europe/Berlin changes its clocks on the last Sundays of March (02:00 CET -> 03:00 CEST) and
 // October (03:00 CEST -> 02:00 CET); in 2026 they are March 29 and October 25.
@@ -220,5 +222,14 @@ func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *te
 	end, _ = containerEnd(pod)
 	if v, _, _ = judge(end, false); v != verdictSucceeded {
 		t.Errorf("a summary without a stop reason is verdict %d, want Succeeded", v)
+	}
+}
+
+func TestAWindowOnlyPolicysIntervalIsTheTimeBetweenOpenings(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	r := &PolicyReconciler{Clock: realClock}
+	if got := r.scheduleInterval(p); got != 24*time.Hour {
+		t.Errorf("interval %s, want 24h (the time between two openings)", got)
 	}
 }

@@ -66,12 +66,12 @@ type VacuumPolicySpec struct {
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
 
-	// Window limits runs to a recurring maintenance window: without spec.schedule each
+	// window limits runs to a recurring maintenance window: without spec.schedule each
 	// opening starts a run; with it, a tick outside a window waits for the next opening. A run
 	// still going at the window's end is stopped and ends Interrupted; the next window's run
 	// resumes each table where it stopped.
 	// +optional
-	Window *Window `json:"window,omitempty"`
+	Window *Window `json:"window,omitempty"` //nolint:kubeapilinter // optionalfields: nil means no window, which the controller tests; {} is refused by its required fields
 }
 
 // RunSummary is the last run of a policy, as seen by the policy.
@@ -131,7 +131,7 @@ type VacuumPolicyStatus struct {
 	// started a run; a new value starts another.
 	// +optional
 	RunNowHandled string `json:"runNowHandled,omitempty"`
-	// Window is what the policy knows of its windows: the start offset (jitter) and the
+	// window is what the policy knows of its windows: the start offset (jitter) and the
 	// tables whose vacuum spans several windows.
 	// +optional
 	Window *PolicyWindowStatus `json:"window,omitempty"`

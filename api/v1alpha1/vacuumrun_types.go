@@ -69,7 +69,7 @@ type VacuumRunSpec struct {
 	// against activeDeadlineSeconds and against the window (both are wall-clock), and a
 	// pause does not hold a window open.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused bool `json:"paused,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 
 	// window is the maintenance window the run was made for (set by its policy): at
 	// window.stopAt the runner stops at a delay point and the run ends Interrupted.
@@ -81,7 +81,7 @@ type VacuumRunSpec struct {
 	// policy sets it on the run after one that ended Interrupted. PostgreSQL targets cannot
 	// resume and start at block 0.
 	// +optional
-	Resume bool `json:"resume,omitempty"`
+	Resume bool `json:"resume,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 }
 
 // MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
@@ -259,7 +259,7 @@ type VacuumRunStatus struct {
 	// stays absent there.
 	// +optional
 	Foreground *ForegroundStatus `json:"foreground,omitempty"`
-	// Pause is the user's pause (spec.paused) as the runner took it, with the time paused.
+	// pause is the user's pause (spec.paused) as the runner took it, with the time paused.
 	// +optional
 	Pause *PauseStatus `json:"pause,omitempty"`
 }

@@ -229,7 +229,8 @@ var progressClusterColumns = []column{
 }
 
 // progressVacuumRows are the rows of pg_stat_progress_vacuum: one per lazy VACUUM running.
-func (s *Session) progressVacuumRows(fn func([]any) error) error {
+func (s *Session) progressVacuumRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if rv.full {
 			continue
@@ -241,39 +242,33 @@ func (s *Session) progressVacuumRows(fn func([]any) error) error {
 		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
 			maxDead = bound
 		}
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
+		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,
 			maxDead, tp.DeadTIDs, rv.mwm, tp.DeadTIDBytes, tp.TuplesRemoved,
 			int64(snap.PagesPerSecond), tp.Usage.ReadBytes, tp.Usage.WriteBytes, tp.Usage.WALBytes,
 			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
 			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond,
-			st.Paused, st.PausedFor.Milliseconds()}
-		if err := fn(row); err != nil {
-			return err
-		}
+			st.Paused, st.PausedFor.Milliseconds()})
 	}
-	return nil
+	return rows, nil
 }
 
 // progressClusterRows are the rows of pg_stat_progress_cluster: one per VACUUM FULL. The
 // engine counts heap blocks, not tuples, so heap_tuples_scanned/written are NULL until the
 // rewrite reports them; index_rebuild_count counts the indexes rebuilt once done.
-func (s *Session) progressClusterRows(fn func([]any) error) error {
+func (s *Session) progressClusterRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if !rv.full {
 			continue
 		}
 		tp, _, _, relid := rv.current()
-		phase := clusterPhase(tp.Phase)
 		st := rv.run.ThrottleStats()
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", phase,
+		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", clusterPhase(tp.Phase),
 			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses,
-			st.Paused, st.PausedFor.Milliseconds()}
-		if err := fn(row); err != nil {
-			return err
-		}
+			st.Paused, st.PausedFor.Milliseconds()})
 	}
-	return nil
+	return rows, nil
 }
 
 // throttleSettings are the settings vacuum_set_throttle changes, as their SQL names.
