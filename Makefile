@@ -12,6 +12,9 @@ export GOTOOLCHAIN := go$(shell awk '$$1 == "go" { print $$2; exit }' $(CURDIR)/
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+## golangci-lint at GOLANGCI_LINT_VERSION with kube-api-linter compiled in; both pinned in
+## hack/kubeapilint/go.mod (a module of its own, built from the module proxy).
+KUBEAPILINT ?= $(LOCALBIN)/kubeapilint
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
@@ -70,8 +73,13 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (config: .golangci.yml).
+lint: golangci-lint kubeapilint ## Run golangci-lint (config: .golangci.yml), then kube-api-linter on api/ (lint-api).
 	$(GOLANGCI_LINT) run ./...
+	$(KUBEAPILINT) run --config .golangci-kal.yml ./api/...
+
+.PHONY: lint-api
+lint-api: kubeapilint ## Run kube-api-linter, the Kubernetes API conventions linter, on api/ (config: .golangci-kal.yml).
+	$(KUBEAPILINT) run --config .golangci-kal.yml ./api/...
 
 .PHONY: lint-fix
 lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
@@ -167,6 +175,14 @@ controller-gen: $(LOCALBIN) ## Install controller-gen into ./bin.
 .PHONY: golangci-lint
 golangci-lint: $(LOCALBIN) ## Install golangci-lint into ./bin.
 	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: kubeapilint
+kubeapilint: $(KUBEAPILINT) ## Build bin/kubeapilint (golangci-lint with kube-api-linter, hack/kubeapilint).
+
+$(KUBEAPILINT): hack/kubeapilint/go.mod hack/kubeapilint/go.sum hack/kubeapilint/main.go | $(LOCALBIN)
+	@grep -q 'golangci/golangci-lint/v2 $(GOLANGCI_LINT_VERSION)$$' hack/kubeapilint/go.mod || \
+		{ echo "hack/kubeapilint/go.mod must pin golangci-lint $(GOLANGCI_LINT_VERSION), as GOLANGCI_LINT_VERSION does"; exit 1; }
+	cd hack/kubeapilint && go build -o $(KUBEAPILINT) .
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

@@ -20,37 +20,37 @@ const (
 type VacuumPolicySpec struct {
 	VacuumSpec `json:",inline"`
 
-	// Schedule is a cron expression (5 fields, or a macro such as @daily); absent = run
+	// schedule is a cron expression (5 fields, or a macro such as @daily); absent = run
 	// once, as the run <policy>-once. The controller checks it: a bad schedule sets
 	// Ready=False with reason InvalidSchedule.
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
-	Schedule string `json:"schedule,omitempty"`
+	Schedule string `json:"schedule,omitempty"` //nolint:kubeapilinter // optionalfields: empty means run once, as absent does
 
-	// TimeZone is the IANA time zone the schedule is read in. The binaries carry their own
+	// timeZone is the IANA time zone the schedule is read in. The binaries carry their own
 	// time-zone database; an unknown zone sets Ready=False with reason InvalidTimeZone.
 	// +kubebuilder:default=UTC
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
-	TimeZone string `json:"timeZone,omitempty"`
+	TimeZone string `json:"timeZone,omitempty"` //nolint:kubeapilinter // optionalfields: empty is defaulted to UTC, as absent is
 
-	// StartingDeadlineSeconds is how late a missed tick may still start a run; absent = no
+	// startingDeadlineSeconds is how late a missed tick may still start a run; absent = no
 	// deadline. It bounds creation only, not how long a run may take.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
-	// Suspend stops new runs; active runs go on.
+	// suspend stops new runs; active runs go on.
 	// +kubebuilder:default=false
 	// +optional
-	Suspend bool `json:"suspend"`
+	Suspend bool `json:"suspend,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 
-	// ConcurrencyPolicy is Forbid (skip a tick while a run is active) or Replace (cancel it).
+	// concurrencyPolicy is Forbid (skip a tick while a run is active) or Replace (cancel it).
 	// +kubebuilder:default=Forbid
 	// +optional
 	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
 
-	// SuccessfulRunsHistoryLimit is how many succeeded runs are kept, 0 to 100; absent = 3,
+	// successfulRunsHistoryLimit is how many succeeded runs are kept, 0 to 100; absent = 3,
 	// and 0 keeps none.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
@@ -58,68 +58,83 @@ type VacuumPolicySpec struct {
 	// +optional
 	SuccessfulRunsHistoryLimit *int32 `json:"successfulRunsHistoryLimit,omitempty"`
 
-	// FailedRunsHistoryLimit is how many failed or cancelled runs are kept, 0 to 100;
+	// failedRunsHistoryLimit is how many failed or cancelled runs are kept, 0 to 100;
 	// absent = 3, and 0 keeps none.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
+
+	// window limits runs to a recurring maintenance window: without spec.schedule each
+	// opening starts a run; with it, a tick outside a window waits for the next opening. A run
+	// still going at the window's end is stopped and ends Interrupted; the next window's run
+	// resumes each table where it stopped.
+	// +optional
+	Window *Window `json:"window,omitempty"` //nolint:kubeapilinter // optionalfields: nil means no window, which the controller tests; {} is refused by its required fields
 }
 
 // RunSummary is the last run of a policy, as seen by the policy.
 type RunSummary struct {
-	// Name of the run.
+	// name of the run.
+	// +required
 	Name string `json:"name"`
-	// Phase of the run.
-	Phase RunPhase `json:"phase,omitempty"`
-	// PagesPerSecond the run achieved last.
+	// phase of the run.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the run's phase, as VacuumRun's status.phase
+	// pagesPerSecond the run achieved last.
+	// +optional
 	PagesPerSecond int64 `json:"pagesPerSecond,omitempty"`
-	// TuplesRemoved by the run.
+	// tuplesRemoved by the run.
+	// +optional
 	TuplesRemoved int64 `json:"tuplesRemoved,omitempty"`
-	// CompletionTime of the run, once it ended.
+	// completionTime of the run, once it ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Message of the run.
+	// message of the run.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
 
 // VacuumPolicyStatus is what the controller last saw and did.
 type VacuumPolicyStatus struct {
-	// ObservedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready (the schedule is valid and runs can start) and Degraded (runs are
+	// conditions are Ready (the schedule is valid and runs can start) and Degraded (runs are
 	// halted, for example after corruption was found).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Active lists the runs not finished yet.
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// active lists the runs not finished yet.
 	// +listType=set
 	// +optional
 	Active []string `json:"active,omitempty"`
-	// LastScheduleTime is the tick (or request) of the latest run started.
+	// lastScheduleTime is the tick (or request) of the latest run started.
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
-	// LastSuccessfulTime is when the latest successful run completed.
+	// lastSuccessfulTime is when the latest successful run completed.
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
-	// NextScheduleTime is the next tick at which a run will start.
+	// nextScheduleTime is the next tick at which a run will start.
 	// +optional
 	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
-	// LastRun sums up the latest run.
+	// lastRun sums up the latest run.
 	// +optional
 	LastRun *RunSummary `json:"lastRun,omitempty"`
-	// CorruptionRun is the run that found corruption; runs are halted until the policy is
+	// corruptionRun is the run that found corruption; runs are halted until the policy is
 	// annotated vacuum.vacuumops.io/corruption-acknowledged=<that run's name>.
 	// +optional
 	CorruptionRun string `json:"corruptionRun,omitempty"`
-	// RunNowHandled is the last value of the vacuum.vacuumops.io/run-now annotation that
+	// runNowHandled is the last value of the vacuum.vacuumops.io/run-now annotation that
 	// started a run; a new value starts another.
 	// +optional
 	RunNowHandled string `json:"runNowHandled,omitempty"`
+	// window is what the policy knows of its windows: the start offset (jitter) and the
+	// tables whose vacuum spans several windows.
+	// +optional
+	Window *PolicyWindowStatus `json:"window,omitempty"`
 }
 
 // VacuumPolicy says what to vacuum, how gently, how wide and when; it creates VacuumRuns.
@@ -134,11 +149,17 @@ type VacuumPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name of a VacuumPolicy must be at most 40 characters, so the names of its runs, pods and Secrets stay within 63"
 type VacuumPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's standard metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   VacuumPolicySpec   `json:"spec,omitempty"`
-	Status VacuumPolicyStatus `json:"status,omitempty"`
+	// spec is what the VacuumPolicy asks for.
+	// +optional
+	Spec VacuumPolicySpec `json:"spec,omitempty"` //nolint:kubeapilinter // optionalfields: a value, as in every Kubernetes kind; the CRD is unchanged
+	// status is what the controller last saw and did.
+	// +optional
+	Status VacuumPolicyStatus `json:"status,omitempty"` //nolint:kubeapilinter // optionalfields: a value, as in every Kubernetes kind
 }
 
 // VacuumPolicyList is a list of VacuumPolicies.

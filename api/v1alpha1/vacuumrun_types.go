@@ -6,7 +6,7 @@ import (
 )
 
 // RunPhase is where a run is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Cancelled
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Cancelled;Interrupted
 type RunPhase string
 
 const (
@@ -49,18 +49,39 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.allowCrashRecovery) == has(oldSelf.allowCrashRecovery) && (!has(self.allowCrashRecovery) || self.allowCrashRecovery == oldSelf.allowCrashRecovery)",message="spec.allowCrashRecovery is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.policyName) == has(oldSelf.policyName) && (!has(self.policyName) || self.policyName == oldSelf.policyName)",message="spec.policyName is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel can only change from false to true"
+// +kubebuilder:validation:XValidation:rule="has(self.window) == has(oldSelf.window) && (!has(self.window) || self.window == oldSelf.window)",message="spec.window is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.resume) == has(oldSelf.resume) && (!has(self.resume) || self.resume == oldSelf.resume)",message="spec.resume is immutable"
 type VacuumRunSpec struct {
 	VacuumSpec `json:",inline"`
 
-	// PolicyName is the policy that created the run; empty for a run made by hand.
+	// policyName is the policy that created the run; empty for a run made by hand.
 	// +kubebuilder:validation:MaxLength=40
 	// +optional
-	PolicyName string `json:"policyName,omitempty"`
+	PolicyName string `json:"policyName,omitempty"` //nolint:kubeapilinter // optionalfields: empty means a run made by hand, as absent does
 
-	// Cancel stops the run: its pod is stopped and the run ends Cancelled.
+	// cancel stops the run: its pod is stopped and the run ends Cancelled.
 	// +kubebuilder:default=false
 	// +optional
-	Cancel bool `json:"cancel"`
+	Cancel bool `json:"cancel,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
+
+	// paused pauses the runner at its next delay point while true, and lets it go on when
+	// set back to false; status.pause and the Paused condition show it. Time paused counts
+	// against activeDeadlineSeconds and against the window (both are wall-clock), and a
+	// pause does not hold a window open.
+	// +optional
+	Paused bool `json:"paused,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
+
+	// window is the maintenance window the run was made for (set by its policy): at
+	// window.stopAt the runner stops at a delay point and the run ends Interrupted.
+	// +optional
+	Window *RunWindow `json:"window,omitempty"`
+
+	// resume continues each table's lazy vacuum from the position the last interrupted run
+	// left in the data directory (or the server), from block 0 where there is none. A
+	// policy sets it on the run after one that ended Interrupted. PostgreSQL targets cannot
+	// resume and start at block 0.
+	// +optional
+	Resume bool `json:"resume,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 }
 
 // MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
@@ -70,162 +91,194 @@ const MaxStatusTables = 1024
 // RunTotals are the run's figures so far (from /progress), final once it ended (from the
 // termination message).
 type RunTotals struct {
-	// PagesScanned is the number of heap pages scanned. It was named blocksScanned before;
+	// pagesScanned is the number of heap pages scanned. It was named blocksScanned before;
 	// the runner's /progress still calls it heapBlocksScanned.
+	// +required
 	PagesScanned int64 `json:"pagesScanned"`
-	// PagesRemoved is the number of heap pages given back (truncation or rewrite).
+	// pagesRemoved is the number of heap pages given back (truncation or rewrite).
+	// +required
 	PagesRemoved int64 `json:"pagesRemoved"`
-	// TuplesRemoved is the number of dead tuples removed.
+	// tuplesRemoved is the number of dead tuples removed.
+	// +required
 	TuplesRemoved int64 `json:"tuplesRemoved"`
-	// BytesRead from the tables and indexes.
+	// bytesRead from the tables and indexes.
+	// +required
 	BytesRead int64 `json:"bytesRead"`
-	// BytesWritten to the tables and indexes.
+	// bytesWritten to the tables and indexes.
+	// +required
 	BytesWritten int64 `json:"bytesWritten"`
-	// WALBytes written.
+	// walBytes written.
+	// +required
 	WALBytes int64 `json:"walBytes"`
-	// IndexPasses is the number of index vacuum passes.
+	// indexPasses is the number of index vacuum passes.
+	// +required
 	IndexPasses int64 `json:"indexPasses"`
-	// TimeSlept is the time spent sleeping for the throttle, as a duration string.
-	TimeSlept metav1.Duration `json:"timeSlept"`
+	// timeSlept is the time spent sleeping for the throttle, as a duration string.
+	// +required
+	TimeSlept metav1.Duration `json:"timeSlept"` //nolint:kubeapilinter // nodurations: a sub-second duration string ("350ms"), as throttle.costDelay
 }
 
 // TableStatus is one table done or in flight.
 type TableStatus struct {
-	// Name of the table.
+	// name of the table.
+	// +required
 	Name string `json:"name"`
-	// Phase of its vacuum, as the runner names it ("scanning heap", "done", ...).
-	Phase string `json:"phase,omitempty"`
-	// Percent done, 0 to 100.
+	// phase of its vacuum, as the runner names it ("scanning heap", "done", ...).
+	// +optional
+	Phase string `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the runner's own name for the step, not a state machine
+	// percent done, 0 to 100.
+	// +required
 	Percent int32 `json:"percent"`
-	// Skipped is true when the table was below minDeadTuplePercent.
+	// skipped is true when the table was below minDeadTuplePercent.
 	// +optional
 	Skipped bool `json:"skipped,omitempty"`
-	// TuplesRemoved from the table.
+	// tuplesRemoved from the table.
+	// +required
 	TuplesRemoved int64 `json:"tuplesRemoved"`
-	// PagesScanned of the table's heap (final results only).
+	// pagesScanned of the table's heap (final results only).
 	// +optional
 	PagesScanned int64 `json:"pagesScanned,omitempty"`
-	// PagesRemoved from the table's heap (final results only).
+	// pagesRemoved from the table's heap (final results only).
 	// +optional
 	PagesRemoved int64 `json:"pagesRemoved,omitempty"`
+	// complete is false when the run stopped (its window closed) before the table's vacuum
+	// was done; absent when the runner did not say.
+	// +optional
+	Complete *bool `json:"complete,omitempty"`
+	// blockReached is the heap block the table's vacuum reached; the next window's run
+	// resumes from it.
+	// +optional
+	BlockReached *int64 `json:"blockReached,omitempty"`
+	// resumedFromBlock is the block this run's vacuum of the table started from (0: the
+	// beginning).
+	// +optional
+	ResumedFromBlock *int64 `json:"resumedFromBlock,omitempty"`
+	// donePerMille is the share of the table's heap done, counted across windows (block
+	// reached over the table's pages), per mille.
+	// +optional
+	DonePerMille *int32 `json:"donePerMille,omitempty"`
 }
 
 // VacuumRunStatus is the live state of a run.
 type VacuumRunStatus struct {
-	// ObservedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase is Pending, Running, Succeeded, Failed or Cancelled.
-	// +optional
-	Phase RunPhase `json:"phase,omitempty"`
-	// Conditions: Progressing, Complete and Failed.
+	// conditions are Progressing, Complete, Failed, Cancelled and Interrupted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// PodName is the runner pod of the current (or last) attempt.
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase is Pending, Running, Succeeded, Failed, Cancelled or Interrupted.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: kept beside the conditions for printing and selection, as Pod's and Job's users expect
+	// podName is the runner pod of the current (or last) attempt.
 	// +optional
 	PodName string `json:"podName,omitempty"`
-	// Attempts is the number of runner pods created so far.
+	// attempts is the number of runner pods created so far.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
-	// FailedAttempts is the number of attempts that failed and count against backoffLimit.
+	// failedAttempts is the number of attempts that failed and count against backoffLimit.
 	// +optional
 	FailedAttempts int32 `json:"failedAttempts,omitempty"`
-	// StartTime is when the first runner pod started; activeDeadlineSeconds counts from it.
+	// startTime is when the first runner pod started; activeDeadlineSeconds counts from it.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
-	// CompletionTime is when the run ended.
+	// completionTime is when the run ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Table is the table started last.
+	// table is the table started last.
 	// +optional
 	Table string `json:"table,omitempty"`
-	// VacuumPhase is the phase of that table ("scanning heap", "vacuuming indexes", ...).
+	// vacuumPhase is the phase of that table ("scanning heap", "vacuuming indexes", ...).
 	// +optional
-	VacuumPhase string `json:"vacuumPhase,omitempty"`
-	// Percent is the run's progress, 0 to 100.
+	VacuumPhase string `json:"vacuumPhase,omitempty"` //nolint:kubeapilinter // nophase: the runner's own name for the step, not a state machine
+	// percent is the run's progress, 0 to 100.
 	// +optional
 	Percent int32 `json:"percent,omitempty"`
-	// Progress is Percent for printing ("62%").
+	// progress is Percent for printing ("62%").
 	// +optional
 	Progress string `json:"progress,omitempty"`
-	// PagesPerSecond is the heap pages processed per second over the last 5 seconds.
+	// pagesPerSecond is the heap pages processed per second over the last 5 seconds.
 	// +optional
 	PagesPerSecond int64 `json:"pagesPerSecond,omitempty"`
-	// ReadBytesPerSecond over the last 5 seconds.
+	// readBytesPerSecond over the last 5 seconds.
 	// +optional
 	ReadBytesPerSecond int64 `json:"readBytesPerSecond,omitempty"`
-	// WriteBytesPerSecond over the last 5 seconds.
+	// writeBytesPerSecond over the last 5 seconds.
 	// +optional
 	WriteBytesPerSecond int64 `json:"writeBytesPerSecond,omitempty"`
-	// WALBytesPerSecond over the last 5 seconds.
+	// walBytesPerSecond over the last 5 seconds.
 	// +optional
 	WALBytesPerSecond int64 `json:"walBytesPerSecond,omitempty"`
-	// ReadRate is ReadBytesPerSecond for printing ("45.2MiB/s").
+	// readRate is ReadBytesPerSecond for printing ("45.2MiB/s").
 	// +optional
 	ReadRate string `json:"readRate,omitempty"`
-	// WriteRate is WriteBytesPerSecond for printing.
+	// writeRate is WriteBytesPerSecond for printing.
 	// +optional
 	WriteRate string `json:"writeRate,omitempty"`
-	// WALRate is WALBytesPerSecond for printing.
+	// walRate is WALBytesPerSecond for printing.
 	// +optional
 	WALRate string `json:"walRate,omitempty"`
-	// Totals of the run so far.
+	// totals of the run so far.
 	// +optional
 	Totals *RunTotals `json:"totals,omitempty"`
-	// Tables lists every table done or in flight, at most 1024 (MaxStatusTables).
+	// tables lists every table done or in flight, at most 1024 (MaxStatusTables).
 	// +kubebuilder:validation:MaxItems=1024
+	// +listType=atomic
 	// +optional
 	Tables []TableStatus `json:"tables,omitempty"`
-	// TablesOmitted counts the tables the final summary had no room for.
+	// tablesOmitted counts the tables the final summary had no room for.
 	// +optional
 	TablesOmitted int32 `json:"tablesOmitted,omitempty"`
-	// ExitCode of the last runner pod that ended.
+	// exitCode of the last runner pod that ended.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
-	// Message says what happened last, in one line.
+	// message says what happened last, in one line.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// AppliedThrottle is the throttle the runner pod was last given (at start or by
+	// appliedThrottle is the throttle the runner pod was last given (at start or by
 	// PUT /throttle); a spec.throttle that differs is pushed to the pod.
 	// +optional
 	AppliedThrottle *Throttle `json:"appliedThrottle,omitempty"`
-	// Quiesced is the app this run scaled down and the replicas it had, recorded by the
+	// quiesced is the app this run scaled down and the replicas it had, recorded by the
 	// manager before the scale-down; the app is restored to them, never to more, once the
 	// run's pod has stopped. Absent once restored.
 	// +optional
 	Quiesced *QuiescedApp `json:"quiesced,omitempty"`
-	// TokenSecret is the Secret the manager made for this run's control token; only this
+	// tokenSecret is the Secret the manager made for this run's control token; only this
 	// Secret is mounted into the run's pods and deleted with the run.
 	// +optional
 	TokenSecret *OwnedObject `json:"tokenSecret,omitempty"`
-	// Server is the server an online run resolved and identified (absent for a volume).
+	// server is the server an online run resolved and identified (absent for a volume).
 	// +optional
 	Server *ServerStatus `json:"server,omitempty"`
-	// Foreground is what the server's own traffic felt over the last interval, next to a
+	// foreground is what the server's own traffic felt over the last interval, next to a
 	// baseline taken just before the vacuum started. Only the engine server reports it
 	// (its vacuumops_statement_latency view); PostgreSQL has no latency histogram, so it
 	// stays absent there.
 	// +optional
 	Foreground *ForegroundStatus `json:"foreground,omitempty"`
+	// pause is the user's pause (spec.paused) as the runner took it, with the time paused.
+	// +optional
+	Pause *PauseStatus `json:"pause,omitempty"`
 }
 
 // ServerStatus is the server an online run works on.
 type ServerStatus struct {
-	// Address is the ready endpoint (IP:port) the run was given, from the Service's
+	// address is the ready endpoint (IP:port) the run was given, from the Service's
 	// EndpointSlices.
 	// +optional
 	Address string `json:"address,omitempty"`
-	// SystemIdentifier is the server's system identifier (pg_control_system()), read at
+	// systemIdentifier is the server's system identifier (pg_control_system()), read at
 	// the run's start; the online-runs Lease is keyed by it, so two Services in front of
 	// one server share the lock.
 	// +optional
 	SystemIdentifier string `json:"systemIdentifier,omitempty"`
-	// Version is the server's version() string.
+	// version is the server's version() string.
 	// +optional
 	Version string `json:"version,omitempty"`
-	// ThrottleApplies says when a throttle change takes effect: Immediately (the engine
+	// throttleApplies says when a throttle change takes effect: Immediately (the engine
 	// server) or NextTable (PostgreSQL, which cannot re-throttle a running manual VACUUM).
 	// +optional
 	ThrottleApplies string `json:"throttleApplies,omitempty"`
@@ -233,42 +286,47 @@ type ServerStatus struct {
 
 // ForegroundStatus is the foreground's latency and rate, from the server's histograms.
 type ForegroundStatus struct {
-	// P50 is the median statement latency over the last interval, as a duration string.
+	// p50 is the median statement latency over the last interval, as a duration string.
 	// +optional
 	P50 string `json:"p50,omitempty"`
-	// P99 is the 99th-percentile statement latency over the last interval.
+	// p99 is the 99th-percentile statement latency over the last interval.
 	// +optional
 	P99 string `json:"p99,omitempty"`
-	// StatementsPerSecond is the foreground's statements per second over the last interval.
+	// statementsPerSecond is the foreground's statements per second over the last interval.
 	// +optional
 	StatementsPerSecond int64 `json:"statementsPerSecond,omitempty"`
-	// BaselineP99 is the 99th-percentile latency over the interval just before the vacuum
+	// baselineP99 is the 99th-percentile latency over the interval just before the vacuum
 	// started.
 	// +optional
 	BaselineP99 string `json:"baselineP99,omitempty"`
-	// P99VsBaselinePerMille is P99 over BaselineP99, per mille (1300 = 1.3 times).
+	// p99VsBaselinePerMille is P99 over BaselineP99, per mille (1300 = 1.3 times).
 	// +optional
 	P99VsBaselinePerMille *int64 `json:"p99VsBaselinePerMille,omitempty"`
-	// P99VsBaseline is P99VsBaselinePerMille for printing ("1.3x").
+	// p99VsBaseline is P99VsBaselinePerMille for printing ("1.3x").
 	// +optional
 	P99VsBaseline string `json:"p99VsBaseline,omitempty"`
 }
 
 // QuiescedApp is a workload a run scaled to 0, and the replicas to give it back.
 type QuiescedApp struct {
-	// Kind is Deployment or StatefulSet.
+	// kind is Deployment or StatefulSet.
+	// +required
 	Kind string `json:"kind"`
-	// Name of the workload, in the run's namespace.
+	// name of the workload, in the run's namespace.
+	// +required
 	Name string `json:"name"`
-	// Replicas the workload had before the run scaled it down.
+	// replicas the workload had before the run scaled it down.
+	// +required
 	Replicas int32 `json:"replicas"`
 }
 
 // OwnedObject names an object the manager made for a run, by name and UID.
 type OwnedObject struct {
-	// Name of the object, in the run's namespace.
+	// name of the object, in the run's namespace.
+	// +required
 	Name string `json:"name"`
-	// UID of the object: deletes carry it as a precondition.
+	// uid of the object: deletes carry it as a precondition.
+	// +required
 	UID types.UID `json:"uid"`
 }
 
@@ -288,11 +346,17 @@ type OwnedObject struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name of a VacuumRun must be at most 53 characters, so the names of its pods and Secret stay within 63"
 type VacuumRun struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's standard metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   VacuumRunSpec   `json:"spec,omitempty"`
-	Status VacuumRunStatus `json:"status,omitempty"`
+	// spec is what the VacuumRun asks for.
+	// +optional
+	Spec VacuumRunSpec `json:"spec,omitempty"` //nolint:kubeapilinter // optionalfields: a value, as in every Kubernetes kind; the CRD is unchanged
+	// status is what the controller last saw and did.
+	// +optional
+	Status VacuumRunStatus `json:"status,omitempty"` //nolint:kubeapilinter // optionalfields: a value, as in every Kubernetes kind
 }
 
 // VacuumRunList is a list of VacuumRuns.

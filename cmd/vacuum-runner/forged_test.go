@@ -18,6 +18,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal/waltest"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -100,22 +101,7 @@ func appendForgedRecord(t *testing.T, dir string, xid uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd, err := wal.NewReader(vfs.OS(), dir, c.RedoLSN, wal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last *wal.Record
-	for {
-		rec, err := rd.Next()
-		if err != nil {
-			break
-		}
-		last = rec
-	}
-	_ = rd.Close()
-	if last == nil {
-		t.Fatal("no WAL record to follow")
-	}
+	last := waltest.LastRecord(t, dir, c.RedoLSN, wal.Options{})
 	b := wal.Encode(&wal.Record{Rmgr: wal.RmgrXact, Info: txn.InfoCommit, XID: xid, PrevLSN: last.StartLSN, Main: []byte{}})
 	size := int64(wal.DefaultSegmentSize)
 	seg := int64(last.EndLSN) / size * size

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -18,8 +17,8 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
-	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal/waltest"
 )
 
 var flipsPerKind = flag.Int("flips.per-kind", 30, "bit flips per file kind in TestRandomBitFlips*")
@@ -279,7 +278,7 @@ func TestRandomBitFlipsInWALAreCorruptionUnlessInTheLastRecord(t *testing.T) {
 	}
 	end := db.log.FlushedLSN()
 	abandon(t, db)
-	lastStart := lastRecordStart(t, base, redo, opts)
+	lastStart := waltest.LastRecord(t, base, redo, wal.Options{SegmentSize: opts.WALSegmentSize}).StartLSN
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d; WAL to replay %X..%X, %d commits, last record at %X", seed, uint64(redo), uint64(end), len(ends)-1, uint64(lastStart))
@@ -385,28 +384,6 @@ func TestZeroedStretchInTheMiddleOfTheWALIsCorruption(t *testing.T) {
 	}
 	if _, err := Open(base, opts); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "middle of the log") {
 		t.Fatalf("Open with 4 KiB zeroed at LSN %X of a WAL ending at %X = %v, want ErrCorrupt for damage in the middle of the log", uint64(mid), uint64(end), err)
-	}
-}
-
-// lastRecordStart reads the WAL of dir from redo and returns where its last
-// record starts.
-func lastRecordStart(t *testing.T, dir string, redo wal.LSN, opts Options) wal.LSN {
-	t.Helper()
-	rd, err := wal.NewReader(vfs.OS(), dir, redo, wal.Options{SegmentSize: opts.WALSegmentSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rd.Close() }()
-	var last wal.LSN
-	for {
-		rec, err := rd.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("read the intact WAL: %v", err)
-			}
-			return last
-		}
-		last = rec.StartLSN
 	}
 }
 

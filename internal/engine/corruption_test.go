@@ -14,6 +14,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal/waltest"
 )
 
 // flipBit flips one bit of the file at off.
@@ -103,14 +104,12 @@ func TestBitFlipInHeapPageIsReportedWithFileAndBlock(t *testing.T) {
 	}
 }
 
-// TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed damages
-// the first record of the 6th of 10 committed transactions: the valid
-// records after it make it damage in the middle of the log, so Open
-// refuses with ErrCorrupt naming both LSNs, and leaves the WAL as it was
-// (replaying up to the damage would drop the last 5 commits, and Open
-// would then have zeroed the log after it).
-func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.T) {
-	opts := testOpts()
+// abandonedAfterCommits makes a directory with table t, checkpoints, commits
+// n transactions of 10 rows each (ids 0 to 10n-1) and abandons it without a
+// shutdown checkpoint, so Open must replay them. It returns the directory
+// and the redo point of the checkpoint before the commits.
+func abandonedAfterCommits(t *testing.T, opts Options, n int64) (string, wal.LSN) {
+	t.Helper()
 	db, dir := newDB(t, opts)
 	if err := db.CreateTable("t", accountCols); err != nil {
 		t.Fatal(err)
@@ -119,9 +118,9 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 		t.Fatal(err)
 	}
 	redoLSN := wal.LSN(db.lastRedo.Load())
-	for batch := int64(0); batch < 10; batch++ {
+	for batch := range n {
 		tx := mustTx(t, db)
-		for i := int64(0); i < 10; i++ {
+		for i := range int64(10) {
 			if _, err := tx.Insert("t", []any{batch*10 + i, "x", i}); err != nil {
 				t.Fatal(err)
 			}
@@ -131,6 +130,18 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 		}
 	}
 	abandon(t, db)
+	return dir, redoLSN
+}
+
+// TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed damages
+// the first record of the 6th of 10 committed transactions: the valid
+// records after it make it damage in the middle of the log, so Open
+// refuses with ErrCorrupt naming both LSNs, and leaves the WAL as it was
+// (replaying up to the damage would drop the last 5 commits, and Open
+// would then have zeroed the log after it).
+func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.T) {
+	opts := testOpts()
+	dir, redoLSN := abandonedAfterCommits(t, opts, 10)
 
 	// Find the first record of the 6th transaction and damage it.
 	rd, err := wal.NewReader(vfs.OS(), dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
@@ -175,46 +186,15 @@ func TestBitFlipInTheMiddleOfTheWALIsCorruptionAndNothingIsDestroyed(t *testing.
 // kept in the quarantine.
 func TestBitFlipInTheLastWALRecordEndsReplayThereAndKeepsTheTail(t *testing.T) {
 	opts := testOpts()
-	db, dir := newDB(t, opts)
-	if err := db.CreateTable("t", []Column{{Name: "id", Type: Int8}, {Name: "v", Type: Bytea}, {Name: "n", Type: Int8}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	redoLSN := wal.LSN(db.lastRedo.Load())
-	for batch := int64(0); batch < 5; batch++ {
-		tx := mustTx(t, db)
-		for i := int64(0); i < 10; i++ {
-			if _, err := tx.Insert("t", []any{batch*10 + i, "x", i}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	abandon(t, db)
-	rd, err := wal.NewReader(vfs.OS(), dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last *wal.Record
-	for {
-		rec, err := rd.Next()
-		if err != nil {
-			break
-		}
-		last = rec
-	}
-	_ = rd.Close()
-	if last == nil || last.Rmgr != wal.RmgrXact {
+	dir, redoLSN := abandonedAfterCommits(t, opts, 5)
+	last := waltest.LastRecord(t, dir, redoLSN, wal.Options{SegmentSize: opts.WALSegmentSize})
+	if last.Rmgr != wal.RmgrXact {
 		t.Fatalf("the last WAL record is %+v, want the last commit", last)
 	}
 	seg := int64(last.StartLSN) / opts.WALSegmentSize * opts.WALSegmentSize
 	flipBit(t, wal.SegmentPath(dir, wal.LSN(seg), opts.WALSegmentSize), int64(last.StartLSN)-seg+20)
 
-	db, err = Open(dir, opts)
+	db, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,18 @@ type faultEnv struct {
 
 func newFaultEnv(t *testing.T) *faultEnv {
 	t.Helper()
+	return newFaultEnvWith(t, nil)
+}
+
+// newFaultEnvWith is newFaultEnv with the engine options changed by tweak
+// (nil for none) before Init.
+func newFaultEnvWith(t *testing.T, tweak func(*Options)) *faultEnv {
+	t.Helper()
 	e := &faultEnv{t: t, dir: filepath.Join(t.TempDir(), "data"), opts: testOpts(), committed: map[int64]rowVal{}}
 	e.opts.CheckpointWALBytes = -1 // checkpoints only when the test asks
+	if tweak != nil {
+		tweak(&e.opts)
+	}
 	if err := Init(e.dir, e.opts); err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +57,13 @@ func newFaultEnv(t *testing.T) *faultEnv {
 		t.Fatal(err)
 	}
 	e.db = db
+	t.Cleanup(func() { abandonAfterPowerLoss(e.db) })
 	if err := db.CreateTable(workTable, workCols); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateIndex(workTable+"_id", workTable, "id"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { abandonAfterPowerLoss(e.db) })
 	return e
 }
 

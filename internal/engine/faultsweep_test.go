@@ -5,13 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
-	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs/faultfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
@@ -179,33 +177,14 @@ var sweepKinds = []struct {
 // every other one deleted: 8 heap pages.
 func newSweepEnv(t *testing.T) *faultEnv {
 	t.Helper()
-	e := &faultEnv{t: t, dir: filepath.Join(t.TempDir(), "data"), opts: testOpts(), committed: map[int64]rowVal{}}
-	e.opts.CheckpointWALBytes = -1
-	e.opts.WALSegmentSize = wal.MinSegmentSize
-	if err := Init(e.dir, e.opts); err != nil {
-		t.Fatal(err)
-	}
-	e.ffs = faultfs.New(vfs.NewOS(t.Logf))
-	o := e.opts
-	o.FS = e.ffs
-	db, err := Open(e.dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.db = db
-	t.Cleanup(func() { abandonAfterPowerLoss(e.db) })
-	if err := db.CreateTable(workTable, workCols); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateIndex(workTable+"_id", workTable, "id"); err != nil {
-		t.Fatal(err)
-	}
+	e := newFaultEnvWith(t, func(o *Options) { o.WALSegmentSize = wal.MinSegmentSize })
+	db := e.db
 	for range 4 {
 		e.mustInsert(30)
 	}
 	tx := mustTx(t, db)
 	var dead []page.TID
-	err = tx.Scan(workTable, func(tid page.TID, r []any) error {
+	err := tx.Scan(workTable, func(tid page.TID, r []any) error {
 		if i64(r[0])%2 == 0 {
 			dead = append(dead, tid)
 			delete(e.committed, i64(r[0]))

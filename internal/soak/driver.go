@@ -332,6 +332,9 @@ func (d *driver) crashEvents(name, kind string, recoveryOnly bool) error {
 	if !ready {
 		d.fig.BeforeReady++
 	}
+	if !recoveryOnly {
+		d.fig.WriterCrashes++
+	}
 	if recoveryOnly {
 		d.fig.RecoveryOnly++
 		if !ready { // killed before Open (recovery and its checkpoint) returned

@@ -8,7 +8,7 @@ import (
 
 // Figures are what a soak did and found.
 type Figures struct {
-	Crashes   int // crashes in all (every one followed by a verification)
+	Crashes   int // crashes in all: WriterCrashes plus RecoveryOnly
 	SIGKILLs  int // children killed with SIGKILL
 	PowerLoss int // children cut by a simulated power loss (faultfs)
 	// RecoveryOnly counts the crashes of recovery-only children (children
@@ -17,6 +17,11 @@ type Figures struct {
 	// child logged "ready" (both included in Crashes; RecoveryCrashes also
 	// in BeforeReady).
 	RecoveryOnly, RecoveryCrashes int
+	// WriterCrashes counts the crashes of children that wrote (ran the
+	// workload). Each is followed by one verification, after the
+	// recovery-only child that may follow it, so a soak without problems
+	// ends with Verifications equal to WriterCrashes.
+	WriterCrashes int
 	// Crashes that landed while the named work was running in the child
 	// (several may be running at once); BeforeReady: during Open itself.
 	DuringLazy, DuringFull, DuringCheckpoint, BeforeReady int
@@ -51,7 +56,7 @@ func (f *Figures) String() string {
 	w := func(k string, format string, args ...any) {
 		fmt.Fprintf(&b, "%-28s %s\n", k+":", fmt.Sprintf(format, args...))
 	}
-	w("crashes", "%d (SIGKILL %d, power loss %d)", f.Crashes, f.SIGKILLs, f.PowerLoss)
+	w("crashes", "%d (SIGKILL %d, power loss %d; %d of writers)", f.Crashes, f.SIGKILLs, f.PowerLoss, f.WriterCrashes)
 	w("recovery-only children", "%d crashed, %d of them inside crash recovery (before Open returned)",
 		f.RecoveryOnly, f.RecoveryCrashes)
 	w("crash landed during", "lazy vacuum %d, VACUUM FULL %d, checkpoint %d, Open %d", f.DuringLazy, f.DuringFull, f.DuringCheckpoint, f.BeforeReady)

@@ -60,8 +60,9 @@ func TestShortSoakLosesNoCommittedRowAcrossThirtyCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fig.Crashes < *shortKills || fig.Verifications < *shortKills-fig.RecoveryOnly {
-		t.Fatalf("%d crashes and %d verifications, want %d", fig.Crashes, fig.Verifications, *shortKills)
+	if fig.Crashes < *shortKills || fig.Verifications != fig.WriterCrashes {
+		t.Fatalf("%d crashes (%d of writers) and %d verifications, want at least %d crashes and a verification after each writer's",
+			fig.Crashes, fig.WriterCrashes, fig.Verifications, *shortKills)
 	}
 	if fig.SIGKILLs == 0 || fig.PowerLoss == 0 {
 		t.Fatalf("crash kinds: %d SIGKILL, %d power loss; want both", fig.SIGKILLs, fig.PowerLoss)

@@ -206,30 +206,12 @@ func (m *Manager) Drop(rel RelFileNode) error {
 	if err := m.check(true); err != nil {
 		return fmt.Errorf("drop relation %d: %w", rel, err)
 	}
-	var errs []error
-	for _, fork := range forks {
-		segs, err := m.segments(rel, fork)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	errs := m.detach(rel, func(path string) error {
+		if err := m.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", path, err)
 		}
-		fs := m.forkState(rel, fork)
-		fs.mu.Lock()
-		for _, seg := range slices.Backward(segs) {
-			if err := m.removeSeg(fs, rel, fork, seg); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		for seg, f := range fs.segs { // open but already gone from the directory
-			errs = append(errs, f.Close())
-			delete(fs.segs, seg)
-		}
-		fs.nblocks = -1
-		fs.mu.Unlock()
-		m.stateMu.Lock()
-		delete(m.forks, forkKey{rel, fork})
-		m.stateMu.Unlock()
-	}
+		return nil
+	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("drop relation %d: %w", rel, err)
 	}
@@ -249,6 +231,27 @@ func (m *Manager) MoveOut(rel RelFileNode, dstDir string) ([]string, error) {
 		return nil, fmt.Errorf("move out relation %d: %w", rel, err)
 	}
 	var moved []string
+	errs := m.detach(rel, func(path string) error {
+		dst := filepath.Join(dstDir, filepath.Base(path))
+		if err := m.fs.Rename(path, dst); err != nil {
+			return fmt.Errorf("move %s to %s: %w", path, dst, err)
+		}
+		moved = append(moved, dst)
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return moved, fmt.Errorf("move out relation %d: %w", rel, err)
+	}
+	return moved, nil
+}
+
+// detach is the walk Drop and MoveOut share: for each fork of rel it closes
+// the open segment files, forgets the fork's cached state and dirty marks,
+// and then applies act to the path of every segment file in the directory,
+// the last segment first (so a crash part way leaves a prefix of the
+// relation, as a truncation would). The caller holds m.mu exclusively. It
+// returns every error met; the walk goes on after one.
+func (m *Manager) detach(rel RelFileNode, act func(path string) error) []error {
 	var errs []error
 	for _, fork := range forks {
 		segs, err := m.segments(rel, fork)
@@ -259,7 +262,9 @@ func (m *Manager) MoveOut(rel RelFileNode, dstDir string) ([]string, error) {
 		fs := m.forkState(rel, fork)
 		fs.mu.Lock()
 		for seg, f := range fs.segs {
-			errs = append(errs, f.Close())
+			if err := f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", m.SegmentPath(rel, fork, seg), err))
+			}
 			delete(fs.segs, seg)
 		}
 		fs.nblocks = -1
@@ -268,23 +273,18 @@ func (m *Manager) MoveOut(rel RelFileNode, dstDir string) ([]string, error) {
 		for _, seg := range segs {
 			delete(m.dirty, segKey{forkKey{rel, fork}, seg})
 		}
-		m.dirDirty = true
+		if len(segs) > 0 {
+			m.dirDirty = true
+		}
 		delete(m.forks, forkKey{rel, fork})
 		m.stateMu.Unlock()
-		for _, seg := range segs {
-			src := m.SegmentPath(rel, fork, seg)
-			dst := filepath.Join(dstDir, filepath.Base(src))
-			if err := m.fs.Rename(src, dst); err != nil {
-				errs = append(errs, fmt.Errorf("move %s to %s: %w", src, dst, err))
-				continue
+		for _, seg := range slices.Backward(segs) {
+			if err := act(m.SegmentPath(rel, fork, seg)); err != nil {
+				errs = append(errs, err)
 			}
-			moved = append(moved, dst)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return moved, fmt.Errorf("move out relation %d: %w", rel, err)
-	}
-	return moved, nil
+	return errs
 }
 
 // List returns every relfilenode that has files in the directory (for

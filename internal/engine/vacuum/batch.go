@@ -90,6 +90,14 @@ func (r *Batch) UpdateThrottle(s throttle.Settings) error {
 	return errors.Join(errs...)
 }
 
+// Pause stops the batch at every worker's next delay point, until Resume
+// (or cancellation of the batch's context): the batch's throttle pauses,
+// see throttle.Throttle.Pause. It reports whether the batch was running.
+func (r *Batch) Pause() bool { return r.thr.Pause() }
+
+// Resume lets a paused batch continue. It reports whether it was paused.
+func (r *Batch) Resume() bool { return r.thr.Resume() }
+
 // beginTable registers a table of the run and gives it its counters and
 // throttle: a child of the run's throttle carrying the table's override
 // (or no limit of its own, so that only the run's applies).
@@ -226,6 +234,12 @@ func (r *Batch) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool
 // delay is the worker's delay point: rate sample, throttle, cancellation.
 func (w *worker) delay() error {
 	w.run.tick()
+	if _, ok := w.meter.(*throttle.Meter); !ok {
+		// PostgresNap knows no pause: hold it here.
+		if err := w.run.thr.WaitWhilePaused(w.ctx); err != nil {
+			return err
+		}
+	}
 	return w.meter.Wait(w.ctx)
 }
 

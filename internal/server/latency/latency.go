@@ -32,6 +32,12 @@ const (
 // Kinds are the statement kinds, in the order the view lists them.
 var Kinds = []string{"select", "insert", "update", "delete", "copy", "commit", "other"}
 
+// All is the row of every foreground statement whatever its kind, listed after Kinds: one
+// histogram of the same range and precision as the kinds' rows, recorded as each statement
+// is (not merged from the kinds' percentiles), so a reader gets the foreground's p99 at once.
+// /metrics has no such series: sum the kinds' buckets there.
+const All = "all"
+
 // Recorder holds every kind's histograms.
 type Recorder struct {
 	now  func() time.Time
@@ -88,13 +94,15 @@ func (r *Recorder) Observe(kind string, d time.Duration) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.kinds[kind]
-	if w == nil {
-		w = &window{h: hdrhistogram.NewWindowed(slots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(time.Second)}
-		r.kinds[kind] = w
+	for _, k := range []string{kind, All} {
+		w := r.kinds[k]
+		if w == nil {
+			w = &window{h: hdrhistogram.NewWindowed(slots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(time.Second)}
+			r.kinds[k] = w
+		}
+		w.advance(now)
+		_ = w.h.Current.RecordValue(us) // in range by construction
 	}
-	w.advance(now)
-	_ = w.h.Current.RecordValue(us) // in range by construction
 }
 
 func known(kind string) bool {
@@ -114,8 +122,8 @@ type Stats struct {
 	Mean                     time.Duration
 }
 
-// Snapshot returns the figures of every kind seen in the last Window (kinds in Kinds order;
-// a kind with no statement in the window is left out).
+// Snapshot returns the figures of every kind seen in the last Window (kinds in Kinds order,
+// then All; a kind with no statement in the window is left out).
 func (r *Recorder) Snapshot() []Stats {
 	now := r.now()
 	r.mu.Lock()
@@ -132,7 +140,7 @@ func (r *Recorder) Snapshot() []Stats {
 			P50: us(h.ValueAtQuantile(50)), P90: us(h.ValueAtQuantile(90)), P99: us(h.ValueAtQuantile(99)),
 			P999: us(h.ValueAtQuantile(99.9)), Max: us(h.Max()), Mean: time.Duration(h.Mean() * float64(time.Microsecond))})
 	}
-	order := map[string]int{}
+	order := map[string]int{All: len(Kinds)}
 	for i, k := range Kinds {
 		order[k] = i
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -36,8 +37,8 @@ func TestPercentilesCoverTheLastTenSecondsOnly(t *testing.T) {
 	}
 	r.Observe("vacuum", time.Second) // an unknown kind counts as other
 	got := r.Snapshot()
-	if len(got) != 2 || got[0].Kind != "select" || got[1].Kind != "other" {
-		t.Fatalf("kinds %+v", got)
+	if len(got) != 3 || got[0].Kind != "select" || got[1].Kind != "other" || got[2].Kind != All || got[2].Count != 1001 {
+		t.Fatalf("kinds %+v, want select, other and all (1001 statements)", got)
 	}
 	s := got[0]
 	within := func(d, want time.Duration) bool { return d >= want*999/1000 && d <= want*1001/1000 }
@@ -53,8 +54,8 @@ func TestPercentilesCoverTheLastTenSecondsOnly(t *testing.T) {
 	}
 	c.add(2 * time.Second)
 	got = r.Snapshot()
-	if len(got) != 1 || got[0].Count != 1 || !within(got[0].Max, 2*time.Millisecond) {
-		t.Fatalf("after 11 s: %+v, want only the one 2 ms select", got)
+	if len(got) != 2 || got[0].Count != 1 || !within(got[0].Max, 2*time.Millisecond) || got[1].Kind != All || got[1].Count != 1 {
+		t.Fatalf("after 11 s: %+v, want only the one 2 ms select (and all)", got)
 	}
 	c.add(time.Hour)
 	if got := r.Snapshot(); len(got) != 0 {
@@ -78,5 +79,59 @@ func TestPercentilesCoverTheLastTenSecondsOnly(t *testing.T) {
 	}
 	if n := m.GetHistogram().GetSampleCount(); n != 1001 {
 		t.Fatalf("/metrics select count %d, want 1001 (cumulative)", n)
+	}
+}
+
+// TestAllRowIsOneHistogramOfEveryKindsStatements records selects and updates of different
+// latencies: the all row counts both, and its percentiles are those of one histogram of the
+// same range and precision fed every statement (not a mix of the kinds' percentiles).
+func TestAllRowIsOneHistogramOfEveryKindsStatements(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	r := newAt(c.now)
+	ref := hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+	observe := func(kind string, d time.Duration) {
+		r.Observe(kind, d)
+		if err := ref.RecordValue(d.Microseconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 900 selects of 1 ms, 100 updates of 10 ms (one of 50 ms): each kind's p99 is its own
+	// latency; the foreground's p99 is an update's, its p50 a select's.
+	for i := range 900 {
+		observe("select", time.Millisecond+time.Duration(i)*time.Microsecond)
+	}
+	for i := range 100 {
+		d := 10 * time.Millisecond
+		if i == 0 {
+			d = 50 * time.Millisecond
+		}
+		observe("update", d)
+	}
+	c.add(3 * time.Second) // a later slot of the window: the row still covers both
+	observe("select", 2*time.Millisecond)
+	got := map[string]Stats{}
+	for _, s := range r.Snapshot() {
+		got[s.Kind] = s
+	}
+	all, ok := got[All]
+	if !ok || len(got) != 3 {
+		t.Fatalf("rows %+v, want select, update and all", got)
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	want := Stats{Kind: All, Count: 1001, P50: us(ref.ValueAtQuantile(50)), P90: us(ref.ValueAtQuantile(90)),
+		P99: us(ref.ValueAtQuantile(99)), P999: us(ref.ValueAtQuantile(99.9)), Max: us(ref.Max()),
+		Mean: time.Duration(ref.Mean() * float64(time.Microsecond))}
+	if all != want {
+		t.Fatalf("all row %+v, want %+v (one histogram of every statement)", all, want)
+	}
+	if all.Count != got["select"].Count+got["update"].Count {
+		t.Errorf("all counts %d, the kinds %d + %d", all.Count, got["select"].Count, got["update"].Count)
+	}
+	if all.P99 < 9*time.Millisecond || got["select"].P99 > 3*time.Millisecond {
+		t.Errorf("all p99 %v (want an update's 10 ms), select p99 %v (want about 2 ms)", all.P99, got["select"].P99)
+	}
+	c.add(Window)
+	if rows := r.Snapshot(); len(rows) != 0 {
+		t.Errorf("a window later: %+v, want no row, all included", rows)
 	}
 }

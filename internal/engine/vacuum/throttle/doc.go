@@ -51,6 +51,14 @@
 //   - Cancellation: Wait returns ctx.Err() at once when ctx is already
 //     done (still charging the usage), and within a timer tick when ctx is
 //     cancelled mid-sleep.
+//   - Pause: Throttle.Pause stops the whole run at every worker's next
+//     delay point (also with no limit on, since workers still pass delay
+//     points) and wakes sleepers; they wait on a channel (no polling) until
+//     Resume or cancellation. The limits pace on an active clock that
+//     stands still while paused, so no allowance accrues during a pause:
+//     debt outstanding at the pause is still repaid after it, and a
+//     resumed run does not burst. Stats reports Paused, PausedFor and
+//     Pauses; paused time is not in Slept.
 //
 // # Which WAL bytes
 //

@@ -7,9 +7,12 @@ const (
 	bucketWidth = 100 * time.Millisecond // ring covers the last 5 s
 )
 
-// limit is the pacing state of one rate limit of one throttle. Times are
-// durations since the root throttle's start. All fields are guarded by the
-// root's mutex.
+// limit is the pacing state of one rate limit of one throttle. Its pacing
+// times (allowT, the arguments named act) are on the run's active clock:
+// time since the root throttle's start minus the time the run was paused,
+// so no allowance accrues while paused. The ring is on the wall clock
+// (since the root's start), so recent rates fall to 0 during a pause. All
+// fields are guarded by the root's mutex.
 //
 // The allowance A(t) = allowA + rate*(t-allowT) is the number of units the
 // limit has allowed since it was (re)enabled; it is continuous across rate
@@ -43,16 +46,16 @@ func (l *limit) timeAt(p float64) time.Duration {
 	return l.allowT + time.Duration((p-l.allowA)/l.rate*float64(time.Second))
 }
 
-// charge records u units at now and, when the limit is on, returns the
-// position the charge must wait for.
-func (l *limit) charge(now time.Duration, u float64) (pos float64, on bool) {
+// charge records u units at wall time now (active time act) and, when the
+// limit is on, returns the position the charge must wait for.
+func (l *limit) charge(now, act time.Duration, u float64) (pos float64, on bool) {
 	l.consumed += u
 	l.ringAdd(now, u)
 	if l.rate == 0 {
 		return 0, false
 	}
 	l.activeConsumed += u
-	if floor := l.allowance(now) - l.burst; floor > l.pos {
+	if floor := l.allowance(act) - l.burst; floor > l.pos {
 		l.forfeited += floor - l.pos
 		l.pos = floor
 	}
@@ -60,7 +63,7 @@ func (l *limit) charge(now time.Duration, u float64) (pos float64, on bool) {
 	return l.pos, true
 }
 
-// set changes the rate at now. Outstanding debt (pos - A(now)) keeps its
+// set changes the rate at active time now. Outstanding debt (pos - A(now)) keeps its
 // size in units, so a waiter's wait scales with the new rate: no debt is
 // forgiven or added. A limit turned on starts fresh with no credit.
 func (l *limit) set(now time.Duration, rate, burst float64) {

@@ -69,7 +69,7 @@ func TestPacingBoundHoldsInSimulation(t *testing.T) {
 				admitted += w.pending
 			} else {
 				u := float64(rng.IntN(300))
-				pos, _ := l.charge(now, u)
+				pos, _ := l.charge(now, now, u)
 				w.tg = target{th, Cost, l.gen, pos}
 				if wake := wakeAt([]target{w.tg}); wake-now >= minSleep {
 					w.sleep, w.pending, w.at = true, u, wake+oversleep()
@@ -91,7 +91,7 @@ func TestPacingBoundHoldsInSimulation(t *testing.T) {
 func TestLimitKeepsDebtInUnitsAcrossRateChanges(t *testing.T) {
 	var l limit
 	l.set(0, 1000, 20) // 1000 units/s, 20 units of burst
-	pos, on := l.charge(0, 500)
+	pos, on := l.charge(0, 0, 500)
 	if !on || pos != 500 || l.timeAt(pos) != 500*time.Millisecond {
 		t.Fatalf("charge 500 at 0: pos %v wake %v, want 500 at 500ms", pos, l.timeAt(pos))
 	}
@@ -100,14 +100,14 @@ func TestLimitKeepsDebtInUnitsAcrossRateChanges(t *testing.T) {
 		t.Fatalf("after a 4x rate at 100ms the wake is %v, want 200ms (400 units at 4000/s)", got)
 	}
 	// Idle until 1 s: only the 80-unit burst of the unused allowance is kept.
-	pos, _ = l.charge(time.Second, 10)
+	pos, _ = l.charge(time.Second, time.Second, 10)
 	a := l.allowance(time.Second)
 	if math.Abs(pos-(a-80+10)) > 1e-9 || math.Abs(l.forfeited-(a-80-500)) > 1e-9 {
 		t.Fatalf("pos %v forfeited %v, want %v and %v", pos, l.forfeited, a-80+10, a-80-500)
 	}
 	gen := l.gen
 	l.set(2*time.Second, 0, 0)
-	if _, on := l.charge(2*time.Second, 5); on {
+	if _, on := l.charge(2*time.Second, 2*time.Second, 5); on {
 		t.Fatal("a limit switched off still paces")
 	}
 	l.set(3*time.Second, 1000, 20)

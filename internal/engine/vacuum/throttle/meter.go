@@ -31,18 +31,21 @@ func (m *Meter) Charge(d usage.Reading) { m.pending = addUsage(m.pending, d) }
 
 // Wait is a delay point: it charges the usage since the previous Wait (the
 // Counters' delta plus explicit charges) to the throttle and its ancestors,
-// then sleeps while the worker is ahead of schedule by at least MinSleep.
+// then sleeps while the worker is ahead of schedule by at least MinSleep,
+// and waits while the run is paused (Throttle.Pause) until it is resumed.
 // It returns ctx.Err() when ctx is done, at once if it was done already and
-// within a timer tick if it is cancelled during the sleep.
+// within a timer tick if it is cancelled during the sleep or the pause.
 func (m *Meter) Wait(ctx context.Context) error {
 	snap := m.c.Read()
 	d := addUsage(snap.Sub(m.last), m.pending)
 	m.last, m.pending = snap, usage.Reading{}
 	if err := ctx.Err(); err != nil {
 		// Still charge, so the accounting sees all usage.
-		m.t.root.mu.Lock()
-		m.targets = m.t.charge(m.t.root.now(), d, m.targets[:0])
-		m.t.root.mu.Unlock()
+		r := m.t.root
+		r.mu.Lock()
+		now := r.now()
+		m.targets = m.t.charge(now, r.active(now), d, m.targets[:0])
+		r.mu.Unlock()
 		return err
 	}
 	return m.t.wait(ctx, m, d)

@@ -35,6 +35,13 @@ type Stats struct {
 	Slept time.Duration
 	// Sleeps is the number of sleeps included in Slept.
 	Sleeps int64
+	// Paused reports whether the run (the root throttle) is paused now.
+	Paused bool
+	// PausedFor is the wall time the run has been paused, the current
+	// pause included (once per run, not per worker; not in Slept).
+	PausedFor time.Duration
+	// Pauses is the number of times the run was paused.
+	Pauses int64
 	// Limits is indexed by Kind.
 	Limits [numKinds]LimitStats
 }
@@ -45,7 +52,9 @@ func (t *Throttle) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	st := Stats{Elapsed: now - t.start, Slept: t.slept, Sleeps: t.sleeps}
+	act := r.active(now)
+	st := Stats{Elapsed: now - t.start, Slept: t.slept, Sleeps: t.sleeps,
+		Paused: r.paused, PausedFor: r.pausedFor(now), Pauses: r.pauses}
 	for k := range numKinds {
 		l := &t.lims[k]
 		ls := LimitStats{Kind: k, Active: l.rate > 0, Configured: l.rate, Consumed: l.consumed, Forfeited: l.forfeited}
@@ -53,7 +62,7 @@ func (t *Throttle) Stats() Stats {
 			ls.AchievedRun = l.consumed / secs
 		}
 		ls.AchievedRecent = l.recent(now, t.start)
-		if a := l.allowed(now); a > 0 {
+		if a := l.allowed(act); a > 0 {
 			ls.RatioRun = l.activeConsumed / a
 		}
 		st.Limits[k] = ls

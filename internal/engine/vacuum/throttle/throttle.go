@@ -22,7 +22,13 @@ type Throttle struct {
 	mu      sync.Mutex
 	epoch   time.Time
 	opts    Options
-	updated chan struct{} // closed and replaced by every Update
+	updated chan struct{} // closed and replaced by every Update, Pause and Resume
+
+	// Root only, guarded by mu: the run's pause (see Pause).
+	paused      bool
+	pausedAt    time.Duration // when the current pause began
+	pausedTotal time.Duration // length of the pauses that have ended
+	pauses      int64
 
 	// Guarded by root.mu.
 	settings Settings
@@ -54,8 +60,9 @@ func (t *Throttle) Child(s Settings) (*Throttle, error) {
 	r := t.root
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := &Throttle{root: r, parent: t, start: r.now()}
-	c.apply(c.start, s)
+	now := r.now()
+	c := &Throttle{root: r, parent: t, start: now}
+	c.apply(r.active(now), s)
 	return c, nil
 }
 
@@ -83,22 +90,111 @@ func (t *Throttle) Update(s Settings) error {
 	r := t.root
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t.apply(r.now(), s)
-	close(r.updated)
-	r.updated = make(chan struct{})
+	t.apply(r.active(r.now()), s)
+	r.wake()
 	return nil
 }
 
-func (t *Throttle) apply(now time.Duration, s Settings) {
+// Pause stops the whole run (the root throttle and all its children,
+// whichever of them it is called on): every waiter stops at its next
+// delay point (Meter.Wait) and waits there, without polling, until Resume
+// or until its context is done. A worker sleeping to repay debt is woken
+// and stops too. It works the same when no limit is on (an unthrottled
+// run still passes delay points). While paused, no allowance accrues (the
+// limits' clock stops), so a resumed run does not burst to catch up, and
+// the time paused is counted in Stats (PausedFor), not in Slept. Pause
+// reports whether it paused a running run (false: already paused).
+func (t *Throttle) Pause() bool {
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		return false
+	}
+	r.paused, r.pausedAt = true, r.now()
+	r.pauses++
+	r.wake()
+	return true
+}
+
+// Resume lets a paused run continue: waiters stopped at their delay point
+// return from it (or finish repaying their debt first). It reports whether
+// the run was paused.
+func (t *Throttle) Resume() bool {
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.paused {
+		return false
+	}
+	r.pausedTotal += r.now() - r.pausedAt
+	r.paused = false
+	r.wake()
+	return true
+}
+
+// Paused reports whether the run is paused now.
+func (t *Throttle) Paused() bool {
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paused
+}
+
+// WaitWhilePaused returns at once when the run is not paused; otherwise it
+// waits until Resume or until ctx is done (returning ctx.Err()). It is the
+// pause alone, for delay points that do not go through a Meter
+// (PostgresNap).
+func (t *Throttle) WaitWhilePaused(ctx context.Context) error {
+	r := t.root
+	for {
+		r.mu.Lock()
+		paused, updated := r.paused, r.updated
+		r.mu.Unlock()
+		if !paused {
+			return ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-updated:
+		}
+	}
+}
+
+// wake wakes every waiter to recompute (settings or pause changed); call
+// it on the root with mu held.
+func (t *Throttle) wake() {
+	close(t.updated)
+	t.updated = make(chan struct{})
+}
+
+func (t *Throttle) apply(act time.Duration, s Settings) {
 	t.settings = s
 	for k := range numKinds {
 		rate := s.Rate(k)
-		t.lims[k].set(now, rate, rate*t.root.opts.Burst.Seconds())
+		t.lims[k].set(act, rate, rate*t.root.opts.Burst.Seconds())
 	}
 }
 
 // now is the time since the run started; call it on the root.
 func (t *Throttle) now() time.Duration { return time.Since(t.epoch) }
+
+// active is the run's active clock at wall time now (since the start):
+// now minus the time paused; it stands still during a pause. Call it on
+// the root with mu held.
+func (t *Throttle) active(now time.Duration) time.Duration {
+	return now - t.pausedFor(now)
+}
+
+// pausedFor is the time the run has been paused by wall time now, the
+// current pause included. Call it on the root with mu held.
+func (t *Throttle) pausedFor(now time.Duration) time.Duration {
+	if t.paused {
+		return t.pausedTotal + now - t.pausedAt
+	}
+	return t.pausedTotal
+}
 
 // target is a position one waiter must see the allowance reach.
 type target struct {
@@ -108,14 +204,14 @@ type target struct {
 	pos float64
 }
 
-// charge records usage d on t and its ancestors, appends the waiter's
-// targets to ts and returns them. Callers hold
-// root.mu.
-func (t *Throttle) charge(now time.Duration, d usage.Reading, ts []target) []target {
+// charge records usage d on t and its ancestors at wall time now (active
+// time act), appends the waiter's targets to ts and returns them. Callers
+// hold root.mu.
+func (t *Throttle) charge(now, act time.Duration, d usage.Reading, ts []target) []target {
 	for n := t; n != nil; n = n.parent {
 		for k := range numKinds {
 			u := n.settings.Units(k, d)
-			if pos, on := n.lims[k].charge(now, u); on {
+			if pos, on := n.lims[k].charge(now, act, u); on {
 				ts = append(ts, target{n, k, n.lims[k].gen, pos})
 			}
 		}
@@ -123,8 +219,8 @@ func (t *Throttle) charge(now time.Duration, d usage.Reading, ts []target) []tar
 	return ts
 }
 
-// wakeAt is the time at which every target is cleared under the current
-// rates; targets of limits since turned off or re-enabled are ignored.
+// wakeAt is the active time at which every target is cleared under the
+// current rates; targets of limits since turned off or re-enabled are ignored.
 func wakeAt(ts []target) time.Duration {
 	var wake time.Duration
 	for _, tg := range ts {
@@ -137,46 +233,64 @@ func wakeAt(ts []target) time.Duration {
 }
 
 // wait charges d and sleeps until the waiter's targets are cleared, unless
-// they are less than MinSleep away. m holds the waiter's reusable timer and
-// target buffer.
+// they are less than MinSleep away; while the run is paused it waits for
+// Resume instead (without a timer). m holds the waiter's reusable timer and
+// target buffer. Sleeps to repay debt count in Slept; pauses do not (they
+// are the run's PausedFor).
 func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 	r := t.root
 	r.mu.Lock()
 	now := r.now()
-	m.targets = t.charge(now, d, m.targets[:0])
+	act := r.active(now)
+	m.targets = t.charge(now, act, d, m.targets[:0])
 	wake := wakeAt(m.targets)
-	updated := r.updated
+	paused, updated := r.paused, r.updated
 	r.mu.Unlock()
-	if wake-now < r.opts.MinSleep {
+	if !paused && wake-act < r.opts.MinSleep {
 		return ctx.Err()
 	}
 
-	began := now
+	var slept time.Duration
+	sleeps := int64(0)
 	var err error
-	for wake-now >= r.opts.MinSleep {
-		m.arm(wake - now)
+	for paused || wake-act >= r.opts.MinSleep {
+		var timer <-chan time.Time
+		if paused {
+			m.disarm()
+		} else {
+			m.arm(wake - act)
+			timer = m.timer.C
+			sleeps = 1
+		}
+		began := now
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
-		case <-m.timer.C:
-		case <-updated: // settings changed: recompute wake
+		case <-timer:
+		case <-updated: // settings or pause changed: recompute wake
 		}
 		r.mu.Lock()
 		now = r.now()
+		if !paused {
+			slept += now - began
+		}
+		act = r.active(now)
 		wake = wakeAt(m.targets)
-		updated = r.updated
+		paused, updated = r.paused, r.updated
 		r.mu.Unlock()
 		if err != nil {
 			break
 		}
 	}
 	m.disarm()
-	r.mu.Lock()
-	for n := t; n != nil; n = n.parent {
-		n.slept += now - began
-		n.sleeps++
+	if sleeps > 0 {
+		r.mu.Lock()
+		for n := t; n != nil; n = n.parent {
+			n.slept += slept
+			n.sleeps += sleeps
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	if err == nil {
 		err = ctx.Err()
 	}

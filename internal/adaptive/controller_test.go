@@ -1,0 +1,443 @@
+package adaptive
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The plants below are simulated in simulated time: one call of step is one
+// control period (100 ms by default) during which the vacuum ran at rate
+// (a fraction of its ceiling; 0 while paused).
+
+type plant interface {
+	// step runs one period at rate and returns the signal's reading at its end.
+	step(rate float64) float64
+}
+
+// levelPlant is a foreground whose latency percentile grows with the
+// vacuum's rate, measured over the last window periods (as a percentile over
+// a sliding window is), with multiplicative noise.
+type levelPlant struct {
+	latency func(rate float64) float64
+	window  int
+	noise   float64
+	rng     *rand.Rand
+	hist    []float64
+}
+
+func (p *levelPlant) step(rate float64) float64 {
+	v := p.latency(rate)
+	if p.noise > 0 {
+		v *= 1 + p.noise*(2*p.rng.Float64()-1)
+	}
+	p.hist = append(p.hist, v)
+	if len(p.hist) > p.window {
+		p.hist = p.hist[1:]
+	}
+	sum := 0.0
+	for _, x := range p.hist {
+		sum += x
+	}
+	return sum / float64(len(p.hist))
+}
+
+// linear is latency base + gain*rate.
+func linear(base, gain float64) func(float64) float64 {
+	return func(r float64) float64 { return base + gain*r }
+}
+
+// queue is a foreground sharing a device with the vacuum: latency
+// base/(1 - rho*rate), the M/M/1 shape, rho the utilization at the ceiling.
+func queue(base, rho float64) func(float64) float64 {
+	return func(r float64) float64 { return base / (1 - rho*r) }
+}
+
+// standbyPlant is a standby applying WAL at a fixed rate while the vacuum
+// writes walAtCeiling bytes per second at budget 1: the lag integrates the
+// difference.
+type standbyPlant struct {
+	walAtCeiling, apply float64
+	dt                  float64
+	lag                 float64
+}
+
+func (p *standbyPlant) step(rate float64) float64 {
+	p.lag = max(0, p.lag+(rate*p.walAtCeiling-p.apply)*p.dt)
+	return p.lag
+}
+
+// trace is what a simulation recorded per period.
+type trace struct {
+	budget  []float64 // the rate the vacuum ran at (0 while paused)
+	value   []float64
+	binding []Binding
+	paused  []bool
+}
+
+// simulate runs c against p for n periods; change, when set, is called
+// before each period and may swap the plant.
+func simulate(t *testing.T, c *Controller, p plant, n int, change func(k int) plant) trace {
+	t.Helper()
+	var tr trace
+	d := c.Budget()
+	for k := range n {
+		if change != nil {
+			if q := change(k); q != nil {
+				p = q
+			}
+		}
+		rate := d.Budget
+		if d.Paused {
+			rate = 0
+		}
+		v := p.step(rate)
+		used := 1.0
+		if d.Paused {
+			used = 0
+		}
+		tr.budget = append(tr.budget, rate)
+		tr.value = append(tr.value, v)
+		tr.binding = append(tr.binding, d.Binding)
+		tr.paused = append(tr.paused, d.Paused)
+		d = c.Step([]Sample{{Value: v, Fresh: true}}, used)
+	}
+	return tr
+}
+
+// settling returns the first period from which every budget in [from, to)
+// stays within tol of want, or -1.
+func settling(budgets []float64, from, to int, want, tol float64) int {
+	at := -1
+	for k := from; k < to; k++ {
+		if math.Abs(budgets[k]/want-1) <= tol {
+			if at < 0 {
+				at = k
+			}
+		} else {
+			at = -1
+		}
+	}
+	return at
+}
+
+func mustController(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStepOfTwiceTheTargetSettlesWithinFiftyPeriods is the issue's
+// acceptance of the law on simulated plants: from a rate whose signal is
+// twice its target, the rate settles within ±10 % of the rate that holds
+// the target within 50 control periods, overshoots it by at most 20 %, and
+// stays within ±10 % afterwards.
+func TestStepOfTwiceTheTargetSettlesWithinFiftyPeriods(t *testing.T) {
+	const target = 0.010 // 10 ms
+	cases := []struct {
+		name   string
+		signal Signal
+		plant  func() plant
+		want   float64 // the rate that holds the target
+	}{
+		{
+			name:   "linear foreground",
+			signal: Signal{Binding: ForegroundLatency, Target: target},
+			// 5 ms alone, 20 ms at the ceiling: 10 ms at 1/3.
+			plant: func() plant { return &levelPlant{latency: linear(0.005, 0.015), window: 3} },
+			want:  1.0 / 3,
+		},
+		{
+			name:   "queueing foreground",
+			signal: Signal{Binding: ForegroundLatency, Target: target},
+			// 3.9 ms alone; 19.5 ms at the ceiling (rho 0.8); 10 ms at rate 0.7625.
+			plant: func() plant { return &levelPlant{latency: queue(0.0039, 0.8), window: 3} },
+			want:  0.7625,
+		},
+		{
+			name:   "noisy linear foreground",
+			signal: Signal{Binding: ForegroundLatency, Target: target},
+			plant: func() plant {
+				// ±3 %: 19 ms at the ceiling, so the noise never reaches 2x.
+				return &levelPlant{latency: linear(0.005, 0.014), window: 3, noise: 0.03, rng: rand.New(rand.NewPCG(1, 2))}
+			},
+			want: 5.0 / 14,
+		},
+		{
+			name:   "standby applying half of the ceiling's WAL",
+			signal: Signal{Binding: ReplicationLag, Kind: Integrating, Target: 1 << 20},
+			// 16 MiB/s of WAL at the ceiling, the standby applies 8 MiB/s.
+			plant: func() plant { return &standbyPlant{walAtCeiling: 16 << 20, apply: 8 << 20, dt: 0.1} },
+			want:  0.5,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustController(t, Config{Signals: []Signal{tc.signal}})
+			tr := simulate(t, c, tc.plant(), 200, nil)
+			at := settling(tr.budget, 0, len(tr.budget), tc.want, 0.10)
+			if at < 0 || at > 50 {
+				t.Fatalf("settled at period %d, want within 50; budgets %.3f", at, tr.budget[:60])
+			}
+			low, high := math.Inf(1), 0.0
+			for _, b := range tr.budget {
+				low, high = min(low, b), max(high, b)
+			}
+			if low < 0.8*tc.want {
+				t.Errorf("undershoot to %.3f, more than 20 %% below %.3f", low, tc.want)
+			}
+			if tc.want < 1 && high > 1 {
+				t.Errorf("budget %.3f above the ceiling", high)
+			}
+			t.Logf("settled at period %d; lowest %.3f, want %.3f; last value %.4g", at, low, tc.want, tr.value[len(tr.value)-1])
+		})
+	}
+}
+
+// TestAPlantThatChangesMidRunIsFollowed: at period 100 the foreground gets
+// twice as sensitive to the vacuum, or the standby applies half as fast, and
+// the law settles on the new rate as it did on the first, within 50 periods
+// of the change and without undershooting it by more than 20 %.
+func TestAPlantThatChangesMidRunIsFollowed(t *testing.T) {
+	standby := &standbyPlant{walAtCeiling: 16 << 20, apply: 8 << 20, dt: 0.1}
+	cases := []struct {
+		name          string
+		signal        Signal
+		first, second plant
+		want1, want2  float64
+	}{
+		{
+			name:   "foreground twice as sensitive",
+			signal: Signal{Binding: ForegroundLatency, Target: 0.010},
+			first:  &levelPlant{latency: linear(0.005, 0.015), window: 3},
+			second: &levelPlant{latency: linear(0.005, 0.030), window: 3},
+			want1:  1.0 / 3, want2: 1.0 / 6,
+		},
+		{
+			name:   "standby half as fast",
+			signal: Signal{Binding: ReplicationLag, Kind: Integrating, Target: 1 << 20},
+			first:  standby,
+			second: nil, // the same standby, slowed in change below
+			want1:  0.5, want2: 0.25,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustController(t, Config{Signals: []Signal{tc.signal}})
+			tr := simulate(t, c, tc.first, 250, func(k int) plant {
+				if k != 100 {
+					return nil
+				}
+				if tc.second == nil {
+					standby.apply /= 2
+					return nil
+				}
+				return tc.second
+			})
+			if at := settling(tr.budget, 0, 100, tc.want1, 0.10); at < 0 || at > 50 {
+				t.Fatalf("first plant: settled at %d", at)
+			}
+			at := settling(tr.budget, 100, 250, tc.want2, 0.10)
+			if at < 0 || at > 150 {
+				t.Fatalf("changed plant: settled at %d, want within 50 periods of the change; budgets %.3f", at, tr.budget[95:160])
+			}
+			for k := 100; k < 250; k++ {
+				if tr.budget[k] < 0.8*tc.want2 {
+					t.Fatalf("period %d: undershoot to %.3f below %.3f", k, tr.budget[k], tc.want2)
+				}
+			}
+			t.Logf("re-settled %d periods after the change", at-100)
+		})
+	}
+}
+
+// TestTheFloorHoldsWhenEvenItIsTooFast: a foreground over its target at any
+// rate (but not twice over) keeps the vacuum at the floor, bound by Floor,
+// never below.
+func TestTheFloorHoldsWhenEvenItIsTooFast(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}, Floor: 0.2})
+	tr := simulate(t, c, &levelPlant{latency: linear(0.012, 0.006), window: 3}, 100, nil)
+	for k, b := range tr.budget {
+		if b < 0.2-1e-12 || tr.paused[k] {
+			t.Fatalf("period %d: rate %.3f paused %v, want at least the floor 0.2 and no pause", k, b, tr.paused[k])
+		}
+	}
+	if got := tr.binding[len(tr.binding)-1]; got != Floor || tr.budget[len(tr.budget)-1] != 0.2 {
+		t.Fatalf("ended bound by %s at %.3f, want Floor at 0.2", got, tr.budget[len(tr.budget)-1])
+	}
+}
+
+// TestHardStopPausesAtMostFiveSecondsThenResumesAtTheFloor: a foreground at
+// more than twice its target pauses the vacuum; a pause lasts at most
+// HardStopMax (50 periods), then the vacuum runs at the floor; once the
+// foreground recovers, the budget climbs again.
+func TestHardStopPausesAtMostFiveSecondsThenResumesAtTheFloor(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}})
+	bad := &levelPlant{latency: linear(0.025, 0.010), window: 1} // 25 ms even when paused
+	good := &levelPlant{latency: linear(0.002, 0.004), window: 1}
+	tr := simulate(t, c, bad, 300, func(k int) plant {
+		if k == 200 {
+			return good
+		}
+		return nil
+	})
+	run, pauses := 0, 0
+	for k := range 200 {
+		if tr.paused[k] {
+			run++
+			if run > 50 {
+				t.Fatalf("period %d: paused for %d periods, more than 5 s", k, run)
+			}
+			if tr.binding[k] != HardStop {
+				t.Fatalf("period %d: paused but bound by %s", k, tr.binding[k])
+			}
+			continue
+		}
+		if run > 0 {
+			pauses++
+		}
+		run = 0
+		if k > 0 && tr.budget[k] < c.cfg.Floor-1e-12 {
+			t.Fatalf("period %d: ran at %.3f below the floor", k, tr.budget[k])
+		}
+	}
+	if pauses < 2 {
+		t.Fatalf("%d pauses in 20 s of a foreground over twice its target, want repeated 5-s pauses", pauses)
+	}
+	last := tr.budget[len(tr.budget)-1]
+	if tr.paused[len(tr.paused)-1] || last <= c.cfg.Floor {
+		t.Fatalf("after the foreground recovered: paused %v at %.3f, want running above the floor", tr.paused[len(tr.paused)-1], last)
+	}
+}
+
+// TestStaleSignalsHoldTheBudgetAndNeverRaiseIt: with no fresh sample the
+// budget holds, however low it is.
+func TestStaleSignalsHoldTheBudgetAndNeverRaiseIt(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}})
+	p := &levelPlant{latency: linear(0.005, 0.015), window: 3}
+	simulate(t, c, p, 60, nil)
+	held := c.Budget().Budget
+	for k := range 100 {
+		d := c.Step([]Sample{{Value: 0.001, Fresh: false}}, 1)
+		if d.Budget != held || d.Paused {
+			t.Fatalf("stale period %d: budget %.4f paused %v, want %.4f held", k, d.Budget, d.Paused, held)
+		}
+	}
+	for k := range 100 {
+		if d := c.Step(nil, 1); d.Budget != held {
+			t.Fatalf("missing sample %d: budget %.4f, want %.4f held", k, d.Budget, held)
+		}
+	}
+	// One of two signals stale: the fresh one may cut but not raise.
+	c2 := mustController(t, Config{Signals: []Signal{
+		{Binding: ForegroundLatency, Target: 0.010},
+		{Binding: ReplicationLag, Kind: Integrating, Target: 1 << 20},
+	}})
+	c2.Step([]Sample{{Value: 0.020, Fresh: true}, {Value: 0, Fresh: true}}, 1)
+	low := c2.Budget().Budget
+	for range 50 {
+		c2.Step([]Sample{{Value: 0.001, Fresh: true}, {Fresh: false}}, 1)
+	}
+	if got := c2.Budget().Budget; got > low {
+		t.Fatalf("budget rose from %.3f to %.3f while the lag signal was stale", low, got)
+	}
+}
+
+// TestNoRaiseWhileTheBudgetGoesUnused is the anti-windup rule: a vacuum
+// that used half its budget (I/O-bound, or between tables) is not given
+// more, however low the latency.
+func TestNoRaiseWhileTheBudgetGoesUnused(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}})
+	c.Step([]Sample{{Value: 0.030, Fresh: false}}, 1) // stale: no change
+	c.Step([]Sample{{Value: 0.015, Fresh: true}}, 1)  // a cut
+	cut := c.Budget().Budget
+	if cut >= 1 {
+		t.Fatalf("no cut from a latency 1.5x the target: %.3f", cut)
+	}
+	for range 100 {
+		c.Step([]Sample{{Value: 0.002, Fresh: true}}, 0.5)
+	}
+	if got := c.Budget().Budget; got != cut {
+		t.Fatalf("budget %.3f after 100 periods of half use, want %.3f held", got, cut)
+	}
+	for range 100 {
+		c.Step([]Sample{{Value: 0.002, Fresh: true}}, 1)
+	}
+	if d := c.Budget(); d.Budget != 1 || d.Binding != Ceiling {
+		t.Fatalf("fully used with a low latency: %+v, want the ceiling", d)
+	}
+}
+
+// TestRaisesAreSlowAndCutsFast: one raise adds at most 10 %, one cut may
+// halve.
+func TestRaisesAreSlowAndCutsFast(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}, Dwell: 1})
+	prev := c.Budget().Budget
+	c.Step([]Sample{{Value: 1, Fresh: false}}, 1)
+	for k := range 40 {
+		v := 0.100
+		if k >= 20 {
+			v = 0.001
+		}
+		d := c.Step([]Sample{{Value: v, Fresh: true}}, 1)
+		if d.Paused {
+			prev = d.Budget
+			continue
+		}
+		if d.Budget < 0.5*prev-1e-12 || d.Budget > 1.1*prev+1e-12 {
+			t.Fatalf("period %d: %.4f after %.4f, want within [0.5x, 1.1x]", k, d.Budget, prev)
+		}
+		prev = d.Budget
+	}
+}
+
+// TestBindingNamesTheSignalNearestItsTarget: two signals, the standby's lag
+// binds when it is the one near its target.
+func TestBindingNamesTheSignalNearestItsTarget(t *testing.T) {
+	c := mustController(t, Config{Signals: []Signal{
+		{Binding: ForegroundLatency, Target: 0.010},
+		{Binding: ReplicationLag, Kind: Integrating, Target: 1 << 20},
+	}})
+	fg := &levelPlant{latency: linear(0.002, 0.002), window: 3} // never near 10 ms
+	sb := &standbyPlant{walAtCeiling: 16 << 20, apply: 4 << 20, dt: 0.1}
+	d := c.Budget()
+	for range 200 {
+		rate := d.Budget
+		if d.Paused {
+			rate = 0
+		}
+		d = c.Step([]Sample{{Value: fg.step(rate), Fresh: true}, {Value: sb.step(rate), Fresh: true}}, 1)
+	}
+	if d.Binding != ReplicationLag || math.Abs(d.Budget/0.25-1) > 0.10 {
+		t.Fatalf("%+v, want bound by ReplicationLag near 0.25", d)
+	}
+}
+
+// TestConfigValidateRefusesOutOfRangeSettings.
+func TestConfigValidateRefusesOutOfRangeSettings(t *testing.T) {
+	ok := []Signal{{Binding: ForegroundLatency, Target: 0.01}}
+	for name, cfg := range map[string]Config{
+		"no signal":        {},
+		"floor above 1":    {Signals: ok, Floor: 1.5},
+		"negative floor":   {Signals: ok, Floor: -0.1},
+		"zero target":      {Signals: []Signal{{Binding: ForegroundLatency}}},
+		"NaN target":       {Signals: []Signal{{Binding: ForegroundLatency, Target: math.NaN()}}},
+		"dead band 1":      {Signals: ok, DeadBand: 1},
+		"cut factor 1":     {Signals: ok, MaxCut: 1},
+		"hard stop at 1x":  {Signals: ok, HardStopFactor: 1},
+		"negative period":  {Signals: ok, Period: -time.Second},
+		"negative raise":   {Signals: ok, MaxRaise: -0.1},
+		"negative horizon": {Signals: ok, Horizon: -time.Second},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := New(Config{Signals: ok}); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+}

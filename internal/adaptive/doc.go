@@ -1,0 +1,35 @@
+// Package adaptive is the control law of adaptive throttling: every
+// control period it reads the signals a vacuum must not push past their
+// targets (the foreground's latency percentile, a standby's replication
+// lag) and decides the vacuum's budget, as a fraction of its static
+// ceiling, between a floor and 1.
+//
+// It knows neither the engine server nor the throttle: the caller samples
+// the signals, calls Step once per period, and applies the Decision through
+// the throttle's live re-throttle and pause primitives.
+//
+// The law takes the properties production rate controllers learned the hard
+// way (CockroachDB's elastic CPU limiter, Vitess's MaxReplicationLagModule,
+// TiKV's quota auto-tuning, RocksDB's auto-tuned rate limiter):
+//
+//   - cut fast, raise slowly: a cut may halve the budget in one step, a
+//     raise adds at most MaxRaise (10 %);
+//   - a dead band around each target in which the budget holds;
+//   - anti-windup: a raise only when the current budget was actually used
+//     (the vacuum ran at least UsedToRaise of it), so an idle or I/O-bound
+//     vacuum does not bank a budget it would spend all at once later;
+//   - a dwell time after every change before the next judgement, so the
+//     signal, a percentile over a window, shows the change's effect;
+//   - the floor at all times except HardStop: while a signal is above
+//     HardStopFactor times its target the vacuum pauses, at most
+//     HardStopMax at a time, then resumes at the floor;
+//   - stale signals (no fresh sample, a standby gone) hold the budget and
+//     never raise it.
+//
+// A level signal (latency) is steered by a secant step on the logarithms
+// of budget and signal, so the law learns how strongly the foreground
+// reacts to the vacuum; an integrating signal (replication lag, which
+// grows while the vacuum writes WAL faster than the standby applies it) is
+// steered on the lag predicted a horizon ahead from its trend, which damps
+// the oscillation a pure lag rule would have.
+package adaptive
