@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
 	"github.com/vacuumops/vacuum-operator/internal/endpoints"
 )
@@ -73,6 +74,12 @@ func engineServerPod(app string, data *corev1.Volume) corev1.PodTemplateSpec {
 			TerminationGracePeriodSeconds: ptr.To(int64(10)),
 		},
 	}
+}
+
+// claimVolume is a pod volume "data" on the claim.
+func claimVolume(claim string) *corev1.Volume {
+	return &corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
 }
 
 // service creates Service app in front of the pods labelled app=app, port 5432.
@@ -253,3 +260,55 @@ var _ = Describe("Workloads on the dev cluster's real kube-controller-manager", 
 		Expect(rsets.Items).To(BeEmpty())
 	})
 })
+
+// The quiesce of a real Deployment and StatefulSet: the engine server serves the bloated
+// volume; the run scales the app to 0 through its scale subresource, the real ReplicaSet or
+// StatefulSet controller deletes its pod and the local node stops it, the runner vacuums, and
+// the run restores the replicas, which the controller turns into a new pod on the volume.
+var _ = DescribeTable("Quiesce of a real workload on the dev cluster",
+	func(kind, claim string) {
+		ns := newNamespace()
+		usersSecret(ns)
+		_, dead := makeVolume(ns, claim, bloatTable{name: "orders", rows: 3000, payload: 64, deleted: 0.3})
+		Expect(dead["orders"]).To(BeNumerically(">", 0))
+		var app client.Object
+		switch kind {
+		case "Deployment":
+			app = deployment(ns, "db", 1, claimVolume(claim))
+		default: // the StatefulSet's template claim data-db-0 is the one made above
+			app = statefulSet(ns, "db", 1)
+		}
+		// Before the volume's directory is removed: stop the app that serves it.
+		DeferCleanup(func() {
+			Expect(cluster.Client.Delete(suiteCtx, app, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+			noPods(ns, "db")
+		})
+		before := readyPods(ns, "db", 1)[0]
+
+		p := policy(ns, "quiet", claim, vacuumv1alpha1.VacuumModeLazy, vacuumv1alpha1.Throttle{})
+		p.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: kind, Name: "db"}
+		Expect(cluster.Client.Create(suiteCtx, p)).To(Succeed())
+		run := waitPhase(runOf(ns, "quiet"), vacuumv1alpha1.RunSucceeded, 3*time.Minute)
+		Expect(run.Status.Totals).NotTo(BeNil())
+		Expect(run.Status.Totals.TuplesRemoved).To(Equal(dead["orders"]), "the vacuum removed every dead tuple: the app was stopped")
+		Eventually(func() *vacuumv1alpha1.QuiescedApp { return getRun(run).Status.Quiesced }).
+			WithTimeout(30*time.Second).Should(BeNil(), "the record goes once the replicas are restored")
+
+		By("the controller replaced the app's pod after the run restored its replicas")
+		after := readyPods(ns, "db", 1)[0]
+		Expect(after.UID).NotTo(Equal(before.UID), "the app's pod was never stopped")
+		Expect(after.CreationTimestamp.Time).NotTo(BeTemporally("<", run.Status.StartTime.Time))
+		var old corev1.Pod
+		err := cluster.Client.Get(suiteCtx, client.ObjectKeyFromObject(&before), &old)
+		Expect(err == nil && old.UID == before.UID).To(BeFalse(), "the app's first pod still exists")
+		Expect(cluster.Client.Get(suiteCtx, client.ObjectKeyFromObject(app), app)).To(Succeed())
+		switch a := app.(type) {
+		case *appsv1.Deployment:
+			Expect(a.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		case *appsv1.StatefulSet:
+			Expect(a.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		}
+	},
+	Entry("a Deployment", "Deployment", "data"),
+	Entry("a StatefulSet", "StatefulSet", "data-db-0"),
+)
