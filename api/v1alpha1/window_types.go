@@ -114,8 +114,9 @@ type PolicyWindowStatus struct {
 	// +optional
 	ObservedRun string `json:"observedRun,omitempty"`
 
-	// spanningTables are the tables whose vacuum has taken more than one window and is not
-	// finished, at most 1024.
+	// spanningTables are the tables a window closed on before their vacuum was done, so
+	// that it spans several windows, at most 1024; a table leaves the list once a run
+	// completes it.
 	// +kubebuilder:validation:MaxItems=1024
 	// +listType=map
 	// +listMapKey=name
