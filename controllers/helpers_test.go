@@ -208,11 +208,12 @@ type fakeRunner struct {
 	srv       *httptest.Server
 	token     string
 	throttles chan runnerwire.Throttle
+	pauses    chan bool // the values of the PUT /pause calls it accepted
 	refused   atomic.Int32
 }
 
 func startFakeRunner(ip, token string) *fakeRunner {
-	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8)}
+	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8), pauses: make(chan bool, 8)}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(runnerwire.ControlPort)))
 	Expect(err).NotTo(HaveOccurred(), "listen on %s:%d", ip, runnerwire.ControlPort)
 	cert, err := runnerwire.RunCertificate(token)
@@ -238,6 +239,22 @@ func startFakeRunner(ip, token string) *fakeRunner {
 			return
 		}
 		f.throttles <- t
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /pause", func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer "+f.token {
+			f.refused.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		var body struct {
+			Paused *bool `json:"paused"`
+		}
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || body.Paused == nil {
+			http.Error(w, "want {\"paused\": true|false}", http.StatusBadRequest)
+			return
+		}
+		f.pauses <- *body.Paused
 		w.WriteHeader(http.StatusNoContent)
 	})
 	f.srv = httptest.NewUnstartedServer(mux)

@@ -282,6 +282,25 @@ var _ = Describe("An online run", func() {
 		}, 10*time.Second, 100*time.Millisecond).Should(BeTrue())
 	})
 
+	It("shows the foreground and when a throttle change applies, from the runner's progress", func() {
+		serveDatabase(ns, "db", "db-1", map[string]bool{"10.0.0.9": true})
+		onlineRun(ns, "fg", "db", nil)
+		identified(reconcileUntilIdentifyPod(r, ns, "fg"), "7301234567890123456")
+		pod := reconcileUntilPod(r, ns, "fg", 1)
+		Expect(getRun(ns, "fg").Status.Foreground).To(BeNil(), "nothing before the runner reports")
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "fg").UID))
+		defer runner.Close()
+		setPodRunning(pod, ip)
+		reconcileRunAnswered(r, ns, "fg")
+		run := getRun(ns, "fg")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+		// progress.json: 421 statements/s at p50 312 us and p99 2650 us; 2040 us before the vacuum.
+		Expect(run.Status.Foreground).To(Equal(&vacuumv1alpha1.ForegroundStatus{P50: "312µs", P99: "2.65ms",
+			StatementsPerSecond: 421, BaselineP99: "2.04ms", P99VsBaselinePerMille: ptr.To(int64(1299)), P99VsBaseline: "1.3x"}))
+		Expect(run.Status.Server.ThrottleApplies).To(Equal(runnerwire.ThrottleAppliesImmediately))
+	})
+
 	It("fails at once with BadInput when the runner is refused by the server", func() {
 		serveDatabase(ns, "db", "db-1", map[string]bool{"10.0.0.9": true})
 		onlineRun(ns, "auth", "db", nil)

@@ -53,6 +53,7 @@ var _ = Describe("A run's outcome", func() {
 			vacuumv1alpha1.ConditionComplete:    metav1.ConditionFalse,
 			vacuumv1alpha1.ConditionFailed:      metav1.ConditionFalse,
 			vacuumv1alpha1.ConditionCancelled:   metav1.ConditionTrue,
+			vacuumv1alpha1.ConditionInterrupted: metav1.ConditionFalse,
 		}))
 
 		By("waiting out the TTL, which may be shortened after the end")

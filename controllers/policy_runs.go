@@ -124,8 +124,8 @@ func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.V
 	for i := range runs {
 		switch {
 		case runs[i].Name == p.Status.CorruptionRun || !runs[i].DeletionTimestamp.IsZero():
-		case runs[i].Status.Phase == vacuumv1alpha1.RunSucceeded:
-			succeeded = append(succeeded, &runs[i])
+		case runs[i].Status.Phase == vacuumv1alpha1.RunSucceeded || runs[i].Status.Phase == vacuumv1alpha1.RunInterrupted:
+			succeeded = append(succeeded, &runs[i]) // an interrupted run's work is kept: it counts with them
 		case runs[i].IsFinished():
 			failed = append(failed, &runs[i])
 		}
@@ -248,7 +248,8 @@ func jsonFields(v any) map[string]any {
 
 // createRun makes the policy's run of the given name; AlreadyExists means a previous
 // reconcile made it, which is adopted rather than duplicated.
-func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, name string, scheduled metav1.Time) error {
+// edits, when given, adjust the run before it is made (its window).
+func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, name string, scheduled metav1.Time, edits ...func(*vacuumv1alpha1.VacuumRun)) error {
 	throttle, err := throttleHash(&p.Spec.Throttle)
 	if err != nil {
 		return err
@@ -263,6 +264,11 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 			},
 		},
 		Spec: vacuumv1alpha1.VacuumRunSpec{VacuumSpec: *p.Spec.VacuumSpec.DeepCopy(), PolicyName: p.Name},
+	}
+	for _, edit := range edits {
+		if edit != nil {
+			edit(run)
+		}
 	}
 	if err := controllerutil.SetControllerReference(p, run, r.Scheme); err != nil {
 		return err

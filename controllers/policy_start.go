@@ -37,6 +37,9 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 	if err := r.startRunNow(ctx, p, active, now); err != nil {
 		return ctrl.Result{}, err
 	}
+	if p.HasWindow() {
+		return r.startWindowedRuns(ctx, p, active, now)
+	}
 	switch {
 	case p.Spec.Suspend:
 		st.NextScheduleTime = nil
@@ -135,7 +138,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	}
 	h := fnv.New32a()
 	h.Write([]byte(v))
-	if err := r.createRun(ctx, p, fmt.Sprintf("%s-now-%08x", p.Name, h.Sum32()), metav1.NewTime(now)); err != nil {
+	if err := r.createRun(ctx, p, fmt.Sprintf("%s-now-%08x", p.Name, h.Sum32()), metav1.NewTime(now), runNowWindow(p, now)); err != nil {
 		return err
 	}
 	p.Status.RunNowHandled = v

@@ -38,7 +38,10 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	if run.Spec.Target.Server != nil {
 		return r.advanceOnline(ctx, run)
 	}
-	_, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
+	rs, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
+	if err == nil {
+		specJSON, err = withWindow(run, rs, specJSON)
+	}
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
@@ -308,8 +311,13 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 	if r.pushThrottle(run, pod) {
 		next = min(next, throttleRetry)
 	}
-	if d := r.untilDeadline(run); d > 0 && d < next {
-		next = d
+	if r.pushPause(run, pod) {
+		next = min(next, throttleRetry)
+	}
+	for _, d := range []time.Duration{r.untilDeadline(run), r.untilWindowStop(run)} {
+		if d > 0 && d < next {
+			next = d
+		}
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
 }
@@ -318,10 +326,9 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 func (r *RunReconciler) attemptEnded(ctx context.Context, run *vacuumv1alpha1.VacuumRun, end attemptEnd) (ctrl.Result, error) {
 	code := end.ExitCode
 	run.Status.ExitCode = &code
-	if end.Summary != nil {
-		foldSummary(&run.Status, end.Summary)
-	}
+	foldEnd(&run.Status, end)
 	v, reason, msg := judge(end, false)
+	v, reason, msg = windowVerdict(end, v, reason, msg)
 	if v == verdictRetry {
 		return r.attemptFailed(ctx, run, reason, msg)
 	}

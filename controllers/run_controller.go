@@ -139,6 +139,9 @@ func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.Va
 	if run.Spec.Cancel {
 		return r.cancel(ctx, run)
 	}
+	if acted, res, err := r.honourWindow(ctx, run); acted {
+		return res, err
+	}
 	if isLegacyRun(run) {
 		if acted, res, err := r.stopLegacyAttempt(ctx, run); acted {
 			return res, err

@@ -196,7 +196,10 @@ func (r *RunReconciler) advanceOnline(ctx context.Context, run *vacuumv1alpha1.V
 	if newAttempt {
 		st.Server.Address = addr // each attempt goes to a ready endpoint; the runner checks the identifier
 	}
-	_, res, specJSON, err := resolvedOnlineSpec(run, st.Server.Address, st.Server.SystemIdentifier, false)
+	rs, res, specJSON, err := resolvedOnlineSpec(run, st.Server.Address, st.Server.SystemIdentifier, false)
+	if err == nil {
+		specJSON, err = withWindow(run, rs, specJSON)
+	}
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil

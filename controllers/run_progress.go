@@ -56,6 +56,13 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	if s.Server != nil && p.ThrottleApplies != "" {
 		s.Server.ThrottleApplies = p.ThrottleApplies
 	}
+	if fg := p.Foreground; fg != nil {
+		var baseN, baseP99 int64
+		if b := p.ForegroundBaseline; b != nil {
+			baseN, baseP99 = b.Statements, b.P99Microseconds
+		}
+		s.SetForeground(fg.Statements, toInt(fg.StatementsPerSecond), fg.P50Microseconds, fg.P99Microseconds, baseN, baseP99)
+	}
 }
 
 // foldSummary writes the runner's final Summary into the run's status.

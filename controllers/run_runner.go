@@ -50,6 +50,8 @@ type runnerState struct {
 	sent     *vacuumv1alpha1.Throttle // the throttle of the last push that ended
 	pushErr  error                    // its outcome
 	reported bool                     // whether a reconcile has reported that failure
+
+	pause pauseState // PUT /pause (run_pause.go)
 }
 
 func newRunnerCalls(events chan event.GenericEvent) *runnerCalls {

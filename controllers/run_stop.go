@@ -29,10 +29,13 @@ func (r *RunReconciler) finish(ctx context.Context, run *vacuumv1alpha1.VacuumRu
 		run.Status.MarkSucceeded(run.Generation, now, msg)
 	case verdictCancelled:
 		run.Status.MarkCancelled(run.Generation, now, msg)
+	case verdictInterrupted:
+		run.Status.MarkInterrupted(run.Generation, now, reason, msg)
 	default:
 		run.Status.MarkFailed(run.Generation, now, reason, msg)
 		eventType = corev1.EventTypeWarning
 	}
+	run.Status.EndPause(run.Generation, now)
 	r.Recorder.Eventf(run, nil, eventType, reason, "EndRun", "run %s: %s", run.Status.Phase, msg)
 }
 
@@ -48,9 +51,7 @@ func (r *RunReconciler) cancel(ctx context.Context, run *vacuumv1alpha1.VacuumRu
 		if end, ok := containerEnd(podOrEmpty(pod)); ok {
 			code := end.ExitCode
 			run.Status.ExitCode = &code
-			if end.Summary != nil {
-				foldSummary(&run.Status, end.Summary)
-			}
+			foldEnd(&run.Status, end)
 			if v, reason, msg = judge(end, true); v == verdictRetry {
 				v, reason = verdictCancelled, vacuumv1alpha1.ReasonCancelled
 			}

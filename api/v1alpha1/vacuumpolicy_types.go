@@ -65,6 +65,13 @@ type VacuumPolicySpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
+
+	// window limits runs to a recurring maintenance window: without spec.schedule each
+	// opening starts a run; with it, a tick outside a window waits for the next opening. A run
+	// still going at the window's end is stopped and ends Interrupted; the next window's run
+	// resumes each table where it stopped.
+	// +optional
+	Window *Window `json:"window,omitempty"` //nolint:kubeapilinter // optionalfields: nil means no window, which the controller tests; {} is refused by its required fields
 }
 
 // RunSummary is the last run of a policy, as seen by the policy.
@@ -130,6 +137,10 @@ type VacuumPolicyStatus struct {
 	// emitted once, when the tick first waits, not on every reconcile while it waits.
 	// +optional
 	LastSkippedTime *metav1.Time `json:"lastSkippedTime,omitempty"`
+	// window is what the policy knows of its windows: the start offset (jitter) and the
+	// tables whose vacuum spans several windows.
+	// +optional
+	Window *PolicyWindowStatus `json:"window,omitempty"`
 }
 
 // VacuumPolicy says what to vacuum, how gently, how wide and when; it creates VacuumRuns.

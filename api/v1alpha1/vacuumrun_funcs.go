@@ -7,7 +7,7 @@ import (
 
 // IsFinal says whether a run in this phase has ended for good.
 func (p RunPhase) IsFinal() bool {
-	return p == RunSucceeded || p == RunFailed || p == RunCancelled
+	return p == RunSucceeded || p == RunFailed || p == RunCancelled || p == RunInterrupted
 }
 
 // IsFinished says whether the run has ended.

@@ -6,7 +6,7 @@ import (
 )
 
 // RunPhase is where a run is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Cancelled
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Cancelled;Interrupted
 type RunPhase string
 
 const (
@@ -49,6 +49,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.allowCrashRecovery) == has(oldSelf.allowCrashRecovery) && (!has(self.allowCrashRecovery) || self.allowCrashRecovery == oldSelf.allowCrashRecovery)",message="spec.allowCrashRecovery is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.policyName) == has(oldSelf.policyName) && (!has(self.policyName) || self.policyName == oldSelf.policyName)",message="spec.policyName is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel can only change from false to true"
+// +kubebuilder:validation:XValidation:rule="has(self.window) == has(oldSelf.window) && (!has(self.window) || self.window == oldSelf.window)",message="spec.window is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.resume) == has(oldSelf.resume) && (!has(self.resume) || self.resume == oldSelf.resume)",message="spec.resume is immutable"
 type VacuumRunSpec struct {
 	VacuumSpec `json:",inline"`
 
@@ -68,6 +70,25 @@ type VacuumRunSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// paused pauses the runner at its next delay point while true, and lets it go on when
+	// set back to false; status.pause and the Paused condition show it. Time paused counts
+	// against activeDeadlineSeconds and against the window (both are wall-clock), and a
+	// pause does not hold a window open.
+	// +optional
+	Paused bool `json:"paused,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
+
+	// window is the maintenance window the run was made for (set by its policy): at
+	// window.stopAt the runner stops at a delay point and the run ends Interrupted.
+	// +optional
+	Window *RunWindow `json:"window,omitempty"`
+
+	// resume continues each table's lazy vacuum from the position the last interrupted run
+	// left in the data directory (or the server), from block 0 where there is none. A
+	// policy sets it on the run after one that ended Interrupted. PostgreSQL targets cannot
+	// resume and start at block 0.
+	// +optional
+	Resume bool `json:"resume,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 }
 
 // MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
@@ -127,12 +148,29 @@ type TableStatus struct {
 	// pagesRemoved from the table's heap (final results only).
 	// +optional
 	PagesRemoved int64 `json:"pagesRemoved,omitempty"`
+	// complete is false when the run stopped (its window closed) before the table's vacuum
+	// was done; absent when the runner did not say.
+	// +optional
+	Complete *bool `json:"complete,omitempty"`
+	// blockReached is the heap block the table's vacuum reached; the next window's run
+	// resumes from it.
+	// +optional
+	BlockReached *int64 `json:"blockReached,omitempty"`
+	// resumedFromBlock is the block this run's vacuum of the table started from (0: the
+	// beginning).
+	// +optional
+	ResumedFromBlock *int64 `json:"resumedFromBlock,omitempty"`
+	// donePerMille is the share of the table's heap done, counted across windows (block
+	// reached over the table's pages), per mille.
+	// +optional
+	DonePerMille *int32 `json:"donePerMille,omitempty"`
 }
 
 // VacuumRunStatus is the live state of a run.
 type VacuumRunStatus struct {
 	// conditions are Progressing (False once ended) and the outcome: exactly one of
-	// Complete, Failed and Cancelled is True once the run has ended, the others False.
+	// Complete, Failed, Cancelled and Interrupted is True once the run has ended, the
+	// others False; Paused while spec.paused holds the runner.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -140,7 +178,7 @@ type VacuumRunStatus struct {
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// phase is Pending, Running, Succeeded, Failed or Cancelled.
+	// phase is Pending, Running, Succeeded, Failed, Cancelled or Interrupted.
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: kept beside the conditions for printing and selection, as Pod's and Job's users expect
 	// podName is the runner pod of the current (or last) attempt.
@@ -230,6 +268,9 @@ type VacuumRunStatus struct {
 	// stays absent there.
 	// +optional
 	Foreground *ForegroundStatus `json:"foreground,omitempty"`
+	// pause is the user's pause (spec.paused) as the runner took it, with the time paused.
+	// +optional
+	Pause *PauseStatus `json:"pause,omitempty"`
 }
 
 // ServerStatus is the server an online run works on.

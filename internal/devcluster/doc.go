@@ -11,7 +11,7 @@
 //   - State lives under Options.StateDir (a fresh temp dir by default, removed by Stop unless
 //     Options.KeepState): kubeconfig, node/ (pod dirs and logs), logs/manager.log.
 //   - The manager's metrics and probe endpoints bind to 127.0.0.1 on free ports, so they never
-//     collide with runner pods listening on 127.0.0.x:8080.
+//     collide with runner pods listening on their own addresses (see internal/localnode).
 //   - Runner pods use the image RunnerImage, which the local node maps to Options.BinDir (the
 //     locally built vacuum-runner).
 package devcluster

@@ -151,6 +151,15 @@ func keyTooLong(ix *catalog.Index, cols []row.Column, key []byte) error {
 
 // lookupKey encodes a lookup's values, a prefix of ix's columns (in t), as
 // a key prefix; false when one is NULL (NULL equals nothing).
+//
+// An integer outside an int2 or int4 column's range is not an error here
+// (an insert of it would be): it is encoded at int8 width, which every
+// integer width shares, so it orders below or above every value the column
+// can hold. A bound past the column's extremes thus clamps to them (an open
+// range `id < 2^40` on an int4 key is every key, `id > 2^40` none, and an
+// equality with it matches nothing), for every caller. Likewise a string
+// longer than a varchar(n) column holds is encoded as text (the same
+// bytes), not refused.
 func lookupKey(t *catalog.Table, ix *catalog.Index, vals []any) ([]byte, bool, error) {
 	if len(vals) > len(ix.Columns) {
 		return nil, false, fmt.Errorf("index %q: %d key values for %d key columns: %w", ix.Name, len(vals), len(ix.Columns), ErrWrongType)
@@ -158,9 +167,28 @@ func lookupKey(t *catalog.Table, ix *catalog.Index, vals []any) ([]byte, bool, e
 	if slices.Contains(vals, nil) {
 		return nil, false, nil
 	}
-	key, err := row.AppendKey(nil, t.KeyColumns(ix)[:len(vals)], vals)
+	cols := slices.Clone(t.KeyColumns(ix)[:len(vals)])
+	for i, c := range cols {
+		switch {
+		case (c.Type == row.Int2 || c.Type == row.Int4) && isGoInteger(vals[i]):
+			cols[i].Type = row.Int8
+		case c.Type == row.Varchar:
+			cols[i].Type, cols[i].Length = row.Text, 0
+		}
+	}
+	key, err := row.AppendKey(nil, cols, vals)
 	if err != nil {
 		return nil, false, fmt.Errorf("index %q: %w", ix.Name, err)
 	}
 	return key, true, nil
+}
+
+// isGoInteger reports whether v is of one of Go's integer types (those
+// row.Normalize widens for an integer column).
+func isGoInteger(v any) bool {
+	switch v.(type) {
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return true
+	}
+	return false
 }

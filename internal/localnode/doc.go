@@ -13,11 +13,20 @@
 //     an unbound selected pod whose nodeSelector fits its labels.
 //   - One container per pod, no init containers, restart policy treated as Never: the shape
 //     of the operator's runner pods. Other shapes fail with a message that says so.
-//   - Each running pod has its own loopback address 127.0.0.x (x from 2 to 254), so several
-//     pods can listen on the same port. An address returns to the pool when the process ends.
-//     The pool is the host's: a pod's address is held by a flock in Config.AddressLockDir
-//     (default under the user's cache directory), so the local nodes of two suites running
-//     at once never hand out the same address.
+//   - Each running pod has its own address, in podIP and podIPs, so several pods can listen on
+//     the same port: from Config.PodCIDR (default 10.213.0.0/24, or VACUUM_LOCALNODE_POD_CIDR),
+//     .2 upward. The node makes that range local to the host with one route in the kernel's
+//     local table (`local 10.213.0.0/24 dev lo proto 213`), so the addresses bind like
+//     loopback ones and are reachable only from this host, yet the API server accepts them in
+//     EndpointSlices (it refuses 127.0.0.0/8 there). Routing needs root or CAP_NET_ADMIN on
+//     Linux; without it a default range falls back to 127.0.0.2-254, and then no Service can
+//     have endpoints (the dev cluster says so when it starts). An address returns to the pool
+//     when the process ends. The pool is the host's: a pod's address is held by a flock in
+//     Config.AddressLockDir (default under the user's cache directory), so the local nodes of
+//     two suites running at once never hand out the same address; every node of a range holds
+//     a shared lock on it, and the last to stop deletes the route (a route left by a node that
+//     died is taken over by the next one and deleted when that one stops). HoldAddress (and
+//     package localnodetest) gives a test an address of the range for a server of its own.
 //   - Without root or mount namespaces, every volumeMount's mountPath (and the termination
 //     message path) is rewritten to its host directory wherever it appears as a path in the
 //     args, the command and the env values (as a whole path component run, e.g. inside a JSON

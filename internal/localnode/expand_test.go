@@ -46,27 +46,3 @@ func TestRewriteReplacesWholeMountPathsOnly(t *testing.T) {
 		}
 	}
 }
-
-func TestIPPoolReusesLowestFreeAddress(t *testing.T) {
-	p, err := newIPPool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := p.acquire()
-	b, _ := p.acquire()
-	if a != "127.0.0.2" || b != "127.0.0.3" {
-		t.Fatalf("first addresses = %s, %s; want 127.0.0.2, 127.0.0.3", a, b)
-	}
-	p.release(a)
-	if c, _ := p.acquire(); c != "127.0.0.2" {
-		t.Fatalf("after release got %s, want 127.0.0.2 again", c)
-	}
-	for range 251 {
-		if _, err := p.acquire(); err != nil {
-			t.Fatalf("pool ran out early: %v", err)
-		}
-	}
-	if _, err := p.acquire(); err == nil {
-		t.Fatal("acquire beyond 127.0.0.254 succeeded")
-	}
-}

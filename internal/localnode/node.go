@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,9 +49,15 @@ type Config struct {
 	Images map[string]string
 	// StateDir holds the pods' directories and the logs; it is created if needed.
 	StateDir string
+	// PodCIDR is the range of the pods' addresses (default: PodCIDREnv if set, else
+	// DefaultPodCIDR). Outside 127.0.0.0/8 the node routes it to lo, which needs root (or
+	// CAP_NET_ADMIN) on Linux; without that right a default range falls back to
+	// LoopbackPodCIDR, whose addresses the API server refuses in EndpointSlices, while a range
+	// set here (or in PodCIDREnv) is an error.
+	PodCIDR string
 	// AddressLockDir holds the locks by which the local nodes of one host share out the pod
-	// addresses 127.0.0.2-254 (default DefaultAddressLockDir()). Nodes given different
-	// directories may hand out the same address.
+	// addresses (default DefaultAddressLockDir()). Nodes given different directories may
+	// hand out the same address.
 	AddressLockDir string
 	// EvictionInterval is how often the emptyDir volumes with a sizeLimit of a running pod
 	// are measured (default DefaultEvictionInterval); a pod over a limit is evicted.
@@ -65,7 +72,7 @@ type Node struct {
 	client client.Client // cached reads of selected pods, direct writes
 	reader client.Reader // uncached: secrets, configmaps, PVCs, PVs, fresh pods
 	mgr    ctrl.Manager
-	ips    *ipPool
+	ips    *addressPool
 
 	mu    sync.Mutex
 	procs map[types.UID]*podProcess
@@ -78,7 +85,7 @@ type Node struct {
 }
 
 // New prepares a local node against the API server of rc. It does not contact it yet.
-func New(rc *rest.Config, cfg Config) (*Node, error) {
+func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 	if cfg.NodeName == "" {
 		cfg.NodeName = DefaultNodeName
 	}
@@ -113,10 +120,15 @@ func New(rc *rest.Config, cfg Config) (*Node, error) {
 		}
 		cfg.AddressLockDir = dir
 	}
-	ips, err := newIPPool(cfg.AddressLockDir)
+	ips, err := openPodAddresses(&cfg)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if n == nil {
+			_ = ips.close()
+		}
+	}()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("local node: build scheme: %w", err)
@@ -133,34 +145,67 @@ func New(rc *rest.Config, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local node: create manager: %w", err)
 	}
-	n := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr, ips: ips,
+	node := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr, ips: ips,
 		procs: map[types.UID]*podProcess{}}
-	n.life, n.stopLife = context.WithCancel(context.Background())
+	node.life, node.stopLife = context.WithCancel(context.Background())
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}).
 		Named("localnode").
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 2}).
-		Complete(n)
+		Complete(node)
 	if err != nil {
 		return nil, fmt.Errorf("local node: create pod controller: %w", err)
 	}
-	return n, nil
+	return node, nil
 }
+
+// openPodAddresses opens the pod address pool of cfg.PodCIDR (filled in with the default),
+// falling back to loopback when a default range cannot be routed.
+func openPodAddresses(cfg *Config) (*addressPool, error) {
+	explicit := cfg.PodCIDR != "" || os.Getenv(PodCIDREnv) != ""
+	if cfg.PodCIDR == "" {
+		cfg.PodCIDR = defaultPodCIDR()
+	}
+	prefix, err := ParsePodCIDR(cfg.PodCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("local node: %w", err)
+	}
+	pool, err := openAddressPool(cfg.AddressLockDir, prefix)
+	if errors.Is(err, errRouteNotPermitted) && !explicit {
+		cfg.Log.Info("pods get loopback addresses: the API server refuses them in EndpointSlices, so Services get no endpoints",
+			"podCIDR", LoopbackPodCIDR, "reason", err.Error())
+		cfg.PodCIDR = LoopbackPodCIDR
+		pool, err = openAddressPool(cfg.AddressLockDir, netip.MustParsePrefix(LoopbackPodCIDR))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local node: %w", err)
+	}
+	return pool, nil
+}
+
+// PodCIDR is the range the node's pods get their addresses from: Config.PodCIDR, or what the
+// node fell back to (LoopbackPodCIDR).
+func (n *Node) PodCIDR() string { return n.cfg.PodCIDR }
+
+// Loopback reports whether pods get loopback addresses, which no EndpointSlice can carry.
+func (n *Node) Loopback() bool { return n.ips.loopback }
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.NodeName }
 
 // Run registers the Node, then binds and runs pods until ctx ends; it then stops every
-// process it started (SIGTERM, SIGKILL after 5 s) before returning.
+// process it started (SIGTERM, SIGKILL after 5 s) and releases the pod range (the last node of
+// the host using it deletes its route) before returning. A Node from New must be Run once.
 func (n *Node) Run(ctx context.Context) error {
 	if err := n.register(ctx); err != nil {
-		return err
+		return errors.Join(err, n.ips.close())
 	}
 	hbCtx, stopHeartbeat := context.WithCancel(ctx)
 	defer stopHeartbeat()
 	go n.heartbeat(hbCtx)
 	err := n.mgr.Start(ctx)
 	n.stopAll(5 * time.Second)
+	err = errors.Join(err, n.ips.close())
 	if err != nil {
 		return fmt.Errorf("local node %s: %w", n.cfg.NodeName, err)
 	}

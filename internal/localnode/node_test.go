@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,8 +136,8 @@ func TestNodeRunsPodWithVolumesEnvAndOwnAddress(t *testing.T) {
 		t.Fatalf("phase %s on node %q (%s), want Succeeded on %s", got.Status.Phase, got.Spec.NodeName, describe(got), DefaultNodeName)
 	}
 	ip := got.Status.PodIP
-	if !strings.HasPrefix(ip, "127.0.0.") || ip == "127.0.0.1" || len(got.Status.PodIPs) != 1 {
-		t.Fatalf("podIP %q podIPs %v, want one 127.0.0.x with x >= 2", ip, got.Status.PodIPs)
+	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix(testNode.PodCIDR()).Contains(a) || a.As4()[3] < 2 || len(got.Status.PodIPs) != 1 {
+		t.Fatalf("podIP %q podIPs %v, want one address of %s from .2 on", ip, got.Status.PodIPs, testNode.PodCIDR())
 	}
 	r, term := terminationReport(t, got)
 	if term.ExitCode != 0 || term.Reason != "Completed" || term.StartedAt.IsZero() || term.FinishedAt.IsZero() {

@@ -50,8 +50,8 @@ func engineServerBinary(t *testing.T) string {
 }
 
 // startEngineServer starts `engine-server serve --init` on a free loopback port with one
-// SCRAM user, app, and returns its address.
-func startEngineServer(t *testing.T) string {
+// SCRAM user, app, and returns its address; extra are more flags of serve.
+func startEngineServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin := engineServerBinary(t)
 	dir := t.TempDir()
@@ -63,8 +63,8 @@ func startEngineServer(t *testing.T) string {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close() // the server listens on it next; a test-only race with other listeners
-	cmd := osexec.Command(bin, "serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
-		"--auth", "scram", "--users-file", users, "--buffer-pool", "16Mi")
+	cmd := osexec.Command(bin, append([]string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
+		"--auth", "scram", "--users-file", users, "--buffer-pool", "16Mi"}, extra...)...)
 	log, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -190,6 +190,11 @@ func TestLazyRunTakesDeadTuplesToZeroWithProgressMoving(t *testing.T) {
 	if last := rec.all()[len(rec.all())-1]; last.Percent != 100 || last.TablesDone != 1 || last.ThrottleApplies != runnerwire.ThrottleAppliesNextTable {
 		t.Errorf("last progress %+v, want 100%% with 1 table done and throttle applying from the next table", last)
 	}
+	for _, p := range rec.all() {
+		if p.Foreground != nil || p.ForegroundBaseline != nil {
+			t.Fatalf("progress %+v has a foreground: PostgreSQL has no latency histogram to read it from", p)
+		}
+	}
 }
 
 func TestFullShrinksTheTableKeepsItsRowsAndReportsClusterProgress(t *testing.T) {

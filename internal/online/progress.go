@@ -2,6 +2,7 @@ package online
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"time"
@@ -70,6 +71,9 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	} else {
 		res.PagesScanned, res.PagesRemoved, res.PagesRemaining = v.PagesScanned, v.PagesRemoved, v.PagesRemaining
 	}
+	if err == nil {
+		res.Complete, res.BlockReached = true, res.PagesTotal
+	}
 	if err == nil && !v.Found && warned(notices) {
 		// The server skipped the table with a warning (a role that may not vacuum it):
 		// skipped, as vacuumdb reports it, with the warning in the notices.
@@ -126,7 +130,7 @@ func skippedResult(t Table, full bool) runnerwire.TableResult {
 	if full {
 		m = runnerwire.ModeFull
 	}
-	return runnerwire.TableResult{Table: t.Qualified(), Mode: m, Skipped: true,
+	return runnerwire.TableResult{Table: t.Qualified(), Mode: m, Skipped: true, Complete: true,
 		Indexes: []runnerwire.IndexResult{}, Notices: []string{}}
 }
 
@@ -168,9 +172,42 @@ func (r *Run) poll(ctx context.Context) {
 			}
 		}
 	}
+	if fg := r.readForeground(ctx); fg != nil {
+		r.mu.Lock()
+		r.foreground = fg
+		r.mu.Unlock()
+	}
 	if r.opts.OnProgress != nil {
 		r.opts.OnProgress(r.Progress())
 	}
+}
+
+// foregroundQuery reads the engine server's row of all foreground statements. The runner's
+// own sessions (application_name vacuum-runner) are not foreground, so reading it does not
+// count itself.
+const foregroundQuery = `SELECT window_seconds, count, p50_us, p99_us FROM vacuumops_statement_latency WHERE kind = 'all'`
+
+// readForeground reads the foreground from the engine server's latency view; nil on
+// PostgreSQL, which has no such view, and when the read fails (the last figures stay).
+func (r *Run) readForeground(ctx context.Context) *runnerwire.Foreground {
+	if r.server.Kind != KindEngineServer {
+		return nil
+	}
+	var window int32
+	fg := runnerwire.Foreground{}
+	err := r.ctl.QueryRow(ctx, foregroundQuery).Scan(&window, &fg.Statements, &fg.P50Microseconds, &fg.P99Microseconds)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// No foreground statement in the window: the view has no row.
+		return &fg
+	case err != nil:
+		return nil
+	}
+	fg.WindowSeconds = int64(window)
+	if window > 0 {
+		fg.StatementsPerSecond = float64(fg.Statements) / float64(window)
+	}
+	return &fg
 }
 
 // phase maps a progress view's phase to the runner's; a phase this package does not know
@@ -200,6 +237,14 @@ func (r *Run) progressQuery() string {
 		index_vacuum_count, ` + dead + ` FROM pg_stat_progress_vacuum WHERE pid = ANY($1)`
 }
 
+func copyForeground(f *runnerwire.Foreground) *runnerwire.Foreground {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	return &c
+}
+
 // percent of one table: 100 when done, else the share of its heap scanned (at most 99).
 func (st *tableState) percent() float64 {
 	switch {
@@ -216,7 +261,8 @@ func (r *Run) Progress() runnerwire.Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := runnerwire.Progress{Phase: runnerwire.PhaseInitializing, TablesTotal: int64(len(r.states)),
-		Tables: []runnerwire.TableProgress{}, ThrottleApplies: runnerwire.ThrottleAppliesNextTable}
+		Tables: []runnerwire.TableProgress{}, ThrottleApplies: r.ThrottleApplies(),
+		Foreground: copyForeground(r.foreground), ForegroundBaseline: copyForeground(r.baseline)}
 	p.ElapsedSeconds = r.elapsed().Seconds()
 	if r.started >= 0 {
 		p.Phase, p.Table = r.states[r.started].phase, r.states[r.started].table.Qualified()

@@ -37,6 +37,8 @@ type Run struct {
 	states   []*tableState
 	started  int // index in states of the table started last, -1 before any
 	updates  int64
+	// the engine server's foreground: read at each poll, and once before the first VACUUM
+	foreground, baseline *runnerwire.Foreground
 }
 
 // tableState is one table's progress and, once done, its result.
@@ -201,8 +203,11 @@ func throttleSettings(server Server, l runnerwire.Limits) ([]string, []string) {
 // was done (tables finished, and an unfinished one marked by its error). Cancelling ctx
 // cancels the running VACUUMs on the server and waits until they are gone.
 func (r *Run) Vacuum(ctx context.Context) (runnerwire.Report, error) {
+	// The baseline: what the foreground felt over the window just before any VACUUM.
+	base := r.readForeground(ctx)
 	r.mu.Lock()
 	r.start = time.Now()
+	r.baseline, r.foreground = base, base
 	r.mu.Unlock()
 	queue := make(chan *tableState, len(r.states))
 	for _, st := range r.states {
@@ -444,6 +449,9 @@ func (r *Run) statement(t Table) string {
 	}
 	if rs := r.opts.RingSize; rs != nil {
 		opts = append(opts, "BUFFER_USAGE_LIMIT '"+strconv.FormatInt(*rs/1024, 10)+"kB'")
+	}
+	if r.opts.Resume && !r.opts.Full && r.server.Kind == KindEngineServer {
+		opts = append(opts, "RESUME")
 	}
 	return "VACUUM (" + strings.Join(opts, ", ") + ") " + t.Ident()
 }

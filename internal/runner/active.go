@@ -14,10 +14,30 @@ type active interface {
 	ThrottleApplies() string
 }
 
+// pauser is a run that can be paused at its next delay point (the engine's; an online run
+// cannot hold a server's VACUUM).
+type pauser interface {
+	// SetPaused pauses or resumes the run; it reports whether that changed anything.
+	SetPaused(paused bool) bool
+}
+
 // engineRun adapts the engine's run.
 type engineRun struct{ r *vacuum.Batch }
 
-func (e engineRun) Progress() runnerwire.Progress { return progressFrom(e.r.Progress()) }
+func (e engineRun) Progress() runnerwire.Progress {
+	p := progressFrom(e.r.Progress())
+	st := e.r.ThrottleStats()
+	p.Paused, p.PausedSeconds = st.Paused, st.PausedFor.Seconds()
+	return p
+}
+
+// SetPaused pauses the engine's run at every worker's next delay point, or resumes it.
+func (e engineRun) SetPaused(paused bool) bool {
+	if paused {
+		return e.r.Pause()
+	}
+	return e.r.Resume()
+}
 
 func (e engineRun) UpdateThrottle(l runnerwire.Limits) error {
 	return e.r.UpdateThrottle(settingsFrom(l))

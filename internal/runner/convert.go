@@ -71,6 +71,8 @@ func optionsFrom(r runnerwire.Resolved) vacuum.Options {
 		MinDeadTuplePercent: float64(r.MinDeadTuplePercent),
 		Full:                r.Mode == runnerwire.ModeFull,
 		TempDir:             sortDir(r),
+		Resume:              r.Resume,
+		CycleBlocks:         windowCycleBlocks(r.Throttle, r.StopAt, time.Now()),
 	}
 	if len(r.TableThrottles) > 0 {
 		o.TableOverrides = map[string]vacuum.TableThrottle{}
@@ -99,6 +101,8 @@ func tableResultFrom(r *vacuum.Report) runnerwire.TableResult {
 		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{}, Notices: []string{},
 		CostRate: rateFrom(r.Rates.Cost), ReadRate: rateFrom(r.Rates.Read),
 		WriteRate: rateFrom(r.Rates.Write), WALRate: rateFrom(r.Rates.WAL),
+		Complete: r.Complete, BlockReached: r.BlockReached, ResumedFromBlock: r.ResumedFromBlock,
+		PagesLeftBehind: r.PagesLeftBehind,
 	}
 	for _, ix := range r.Indexes {
 		t.Indexes = append(t.Indexes, runnerwire.IndexResult{Name: ix.Name, Pages: ix.Pages, EntriesRemoved: ix.EntriesRemoved})

@@ -49,6 +49,8 @@ type vacuumFlags struct {
 	noTruncate                         bool
 	json                               bool
 	allowRecovery                      bool
+	stopAfter                          time.Duration
+	resume                             bool
 }
 
 // addVacuumFlags registers the vacuum flags on fs; withMode adds --mode (run only).
@@ -80,6 +82,9 @@ func addVacuumFlags(fs *pflag.FlagSet, withMode bool) *vacuumFlags {
 	fs.Var(&f.workMem, "maintenance-work-mem", "dead-tuple memory (lazy) or index sort memory (full) per worker")
 	fs.BoolVar(&f.noTruncate, "no-truncate", false, "keep empty pages at the end of tables (lazy)")
 	fs.Int32Var(&f.minDead, "min-dead-percent", 0, "skip tables whose dead share is below this percentage (0-100)")
+	fs.DurationVar(&f.stopAfter, "stop-after", 0,
+		"stop every table's vacuum this long after the start and exit 0, unfinished tables complete false (0 = no limit)")
+	fs.BoolVar(&f.resume, "resume", false, "continue each table's lazy vacuum from its saved position (block 0 where there is none)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.allowRecovery, "allow-crash-recovery", false,
 		"replay the WAL of a data directory that was not shut down cleanly (else exit 7)")
@@ -98,6 +103,12 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 	}
 	if set("mode") {
 		s.Mode = runnerwire.Mode(f.mode)
+	}
+	if set("stop-after") && f.stopAfter > 0 {
+		s.StopAt = &metav1.Time{Time: time.Now().Add(f.stopAfter)}
+	}
+	if set("resume") {
+		s.Resume = f.resume
 	}
 	if set("table") {
 		s.Tables = append([]string(nil), f.tables...)
@@ -161,7 +172,7 @@ func (f *vacuumFlags) overlay(s *runnerwire.RunSpec) {
 
 // flagOfField names the command-line flag of a RunSpec field, for error messages.
 var flagOfField = map[string]string{
-	"dataDir": "--data", "mode": "--mode", "ringSize": "--ring-size", "bufferPoolSize": "--buffer-pool",
+	"dataDir": "--data", "mode": "--mode", "stopAt": "--stop-after", "ringSize": "--ring-size", "bufferPoolSize": "--buffer-pool",
 	"parallelism": "--parallelism", "indexWorkers": "--index-workers",
 	"maintenanceWorkMem": "--maintenance-work-mem", "minDeadTuplePercent": "--min-dead-percent",
 	"throttle.costDelay": "--cost-delay", "throttle.costLimit": "--cost-limit",

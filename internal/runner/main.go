@@ -70,6 +70,9 @@ commands:
           [--table NAME]... [throttle flags] [--json]   (a live server, online)
   check   --data DIR [--json] [--purge-quarantine]
   upgrade --data DIR [--json]   (an older format version to this build's)
+  load    (--server HOST:PORT | --service NAME) --database DB [--user U] [--password-file F]
+          [--table T] [--rows N] [--rate N] [--update-percent P] [--connections N]
+          [--duration D] [--report-every D] [--json]   (lookups and updates at a fixed rate)
   run     (--spec JSON | --spec-file PATH | --mode lazy|full [vacuum flags])
           --listen ADDR --termination-log PATH [--control-token-file PATH] [--lock-timeout 5m]
 
@@ -88,12 +91,12 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 		}
 	}()
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, upgrade, run)")
+		_, _ = fmt.Fprintln(env.Stderr, "vacuum-runner: missing command (init, bloat, stats, vacuum, full, check, upgrade, run, load)")
 		return 2
 	}
 	cmds := map[string]func(context.Context, []string, Env) error{
 		"init": cmdInit, "bloat": cmdBloat, "stats": cmdStats, "check": cmdCheck,
-		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun, "upgrade": cmdUpgrade,
+		"vacuum": cmdVacuum, "full": cmdFull, "run": cmdRun, "upgrade": cmdUpgrade, "load": cmdLoad,
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" {
@@ -102,7 +105,7 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 	}
 	cmd, ok := cmds[name]
 	if !ok {
-		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, upgrade, run)\n", name)
+		_, _ = fmt.Fprintf(env.Stderr, "vacuum-runner: unknown command %q (init, bloat, stats, vacuum, full, check, upgrade, run, load)\n", name)
 		return 2
 	}
 	testPanic("command")

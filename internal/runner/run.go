@@ -42,13 +42,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	var f runFlags
 	fs.StringVar(&f.spec, "spec", "", "RunSpec as JSON")
 	fs.StringVar(&f.specFile, "spec-file", "", "file holding the RunSpec as JSON")
-	fs.StringVar(&f.listen, "listen", "", "address of the control server (/progress, /healthz, /throttle, and /metrics without --metrics-listen); IPv6 as [addr]:port")
+	fs.StringVar(&f.listen, "listen", "", "address of the control server (/progress, /healthz, /throttle, /pause, and /metrics without --metrics-listen); IPv6 as [addr]:port")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a separate plain-HTTP server for /metrics and /healthz (none = /metrics on --listen)")
 	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "PEM certificate of the control server; with --tls-key-file it serves HTTPS")
 	fs.StringVar(&f.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.IntVar(&f.maxConnections, "max-connections", DefaultMaxConnections, "most connections each server holds open at once")
 	fs.StringVar(&f.terminationLog, "termination-log", "", "file to write the Summary to on exit")
-	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle (none = disabled)")
+	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the bearer token of PUT /throttle and PUT /pause (none = disabled)")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", 5*time.Minute, "how long to wait for a busy data directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -162,7 +162,7 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 	if err != nil {
 		return none, err
 	}
-	var rr *vacuum.BatchReport
+	rep := none
 	err = func() (err error) {
 		defer closeDB(db, &err)
 		tables, err := selectTables(db, r.Tables)
@@ -180,13 +180,10 @@ func runPod(ctx context.Context, vf *vacuumFlags, f runFlags, env Env, start tim
 			return &UsageError{Msg: err.Error()}
 		}
 		state.setRun(run)
-		rr, err = db.VacuumBatch(ctx, run, tables)
-		if rr == nil {
-			rr = run.Report()
-		}
+		rep, err = vacuumWindowed(ctx, db, run, r, tables, env.Stderr)
 		return err
 	}()
-	return reportFrom(rr), err
+	return rep, err
 }
 
 // readSpec decodes a RunSpec strictly (unknown fields are errors) from inline JSON or a file.
@@ -277,8 +274,21 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	}
 	rep.Tables = tables
 	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
-		Server: rep.Server}
+		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote}
 	switch {
+	case code == runnerwire.ExitOK && rep.StopReason != "":
+		complete := 0
+		for _, t := range rep.Tables {
+			if t.Complete {
+				complete++
+			}
+		}
+		why := "stopped at the window's end"
+		if rep.StopReason == runnerwire.StopReasonWindowTooShort {
+			why = "a VACUUM FULL estimated longer than the time left in the window was not started"
+		}
+		s.Message = fmt.Sprintf("%s (%s): %d of %d tables complete, removed %d tuples in %.1fs", why, rep.StopReason,
+			complete, len(rep.Tables), rep.Totals.TuplesRemoved, rep.Totals.ElapsedSeconds)
 	case code == runnerwire.ExitOK && rep.Server != nil && rep.Server.SystemIdentifier != "" && len(rep.Tables) == 0:
 		s.Message = fmt.Sprintf("identified %s (%s), system identifier %s", rep.Server.Kind, rep.Server.Version,
 			rep.Server.SystemIdentifier)
@@ -297,6 +307,9 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	default:
 		s.Phase = runnerwire.SummaryFailed
 		s.Message = oneLine(err)
+	}
+	if s.ResumeNote != "" {
+		s.Message += "; " + s.ResumeNote
 	}
 	return s
 }

@@ -34,6 +34,7 @@ type runState struct {
 	run      active
 	finished bool
 	pending  *runnerwire.Limits // a PUT /throttle received before the run started
+	paused   bool               // a PUT /pause {"paused": true} received before the run started
 	updates  int64              // throttle changes applied
 }
 
@@ -43,8 +44,22 @@ func (s *runState) setRun(r *vacuum.Batch) { s.setActive(engineRun{r}) }
 // setActive publishes a run (the engine's or an online one) once it exists.
 func (s *runState) setActive(r active) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.run = r
-	s.mu.Unlock()
+	if p, ok := r.(pauser); ok && s.paused {
+		p.SetPaused(true)
+	}
+}
+
+// stderr is a writer into the run's log (logf), for messages of shared code.
+func (s *runState) stderr() io.Writer { return logWriter(s.logf) }
+
+// logWriter writes each Write as one log line.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(b []byte) (int, error) {
+	l("%s", strings.TrimRight(strings.TrimPrefix(string(b), "vacuum-runner: "), "\n"))
+	return len(b), nil
 }
 
 // takePending returns (and clears) a throttle PUT before the run started.
@@ -128,7 +143,58 @@ func newHandlers(s *runState, token []byte, metricsOnControl bool) (control, met
 		}
 		s.putThrottle(w, r)
 	})
+	mux.HandleFunc("/pause", func(w http.ResponseWriter, r *http.Request) {
+		if len(token) == 0 {
+			httpError(w, http.StatusForbidden, "the control endpoint is disabled (no --control-token-file)")
+			return
+		}
+		if r.Method != http.MethodPut {
+			w.Header().Set("Allow", http.MethodPut)
+			httpError(w, http.StatusMethodNotAllowed, "use PUT")
+			return
+		}
+		if !authorized(r, sum) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vacuum-runner"`)
+			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		s.putPause(w, r)
+	})
 	return mux, mmux
+}
+
+// putPause pauses or resumes the run: {"paused": true} holds every worker at its next delay
+// point until {"paused": false}.
+func (s *runState) putPause(w http.ResponseWriter, r *http.Request) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxThrottleBody))
+	dec.DisallowUnknownFields()
+	var p runnerwire.Pause
+	if err := dec.Decode(&p); err != nil || dec.More() {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("body is not one {\"paused\": true|false}: %v", err))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.finished:
+		httpError(w, http.StatusConflict, "the run has finished")
+		return
+	case s.run == nil:
+		s.paused = p.Paused
+		s.logf("paused %v before the run started", p.Paused)
+		writeHTTPJSON(w, http.StatusAccepted, p)
+		return
+	}
+	ps, ok := s.run.(pauser)
+	if !ok {
+		httpError(w, http.StatusConflict, "this run cannot be paused (a server's VACUUM cannot be held at a delay point)")
+		return
+	}
+	s.paused = p.Paused
+	if ps.SetPaused(p.Paused) {
+		s.logf("paused %v", p.Paused)
+	}
+	writeHTTPJSON(w, http.StatusOK, p)
 }
 
 // authorized compares the request's bearer token with the expected one in constant time

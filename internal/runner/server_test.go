@@ -108,3 +108,50 @@ func TestProgressBeforeTheRunStartsSaysInitializing(t *testing.T) {
 		t.Errorf("/metrics = %d, lacks the phase:\n%s", m.Code, m.Body)
 	}
 }
+
+// TestPauseEndpointPausesTheRunAndProgressSaysSo: PUT /pause needs the control token and a
+// {"paused": bool} body; a pause sent before the run starts applies when it does; progress
+// shows paused and the time spent paused.
+func TestPauseEndpointPausesTheRunAndProgressSaysSo(t *testing.T) {
+	s := newTestState(t)
+	h := newHandler(s, []byte("tok"))
+	for _, c := range []struct {
+		name, auth, body string
+		want             int
+	}{
+		{"no token", "", `{"paused":true}`, 401},
+		{"not a pause", "Bearer tok", `{"pause":true}`, 400},
+		{"two values", "Bearer tok", `{"paused":true} {}`, 400},
+		{"before the run: kept for it", "Bearer tok", `{"paused":true}`, 202},
+	} {
+		if rec := do(t, h, "PUT", "/pause", c.auth, c.body); rec.Code != c.want {
+			t.Errorf("%s: PUT /pause = %d %s, want %d", c.name, rec.Code, rec.Body, c.want)
+		}
+	}
+	run, err := vacuum.NewBatch(vacuum.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setRun(run)
+	progress := func() runnerwire.Progress {
+		var p runnerwire.Progress
+		if err := json.Unmarshal(do(t, h, "GET", "/progress", "", "").Body.Bytes(), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := progress(); !p.Paused {
+		t.Fatalf("the pause sent before the run did not apply: %+v", p)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if rec := do(t, h, "PUT", "/pause", "Bearer tok", `{"paused":false}`); rec.Code != 200 {
+		t.Fatalf("PUT /pause false = %d %s", rec.Code, rec.Body)
+	}
+	if p := progress(); p.Paused || p.PausedSeconds < 0.03 {
+		t.Errorf("after resume: paused %v for %.3fs, want false after at least 0.03s", p.Paused, p.PausedSeconds)
+	}
+	s.finish()
+	if rec := do(t, h, "PUT", "/pause", "Bearer tok", `{"paused":true}`); rec.Code != 409 {
+		t.Errorf("PUT /pause after the end = %d, want 409", rec.Code)
+	}
+}

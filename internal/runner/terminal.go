@@ -63,11 +63,27 @@ func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 			p.printf("\n")
 			continue
 		}
+		if t.Skipped && t.ResumedFromBlock > 0 {
+			p.printf("%s of %q: skipped (its vacuum finished in an earlier run; --resume has nothing left)\n\n", modeVerb(t.Mode), t.Table)
+			continue
+		}
 		if t.Skipped {
 			p.printf("%s of %q: skipped (dead tuples below --min-dead-percent)\n\n", modeVerb(t.Mode), t.Table)
 			continue
 		}
-		p.printf("%s of %q: finished in %.2f s\n", modeVerb(t.Mode), t.Table, t.ElapsedSeconds)
+		switch {
+		case !t.Complete && t.ElapsedSeconds == 0:
+			p.printf("%s of %q: not started before the stop\n\n", modeVerb(t.Mode), t.Table)
+			continue
+		case !t.Complete:
+			p.printf("%s of %q: stopped after %.2f s at block %d of %d (--resume continues there)\n",
+				modeVerb(t.Mode), t.Table, t.ElapsedSeconds, t.BlockReached, t.PagesTotal)
+		default:
+			p.printf("%s of %q: finished in %.2f s\n", modeVerb(t.Mode), t.Table, t.ElapsedSeconds)
+		}
+		if t.ResumedFromBlock > 0 {
+			p.printf("  resumed at block %d\n", t.ResumedFromBlock)
+		}
 		p.printf("  pages: %d removed, %d remain, %d scanned of %d (%.0f pages/s)\n",
 			t.PagesRemoved, t.PagesRemaining, t.PagesScanned, t.PagesTotal, t.PagesPerSecond)
 		p.printf("  tuples: %d removed, %d remain; index scans: %d\n", t.TuplesRemoved, t.TuplesRemaining, t.IndexPasses)

@@ -59,12 +59,8 @@ func vacuumCLI(ctx context.Context, name string, mode runnerwire.Mode, args []st
 	if env.Terminal && !vf.json {
 		stop = progressBar(env.Stderr, func() runnerwire.Progress { return progressFrom(run.Progress()) })
 	}
-	rr, verr := db.VacuumBatch(ctx, run, tables)
+	rep, verr := vacuumWindowed(ctx, db, run, r, tables, env.Stderr)
 	stop()
-	if rr == nil {
-		rr = run.Report()
-	}
-	rep := reportFrom(rr)
 	if vf.json {
 		if err := writeJSON(env.Stdout, rep); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -235,11 +236,17 @@ var (
 // runPgbench runs PostgreSQL 15's pgbench, unmodified, against s; it never fails the test
 // (it may run in a goroutine): callers judge the result with ok.
 func runPgbench(ctx context.Context, t *testing.T, addr string, args ...string) bench {
+	return runPgbenchIn(ctx, t, "", addr, args...)
+}
+
+// runPgbenchIn is runPgbench in working directory dir (where -l writes its logs).
+func runPgbenchIn(ctx context.Context, t *testing.T, dir, addr string, args ...string) bench {
 	host, port, _ := net.SplitHostPort(addr)
 	all := append([]string{"-h", host, "-p", port, "-U", "app"}, args...)
 	all = append(all, "postgres")
 	cmd := exec.CommandContext(ctx, pgTool(t, "pgbench"), all...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "PGCONNECT_TIMEOUT=10", "PGSSLMODE=disable", "PGPASSWORD=" + password}
+	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	b := bench{args: args}
@@ -257,6 +264,35 @@ func runPgbench(ctx context.Context, t *testing.T, addr string, args ...string) 
 		b.tps, _ = strconv.ParseFloat(m[1], 64)
 	}
 	return b
+}
+
+// transactionLatencies reads the per-transaction logs pgbench -l wrote into dir: each
+// line is "client transaction latency_us script epoch_s epoch_us".
+func transactionLatencies(t *testing.T, dir string) []time.Duration {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(dir, "pgbench_log.*"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no pgbench_log.* in %s (%v)", dir, err)
+	}
+	var lat []time.Duration
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 6 {
+				continue
+			}
+			us, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: line %q: %v", l, line, err)
+			}
+			lat = append(lat, time.Duration(us)*time.Microsecond)
+		}
+	}
+	return lat
 }
 
 // ok fails the test unless the run exited 0 with transactions and none failed.

@@ -83,6 +83,25 @@
 // deletes continue during a lazy vacuum (only truncation blocks them);
 // blocks added after the scan began are left for the next vacuum.
 //
+// # Stopping and resuming
+//
+// At the end of every completed dead-items cycle (scan up to a block,
+// index pass, heap reclaim; for a table without indexes every
+// positionEveryBlocks blocks), and when it is stopped (cancelled), a lazy
+// vacuum records its Position through Table.SavePosition: the block below
+// which every block is finished, the horizon it used. The engine flushes
+// the WAL first, then replaces a small file atomically, so a position
+// never claims work a crash could undo; it is tied to the heap's
+// relfilenode, so TRUNCATE, VACUUM FULL and DROP leave nothing to resume.
+// A vacuum with Options.Resume starts its scan at that block with a fresh
+// horizon; the work of the cycle the stop interrupted is redone (its
+// tuples were not counted as removed, except those already reclaimed,
+// whose pages the resumed scan finds all-visible or clean), so the
+// invocations of one vacuum remove together exactly what one uninterrupted
+// vacuum removes. Rows changed below the position after the stop are left
+// for the next vacuum without resume (Report.PagesLeftBehind). A vacuum
+// that finishes records a finished position: a resume skips the table.
+//
 // # VACUUM FULL
 //
 // Under the table's exclusive lock for its whole duration: count the old

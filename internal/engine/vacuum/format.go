@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 )
 
 // Format writes rep as PostgreSQL's VACUUM VERBOSE would, plus the
@@ -18,6 +20,13 @@ func (rep *Report) Format(w io.Writer) error {
 	if rep.Skipped {
 		fmt.Fprintf(&b, "skipped: %s\n", rep.SkipReason)
 	}
+	if rep.Resumed {
+		fmt.Fprintf(&b, "resumed at block %d: %d pages below it changed since and are left for the next vacuum without resume\n",
+			rep.ResumedFromBlock, rep.PagesLeftBehind)
+	}
+	if rep.ResumeUntrusted != "" {
+		fmt.Fprintf(&b, "started at block 0: the saved position is not used: %s\n", rep.ResumeUntrusted)
+	}
 	pct := 0.0
 	if rep.PagesTotal > 0 {
 		pct = 100 * float64(rep.PagesScanned) / float64(rep.PagesTotal)
@@ -30,6 +39,9 @@ func (rep *Report) Format(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "tuples: %d removed, %d remain%s, %d are dead but not yet removable\n",
 		rep.TuplesRemoved, rep.TuplesRemaining, est, rep.RecentlyDead)
+	if rep.RemovableCutoff != 0 {
+		fmt.Fprintf(&b, "removable cutoff: %d, which was %d XIDs old when operation ended\n", rep.RemovableCutoff, rep.CutoffAge)
+	}
 	if rep.Mode == ModeLazy {
 		fmt.Fprintf(&b, "dead item identifiers: %d freed on %d pages\n", rep.DeadItemsFreed, rep.PagesVacuumed)
 	}
@@ -87,4 +99,17 @@ func writeRates(b *strings.Builder, rs Rates) {
 		parts = append(parts, fmt.Sprintf("%s %.0f %s (%s)", x.name, x.r.Achieved, x.unit, conf))
 	}
 	fmt.Fprintf(b, "throttle: %s\n", strings.Join(parts, ", "))
+}
+
+// setCutoff records the horizon the vacuum removed tuples below and its age at the end
+// (next is the first xid not yet assigned then); a vacuum that stopped before taking its
+// horizon records nothing.
+func (rep *Report) setCutoff(horizon, next txn.XID) {
+	if horizon == txn.InvalidXID {
+		return
+	}
+	rep.RemovableCutoff = uint64(horizon)
+	if next > horizon {
+		rep.CutoffAge = int64(next - horizon)
+	}
 }

@@ -80,7 +80,11 @@ func (r *Batch) VacuumFull(ctx context.Context, t *Target) (*Report, error) {
 	err = f.rewrite()
 	if err != nil {
 		f.dropNew()
+	} else {
+		rep.Complete = true
+		rep.BlockReached = rep.PagesTotal
 	}
+	rep.setCutoff(f.horizon, t.Txns.NextXID())
 	r.finish(ts, rep)
 	r.endTable(ts, rep)
 	if err != nil {

@@ -2,6 +2,7 @@ package vacuum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -29,8 +30,23 @@ type lazy struct {
 	// A uniform sample of the all-visible blocks skipped (reservoir), to
 	// estimate the tuples on them.
 	skipSample []uint32
+	unscanned  int64 // blocks not scanned: skipped all-visible ones and those behind the resume point
 	rng        *rand.Rand
+
+	// The saved position (position.go): next is the block the scan visits
+	// next, saved the last position recorded, started whether the scan
+	// began (so a stop may record where it is).
+	nblocks uint32
+	next    uint32
+	saved   uint32
+	first   uint32 // the first block the store holds, when it holds any
+	started bool
 }
+
+// positionEveryBlocks is how often a table without indexes, whose blocks
+// are finished one by one, records its position (each record flushes the
+// WAL and replaces a small file).
+const positionEveryBlocks = 1024
 
 // SkippedSamplePages is how many of the all-visible pages a lazy vacuum
 // skipped it reads afterwards to estimate the tuples on all of them
@@ -57,6 +73,7 @@ func (r *Batch) Vacuum(ctx context.Context, t *Target) (*Report, error) {
 	}
 	err = lv.vacuum()
 	rep.Indexes = lv.idx
+	rep.setCutoff(lv.horizon, t.Txns.NextXID())
 	r.finish(ts, rep)
 	r.endTable(ts, rep)
 	if err != nil {
@@ -66,6 +83,29 @@ func (r *Batch) Vacuum(ctx context.Context, t *Target) (*Report, error) {
 }
 
 func (lv *lazy) vacuum() error {
+	err := lv.scanAndClean()
+	if err == nil {
+		lv.rep.Complete = true
+		lv.rep.BlockReached = lv.rep.PagesTotal
+		return lv.savePosition(Position{Block: lv.nblocks, Blocks: lv.nblocks, Horizon: lv.horizon, Finished: true})
+	}
+	if lv.started && lv.w.ctx.Err() != nil {
+		// Stopped: every block below the first one the store holds (or
+		// below the next to scan) is finished. Recording it keeps this
+		// vacuum's work for a resume; the store's cycle is redone.
+		blk := lv.next
+		if lv.store.Len() > 0 {
+			blk = min(blk, lv.first)
+		}
+		if serr := lv.save(blk); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// scanAndClean is the whole lazy vacuum of the table (see doc.go).
+func (lv *lazy) scanAndClean() error {
 	lv.ts.setPhase(PhaseInitializing)
 	lv.horizon = lv.t.Txns.OldestXmin()
 	if skip, err := lv.belowThreshold(); err != nil || skip {
@@ -75,23 +115,41 @@ func (lv *lazy) vacuum() error {
 	if err != nil {
 		return err
 	}
+	lv.nblocks = nblocks
 	lv.rep.PagesTotal = int64(nblocks)
 	lv.ts.blocksTotal.Store(int64(nblocks))
+	start, done, err := lv.resumePoint()
+	if err != nil || done {
+		return err
+	}
+	lv.next, lv.saved, lv.started = start, start, true
 	lv.ts.setPhase(PhaseScanningHeap)
-	for blk := range nblocks {
+	if err := lv.behind(start); err != nil {
+		return err
+	}
+	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
 		}
 		if err := lv.scanBlock(blk); err != nil {
 			return err
 		}
+		lv.next = blk + 1
 		lv.ts.blocksScanned.Add(1)
+		if len(lv.t.Indexes) == 0 && lv.next-lv.saved >= positionEveryBlocks {
+			if err := lv.save(lv.next); err != nil {
+				return err
+			}
+		}
 	}
 	if err := lv.estimateSkipped(); err != nil {
 		return err
 	}
 	if lv.store.Len() > 0 {
 		if err := lv.vacuumDead(); err != nil {
+			return err
+		}
+		if err := lv.save(nblocks); err != nil {
 			return err
 		}
 	}
@@ -104,6 +162,81 @@ func (lv *lazy) vacuum() error {
 	n, err := lv.t.Heap.NBlocks()
 	lv.rep.PagesRemaining = int64(n)
 	return err
+}
+
+// resumePoint is the block the scan starts at: 0, or with Options.Resume
+// the table's saved position when it can be trusted. done says the saved
+// position is a finished vacuum's: the table is reported skipped.
+func (lv *lazy) resumePoint() (start uint32, done bool, err error) {
+	if !lv.run.opts.Resume || lv.t.Table == nil {
+		return 0, false, nil
+	}
+	sp, err := lv.t.Table.SavedPosition()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case sp.Untrusted != "":
+		lv.rep.ResumeUntrusted = sp.Untrusted
+		return 0, false, nil
+	case !sp.Found:
+		return 0, false, nil
+	case sp.Horizon > lv.horizon:
+		lv.rep.ResumeUntrusted = fmt.Sprintf("saved position's horizon %d is above today's %d", sp.Horizon, lv.horizon)
+		return 0, false, nil
+	case sp.Finished:
+		lv.rep.Skipped = true
+		lv.rep.SkipReason = "its vacuum finished in an earlier run; resume has nothing left to do"
+		lv.rep.ResumedFromBlock = int64(sp.Block)
+		lv.rep.PagesRemaining = lv.rep.PagesTotal
+		return 0, true, nil
+	}
+	start = min(sp.Block, lv.nblocks)
+	lv.rep.Resumed = true
+	lv.rep.ResumedFromBlock = int64(start)
+	return start, false, nil
+}
+
+// behind handles the blocks below the resume point, which this vacuum
+// does not scan: they count as unscanned for the tuple estimate, and those
+// no longer all-visible (rows deleted or updated there since, or tuples
+// that were not yet removable) are counted in PagesLeftBehind: the next
+// vacuum without resume covers them.
+func (lv *lazy) behind(start uint32) error {
+	for blk := range start {
+		if blk%positionEveryBlocks == positionEveryBlocks-1 {
+			if err := lv.w.delay(); err != nil {
+				return err
+			}
+		}
+		set, err := lv.t.Heap.VM().IsSet(storage.BlockNumber(blk), lv.w.s.Plain())
+		if err != nil {
+			return err
+		}
+		if !set {
+			lv.rep.PagesLeftBehind++
+		}
+		lv.sampleSkipped(blk)
+	}
+	return nil
+}
+
+// save records blk as the table's position (Table.SavePosition), when
+// the Target has a Table.
+func (lv *lazy) save(blk uint32) error {
+	lv.rep.BlockReached = int64(blk)
+	return lv.savePosition(Position{Block: blk, Blocks: lv.nblocks, Horizon: lv.horizon})
+}
+
+func (lv *lazy) savePosition(p Position) error {
+	if lv.t.Table == nil || !lv.started {
+		return nil
+	}
+	if err := lv.t.Table.SavePosition(p); err != nil {
+		return err
+	}
+	lv.saved = p.Block
+	lv.rep.PositionsSaved++
+	return nil
 }
 
 // belowThreshold measures the dead fraction when MinDeadTuplePercent asks
@@ -152,8 +285,11 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		return nil
 	}
 	// The store must have room for this block's TIDs before we scan it.
-	if len(t.Indexes) > 0 && lv.store.Full(lv.mem) {
+	if len(t.Indexes) > 0 && (lv.store.Full(lv.mem) || lv.cycleDue(blk)) {
 		if err := lv.vacuumDead(); err != nil {
+			return err
+		}
+		if err := lv.save(blk); err != nil {
 			return err
 		}
 		lv.ts.setPhase(PhaseScanningHeap)
@@ -173,6 +309,9 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		// (PostgreSQL's one-pass strategy).
 		return lv.vacuumBlock(blk, res.DeadOffsets)
 	default:
+		if lv.store.Len() == 0 {
+			lv.first = blk
+		}
 		if err := lv.store.AddBlock(blk, res.DeadOffsets); err != nil {
 			return err
 		}
@@ -182,10 +321,18 @@ func (lv *lazy) scanBlock(blk uint32) error {
 	}
 }
 
+// cycleDue says whether Options.CycleBlocks asks for a dead-items cycle
+// before block blk.
+func (lv *lazy) cycleDue(blk uint32) bool {
+	n := lv.run.opts.CycleBlocks
+	return n > 0 && lv.store.Len() > 0 && int64(blk-lv.saved) >= n
+}
+
 // sampleSkipped keeps blk in the reservoir of skipped blocks (algorithm
 // R: after n skipped blocks each is in the sample with equal probability).
 func (lv *lazy) sampleSkipped(blk uint32) {
-	n := lv.rep.PagesSkipped // including blk
+	lv.unscanned++
+	n := lv.unscanned // including blk
 	if len(lv.skipSample) < SkippedSamplePages {
 		lv.skipSample = append(lv.skipSample, blk)
 		return
@@ -218,7 +365,7 @@ func (lv *lazy) estimateSkipped() error {
 			return err
 		}
 	}
-	skipped, sampled := lv.rep.PagesSkipped, int64(len(lv.skipSample))
+	skipped, sampled := lv.unscanned, int64(len(lv.skipSample))
 	if sampled < skipped {
 		lv.rep.TuplesRemainingEstimated = true
 		tuples = int64(math.Round(float64(tuples) * float64(skipped) / float64(sampled)))

@@ -119,6 +119,18 @@ type Options struct {
 	// engine is working on fail at once with ErrVacuumInProgress, instead
 	// of waiting (cancellably) for that vacuum to finish.
 	NoWait bool
+	// Resume makes a lazy vacuum continue each table from the position
+	// its last unfinished lazy vacuum recorded (Position), with a fresh
+	// horizon, or from block 0 where there is none or it cannot be
+	// trusted. A table whose recorded vacuum finished is skipped. VACUUM
+	// FULL ignores it (all or nothing).
+	Resume bool
+	// CycleBlocks, when > 0, ends a dead-items cycle (index pass, heap
+	// reclaim, position recorded) at least every CycleBlocks heap blocks
+	// scanned, not only when MaintenanceWorkMem is full: a run that may be
+	// stopped (a window) keeps its work at that grain, at the cost of one
+	// more pass over every index per cycle. 0 = memory decides alone.
+	CycleBlocks int64
 }
 
 // Pacing names a pacing rule (see Options.Pacing).
@@ -178,6 +190,8 @@ func (o Options) Validate() error {
 			o.Parallelism, o.IndexWorkers, o.HeapWorkers, ErrInvalidOptions)
 	case o.MinDeadTuplePercent < 0 || o.MinDeadTuplePercent > 100:
 		return fmt.Errorf("min dead tuple percent %v is outside 0..100: %w", o.MinDeadTuplePercent, ErrInvalidOptions)
+	case o.CycleBlocks < 0:
+		return fmt.Errorf("cycle blocks %d is negative: %w", o.CycleBlocks, ErrInvalidOptions)
 	case o.FullSpaceMargin < 0:
 		return fmt.Errorf("full space margin %d is negative: %w", o.FullSpaceMargin, ErrInvalidOptions)
 	}

@@ -60,6 +60,28 @@ type Report struct {
 	TruncateSkippedWhy       string // why truncation did not happen, when it could have
 	RelfilenodesRemoved      int    // FULL: old files dropped (heap + indexes)
 
+	// RemovableCutoff is the horizon: tuples deleted by a transaction that committed below it
+	// were removed; CutoffAge is how many xids were assigned after it by the time the
+	// vacuum ended (PostgreSQL 15's "removable cutoff: N, which was M XIDs old").
+	RemovableCutoff uint64
+	CutoffAge       int64
+
+	// Complete: the vacuum ran to its end (or had nothing to do). A lazy
+	// vacuum that was stopped is not complete; BlockReached is then the
+	// position it recorded, where a resume continues.
+	Complete     bool
+	BlockReached int64
+	// Resumed: the scan started at ResumedFromBlock, the saved position
+	// (Options.Resume), rather than at block 0. PagesLeftBehind counts the
+	// blocks below it that are not all-visible (rows changed there since,
+	// or not yet removable then): the next vacuum without resume covers
+	// them. ResumeUntrusted says why a saved position was not used.
+	Resumed          bool
+	ResumedFromBlock int64
+	PagesLeftBehind  int64
+	ResumeUntrusted  string
+	PositionsSaved   int64 // positions recorded (Table.SavePosition)
+
 	Elapsed time.Duration
 	Slept   time.Duration
 	Usage   usage.Reading

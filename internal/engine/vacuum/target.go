@@ -62,6 +62,13 @@ type Table interface {
 	// before building the Target (one vacuum of a table at a time).
 	// Batch.Vacuum and Batch.VacuumFull call it once, when they return.
 	Release()
+	// SavedPosition returns the position the table's last unfinished lazy
+	// vacuum recorded for its present relfilenode, if any can be trusted.
+	SavedPosition() (SavedPosition, error)
+	// SavePosition records p durably: the WAL of every change made so far
+	// is flushed first, so the position never claims work a crash could
+	// undo.
+	SavePosition(p Position) error
 }
 
 // ErrVacuumInProgress is returned (wrapped, naming the table) when

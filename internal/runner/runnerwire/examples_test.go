@@ -35,6 +35,8 @@ func exampleRunSpec() RunSpec {
 		MaintenanceWorkMem:  qty("64Mi"),
 		Truncate:            ptr.To(true),
 		MinDeadTuplePercent: ptr.To[int32](0),
+		StopAt:              &metav1.Time{Time: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)},
+		Resume:              true,
 		TableOverrides: []TableOverride{{
 			Table:    "events",
 			Throttle: Throttle{CostDelay: &metav1.Duration{Duration: 10 * time.Millisecond}},
@@ -84,6 +86,8 @@ func exampleProgress() Progress {
 			{Name: "orders", Phase: PhaseDone, Percent: 100, TuplesRemoved: 100000},
 			{Name: "events", Phase: PhaseVacuumingIndexes, Percent: 37.5, TuplesRemoved: 150000},
 		},
+		Foreground:         &Foreground{WindowSeconds: 10, Statements: 4210, StatementsPerSecond: 421, P50Microseconds: 312, P99Microseconds: 2650},
+		ForegroundBaseline: &Foreground{WindowSeconds: 10, Statements: 4380, StatementsPerSecond: 438, P50Microseconds: 298, P99Microseconds: 2040},
 	}
 }
 
@@ -101,6 +105,8 @@ func exampleTable(name string) TableResult {
 		WriteRate:    Rate{Configured: 20971520, Achieved: 4032984.6},
 		WALRate:      Rate{Configured: 10485760, Achieved: 2016492.3},
 		Notices:      []string{},
+		Complete:     true,
+		BlockReached: 8000,
 	}
 }
 

@@ -32,6 +32,14 @@ var goldens = []struct {
 		s.Totals = exampleTotals(s.Tables...)
 		return s
 	}, func() any { return &Summary{} }},
+	{"summary-window-closed.json", func() any {
+		s := exampleSummary(SummarySucceeded, ExitOK, "stopped at the window's end: 1 of 2 tables complete")
+		s.StopReason = StopReasonWindowClosed
+		s.Tables[1].Complete, s.Tables[1].BlockReached, s.Tables[1].ResumedFromBlock = false, 5200, 2100
+		s.Tables[1].PagesScanned = 3100
+		s.Totals = exampleTotals(s.Tables...)
+		return s
+	}, func() any { return &Summary{} }},
 	{"summary-cancelled.json", func() any {
 		s := exampleSummary(SummaryCancelled, ExitCancelled, "cancelled by SIGTERM")
 		s.Tables = s.Tables[:1]
@@ -76,7 +84,7 @@ func TestGoldenFilesDecodeStrictlyAndReencodeUnchanged(t *testing.T) {
 }
 
 func TestOutputTypesNeverOmitAFieldAndInputTypesAlwaysDo(t *testing.T) {
-	outputs := []any{Progress{}, TableProgress{}, Summary{}, Report{}, TableResult{}, Totals{}, Rate{}, IndexResult{}, ServerIdentity{}}
+	outputs := []any{Progress{}, TableProgress{}, Summary{}, Report{}, TableResult{}, Totals{}, Rate{}, IndexResult{}, ServerIdentity{}, Foreground{}}
 	for _, v := range outputs {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {

@@ -71,6 +71,32 @@ type Progress struct {
 	Tables              []TableProgress `json:"tables"`
 	// ThrottleApplies says when a PUT /throttle takes effect: Immediately or NextTable.
 	ThrottleApplies string `json:"throttleApplies"`
+	// Foreground is the server's own traffic as its latency view read at this poll;
+	// ForegroundBaseline is the same read just before the vacuum started. Both are null
+	// for a volume and for PostgreSQL, which has no latency histogram.
+	Foreground         *Foreground `json:"foreground"`
+	ForegroundBaseline *Foreground `json:"foregroundBaseline"`
+	// Paused: a PUT /pause holds the run at its next delay point. PausedSeconds is the time
+	// it has spent paused in all (not counted in SleptSeconds).
+	Paused        bool    `json:"paused"`
+	PausedSeconds float64 `json:"pausedSeconds"`
+}
+
+// Foreground is the engine server's foreground over the window of its
+// vacuumops_statement_latency view (the row of all statements): how many statements ended
+// in the last WindowSeconds, per second, and their latency percentiles. A window with no
+// statement has Statements 0 and no percentiles.
+type Foreground struct {
+	WindowSeconds       int64   `json:"windowSeconds"`
+	Statements          int64   `json:"statements"`
+	StatementsPerSecond float64 `json:"statementsPerSecond"`
+	P50Microseconds     int64   `json:"p50Microseconds"`
+	P99Microseconds     int64   `json:"p99Microseconds"`
+}
+
+// Pause is the body of PUT /pause (and its answer).
+type Pause struct {
+	Paused bool `json:"paused"`
 }
 
 // TableProgress is one table done or in flight.

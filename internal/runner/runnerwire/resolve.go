@@ -93,6 +93,9 @@ type Resolved struct {
 	// RunID and AllowCrashRecovery are the RunSpec's, unchanged.
 	RunID              string
 	AllowCrashRecovery bool
+	// StopAt is when the run stops (zero = no window); Resume is the RunSpec's.
+	StopAt time.Time
+	Resume bool
 }
 
 // LimitsFor returns the limits that apply to table: its override, or the run's.
@@ -137,7 +140,10 @@ func ParseMode(s string) (Mode, error) {
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
 	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{},
-		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery}
+		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery, Resume: s.Resume}
+	if s.StopAt != nil {
+		r.StopAt = s.StopAt.Time
+	}
 	switch {
 	case s.Server != nil && s.DataDir != "":
 		errs.add("dataDir", "a run has a data directory or a server, not both")

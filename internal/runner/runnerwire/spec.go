@@ -61,6 +61,15 @@ type RunSpec struct {
 	// shut down cleanly even when its last opener was not an earlier attempt of this run
 	// (else exit 7, NeedsRecovery: the app's own engine should recover it).
 	AllowCrashRecovery bool `json:"allowCrashRecovery,omitempty"`
+	// StopAt, when set, is when the run stops (a maintenance window's end): every table's
+	// vacuum stops at its next delay point and the runner ends as `--stop-after` makes it
+	// end: exit 0, StopReason WindowClosed, each unfinished table complete false with the
+	// block it reached (its position is saved in the data directory or the server). A VACUUM
+	// FULL whose estimate exceeds the time left is not started (StopReason WindowTooShort).
+	StopAt *metav1.Time `json:"stopAt,omitempty"`
+	// Resume continues each table's lazy vacuum from its saved position, or from block 0
+	// where there is none. PostgreSQL servers cannot resume: their tables start at block 0.
+	Resume bool `json:"resume,omitempty"`
 }
 
 // Throttle is a set of vacuum limits. In a RunSpec or a PUT /throttle body an absent field

@@ -27,6 +27,17 @@ const (
 	SummaryCancelled = "Cancelled"
 )
 
+// Stop reasons (Summary.StopReason): why a run ended before every table was complete, while
+// exiting 0.
+const (
+	// StopReasonWindowClosed: the run was stopped at RunSpec.StopAt (or --stop-after).
+	StopReasonWindowClosed = "WindowClosed"
+	// StopReasonWindowTooShort: a VACUUM FULL was not started because its estimate (table
+	// pages divided by the pages per second its throttle allows) exceeded the time left
+	// before StopAt.
+	StopReasonWindowTooShort = "WindowTooShort"
+)
+
 // MaxSummaryBytes is the most a Summary may take in the termination log (Kubernetes keeps at
 // most 4096 bytes of a termination message).
 const MaxSummaryBytes = 4096
@@ -47,6 +58,11 @@ type Summary struct {
 	TablesOmitted int `json:"tablesOmitted"`
 	// Server is the server an online run reached (absent for a data directory).
 	Server *ServerIdentity `json:"server"`
+	// StopReason is "" (every table complete, or a failure), WindowClosed or WindowTooShort.
+	StopReason string `json:"stopReason"`
+	// ResumeNote says why a run asked to resume started its tables at block 0 (a PostgreSQL
+	// server cannot resume); "" otherwise.
+	ResumeNote string `json:"resumeNote"`
 }
 
 // ServerIdentity is a server as an online run found it.
@@ -65,6 +81,9 @@ type Report struct {
 	Totals Totals        `json:"totals"`
 	// Server is the server an online run reached (absent for a data directory).
 	Server *ServerIdentity `json:"server"`
+	// StopReason and ResumeNote are as in Summary.
+	StopReason string `json:"stopReason"`
+	ResumeNote string `json:"resumeNote"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per
@@ -111,6 +130,18 @@ type TableResult struct {
 	ReadRate           Rate          `json:"readRate"`
 	WriteRate          Rate          `json:"writeRate"`
 	WALRate            Rate          `json:"walRate"`
+	// Complete: the table's vacuum ran to its end in this run (or had nothing to do). A
+	// table stopped by StopAt, or not reached before it, is not complete.
+	Complete bool `json:"complete"`
+	// BlockReached is the heap block below which the table is done: where a resume
+	// continues (PagesTotal when complete).
+	BlockReached int64 `json:"blockReached"`
+	// ResumedFromBlock is the block this run's vacuum of the table started at (0 unless
+	// resumed).
+	ResumedFromBlock int64 `json:"resumedFromBlock"`
+	// PagesLeftBehind counts the pages below ResumedFromBlock that are not all-visible (rows
+	// changed there since the stop): a resume leaves them for the next vacuum without it.
+	PagesLeftBehind int64 `json:"pagesLeftBehind"`
 	// Notices are the server's VACUUM VERBOSE messages for the table (online runs; empty
 	// for the engine's own vacuum, whose figures are the fields above).
 	Notices []string `json:"notices"`

@@ -3,6 +3,7 @@ package sql
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -649,7 +650,7 @@ func (s *Session) planCreateTable(cs *pg.CreateStmt) (*plan, error) {
 		}
 		if k.primary {
 			for i := range cols {
-				if cols[i].Name == k.column {
+				if slices.Contains(k.columns, cols[i].Name) {
 					cols[i].NotNull = true
 				}
 			}
@@ -735,25 +736,32 @@ func columnType(tn *pg.TypeName) (*types.T, int, error) {
 	return t, length, nil
 }
 
-// tableKey is a PRIMARY KEY or UNIQUE constraint of one column.
+// tableKey is a PRIMARY KEY or UNIQUE constraint of one or several columns.
 type tableKey struct {
 	primary bool
-	column  string
-	name    string // the index's name: <table>_pkey or <table>_<column>_key, as PostgreSQL names them
+	columns []string // in key order
+	name    string   // the index's name: <table>_pkey or <table>_<col>[_<col>...]_key, as PostgreSQL names them
 }
 
 func keyOf(table string, con *pg.Constraint, col string) (tableKey, error) {
-	k := tableKey{primary: con.Contype == pg.ConstrType_CONSTR_PRIMARY, column: col}
-	if col == "" {
-		if len(con.Keys) != 1 {
-			return k, pgerr.Unsupported("keys of several columns")
+	k := tableKey{primary: con.Contype == pg.ConstrType_CONSTR_PRIMARY}
+	if col != "" {
+		k.columns = []string{col}
+	} else {
+		for _, n := range con.Keys {
+			k.columns = append(k.columns, strVal(n))
 		}
-		k.column = strVal(con.Keys[0])
+		if len(k.columns) == 0 {
+			return k, pgerr.New(pgerr.SyntaxError, "a key needs at least one column")
+		}
 	}
 	if len(con.Options) > 0 || len(con.Including) > 0 || con.Indexspace != "" {
 		return k, pgerr.Unsupported("index options of a key")
 	}
-	k.name = table + "_" + k.column + "_key"
+	if con.NullsNotDistinct {
+		return k, pgerr.Unsupported("UNIQUE NULLS NOT DISTINCT")
+	}
+	k.name = table + "_" + strings.Join(k.columns, "_") + "_key"
 	if k.primary {
 		k.name = table + pkeySuffix
 	}
@@ -763,25 +771,40 @@ func keyOf(table string, con *pg.Constraint, col string) (tableKey, error) {
 	return k, nil
 }
 
-// check refuses a key the engine cannot index: its column must exist and be an integer.
+// check refuses a key the engine cannot index: its columns must exist, each once.
 func (k tableKey) check(ti engine.TableInfo) error {
-	i := indexOfColumn(ti, k.column)
-	if i < 0 {
-		return pgerr.New(pgerr.UndefinedColumn, "column \"%s\" named in key does not exist", k.column)
-	}
-	if !ti.Columns[i].Type.IsInteger() {
-		return pgerr.Unsupported("keys and indexes on non-integer columns (the engine's B-tree keys are integers)")
+	return checkKeyColumns(ti, k.columns, map[bool]string{true: "primary key", false: "unique"}[k.primary])
+}
+
+// checkKeyColumns checks an index's or key's columns: each exists (42703) and appears
+// once (42701 in a key, 0A000 in an index); what names the key in PostgreSQL's message ("primary key", "unique",
+// "" for CREATE INDEX).
+func checkKeyColumns(ti engine.TableInfo, columns []string, what string) error {
+	for i, c := range columns {
+		if indexOfColumn(ti, c) < 0 {
+			if what == "" {
+				return pgerr.New(pgerr.UndefinedColumn, "column \"%s\" does not exist", c)
+			}
+			return pgerr.New(pgerr.UndefinedColumn, "column \"%s\" named in key does not exist", c)
+		}
+		if slices.Contains(columns[:i], c) {
+			if what == "" {
+				// PostgreSQL allows it; the engine's catalog keys a column once.
+				return pgerr.Unsupported("an index naming the column \"" + c + "\" twice")
+			}
+			return pgerr.New(pgerr.DuplicateColumn, "column \"%s\" appears twice in %s constraint", c, what)
+		}
 	}
 	return nil
 }
 
-// create builds the key's unique index (and, for a primary key, makes the column NOT NULL).
+// create builds the key's unique index (and, for a primary key, makes its columns NOT NULL).
 func (k tableKey) create(db *engine.DB, table string) error {
 	var err error
 	if k.primary {
-		err = db.AddPrimaryKey(table, k.column)
+		err = db.AddPrimaryKey(table, k.columns...)
 	} else {
-		err = db.CreateUniqueIndex(k.name, table, k.column)
+		err = db.CreateUniqueIndex(k.name, table, k.columns...)
 	}
 	return ddlError(err, k.name)
 }
@@ -821,41 +844,41 @@ func (s *Session) planCreateIndex(is *pg.IndexStmt) (*plan, error) {
 		return nil, pgerr.Unsupported("CREATE INDEX CONCURRENTLY")
 	case len(is.Options) > 0:
 		return nil, pgerr.Unsupported("index storage parameters")
-	case len(is.IndexParams) != 1:
-		return nil, pgerr.Unsupported("indexes on several columns")
+	case len(is.IndexParams) == 0:
+		return nil, pgerr.New(pgerr.SyntaxError, "an index needs at least one column")
+	case is.NullsNotDistinct:
+		return nil, pgerr.Unsupported("UNIQUE NULLS NOT DISTINCT")
 	}
-	el := is.IndexParams[0].GetIndexElem()
-	if el == nil || el.Expr != nil || el.Name == "" {
-		return nil, pgerr.Unsupported("expression indexes")
-	}
-	if el.Ordering == pg.SortByDir_SORTBY_DESC || len(el.Opclass) > 0 || len(el.Collation) > 0 {
-		return nil, pgerr.Unsupported("DESC, operator classes or collations in an index")
+	var columns []string
+	for _, p := range is.IndexParams {
+		el := p.GetIndexElem()
+		if el == nil || el.Expr != nil || el.Name == "" {
+			return nil, pgerr.Unsupported("expression indexes")
+		}
+		if el.Ordering == pg.SortByDir_SORTBY_DESC || el.NullsOrdering == pg.SortByNulls_SORTBY_NULLS_FIRST || len(el.Opclass) > 0 || len(el.Collation) > 0 {
+			return nil, pgerr.Unsupported("DESC, NULLS FIRST, operator classes or collations in an index")
+		}
+		columns = append(columns, el.Name)
 	}
 	ti, err := s.tableRef(is.Relation)
 	if err != nil {
 		return nil, err
 	}
-	ci := indexOfColumn(ti, el.Name)
-	if ci < 0 {
-		return nil, pgerr.New(pgerr.UndefinedColumn, "column \"%s\" does not exist", el.Name)
-	}
-	if !ti.Columns[ci].Type.IsInteger() {
-		return nil, pgerr.Unsupported("indexes on non-integer columns (the engine's B-tree keys are integers)")
+	if err := checkKeyColumns(ti, columns, ""); err != nil {
+		return nil, err
 	}
 	name := is.Idxname
 	if name == "" {
-		name = ti.Name + "_" + el.Name + "_idx"
-		if is.Unique {
-			name = ti.Name + "_" + el.Name + "_key"
-		}
+		// PostgreSQL's ChooseIndexName: _idx for CREATE [UNIQUE] INDEX, _key for constraints.
+		name = ti.Name + "_" + strings.Join(columns, "_") + "_idx"
 	}
 	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
 		res := &Result{Tag: "CREATE INDEX"}
 		var err error
 		if is.Unique {
-			err = s.db.CreateUniqueIndex(name, ti.Name, el.Name)
+			err = s.db.CreateUniqueIndex(name, ti.Name, columns...)
 		} else {
-			err = s.db.CreateIndex(name, ti.Name, el.Name)
+			err = s.db.CreateIndex(name, ti.Name, columns...)
 		}
 		if errors.Is(err, engine.ErrExists) && is.IfNotExists {
 			res.Notices = append(res.Notices, notice(pgerr.DuplicateTable, "relation \"%s\" already exists, skipping", name))
@@ -868,7 +891,7 @@ func (s *Session) planCreateIndex(is *pg.IndexStmt) (*plan, error) {
 	}}, nil
 }
 
-// planAlterTable plans ALTER TABLE t ADD PRIMARY KEY (col) and ADD UNIQUE (col).
+// planAlterTable plans ALTER TABLE t ADD PRIMARY KEY (col, ...) and ADD UNIQUE (col, ...).
 func (s *Session) planAlterTable(at *pg.AlterTableStmt) (*plan, error) {
 	if at.Objtype != pg.ObjectType_OBJECT_TABLE {
 		return nil, pgerr.Unsupported("ALTER " + strings.TrimPrefix(at.Objtype.String(), "OBJECT_"))

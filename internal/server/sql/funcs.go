@@ -194,6 +194,11 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			return nil, err
 		}
 		return constExpr(types.Text, Version), nil
+	case "pg_is_in_recovery":
+		if err := argc(0); err != nil {
+			return nil, err
+		}
+		return constExpr(types.Bool, c.sess.db.InRecovery()), nil
 	case "pg_backend_pid":
 		if err := argc(0); err != nil {
 			return nil, err
@@ -385,6 +390,28 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 				return false, nil
 			}
 			return e.sess.vacuums.setThrottle(uint32(pid), strings.ToLower(setting), value)
+		}}, nil
+	case "vacuum_pause", "vacuum_resume":
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Int4); err != nil {
+			return nil, err
+		}
+		pause := name == "vacuum_pause"
+		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			pid, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			if pid <= 0 || pid > math.MaxUint32 {
+				return false, nil
+			}
+			return e.sess.vacuums.setPaused(uint32(pid), pause), nil
 		}}, nil
 	case "set_config":
 		if err := argc(3); err != nil {

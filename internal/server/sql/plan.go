@@ -1,10 +1,12 @@
 package sql
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,20 +137,25 @@ func tableColumns(ti engine.TableInfo, alias string) []column {
 type source struct {
 	cols  []column
 	table *engine.TableInfo // nil: no table (no FROM, generate_series)
-	// bounds are index bounds found in WHERE (nil: scan).
+	// index and bounds are the B-tree bounds found in WHERE (index "": scan): equalities
+	// on the first eq key columns, then range bounds on the next one.
 	index  string
+	eq     int
 	bounds []bound
 	// rowsFn produces rows of a source without a table.
 	rowsFn func(*execCtx, func([]any) error) error
 }
 
-// bound is one `indexed column op constant` conjunct of WHERE.
+// bound is one `key column op constant` conjunct of WHERE; pos is the column's position
+// in the index's key.
 type bound struct {
-	op string
-	e  *expr
+	pos int
+	op  string
+	e   *expr
 }
 
-// each calls fn for every input row (tid is zero for sources without a table).
+// each calls fn for every input row (tid is zero for sources without a table). Rows read
+// through an index are candidates: the caller still evaluates the whole WHERE.
 func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) error {
 	if src.table == nil {
 		return src.rowsFn(x, func(r []any) error { return fn(page.TID{}, r) })
@@ -158,13 +165,10 @@ func (src *source) each(x *execCtx, fn func(tid page.TID, row []any) error) erro
 		if err != nil {
 			return err
 		}
-		if !empty {
-			lo, hi, empty = src.clampToKeyType(lo, hi)
-		}
 		if empty {
 			return nil
 		}
-		err = x.tx.IndexRange(src.index, []any{lo}, []any{hi}, func(f engine.Found) error {
+		err = x.tx.IndexRange(src.index, lo, hi, func(f engine.Found) error {
 			if err := x.ctx.Err(); err != nil {
 				return err
 			}
@@ -184,65 +188,92 @@ func engineError2(err error) error {
 	return engineError(err)
 }
 
-// keyRange evaluates the index bounds into an inclusive key range.
-func (src *source) keyRange(x *execCtx) (lo, hi int64, empty bool, err error) {
-	lo, hi = math.MinInt64, math.MaxInt64
+// keyRange evaluates the index bounds into an inclusive range of key prefixes, as
+// engine.Tx.IndexRange takes it: the equality values, then the range column's lower
+// (upper) bound if any. A strict bound on an integer becomes the next integer; on text
+// it stays inclusive and the WHERE drops the equal rows. Integers past the key column's
+// type are the engine's to clamp (they order past every value it holds). empty: no row
+// can match (a NULL bound, two different equalities, lower above upper).
+func (src *source) keyRange(x *execCtx) (lo, hi []any, empty bool, err error) {
+	eq := make([]any, src.eq)
+	var lower, upper any
 	for _, b := range src.bounds {
 		v, err := b.e.eval(x.env(nil))
 		if err != nil {
-			return 0, 0, false, err
+			return nil, nil, false, err
 		}
 		if v == nil {
-			return 0, 0, true, nil
+			return nil, nil, true, nil
 		}
-		k, err := asInt(v)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		switch b.op {
-		case "=":
-			lo, hi = max(lo, k), min(hi, k)
-		case ">=":
-			lo = max(lo, k)
-		case ">":
-			if k == math.MaxInt64 {
-				return 0, 0, true, nil
+		if b.pos < src.eq {
+			if eq[b.pos] != nil && compareKey(eq[b.pos], v) != 0 {
+				return nil, nil, true, nil
 			}
-			lo = max(lo, k+1)
-		case "<=":
-			hi = min(hi, k)
-		case "<":
-			if k == math.MinInt64 {
-				return 0, 0, true, nil
-			}
-			hi = min(hi, k-1)
-		}
-	}
-	return lo, hi, lo > hi, nil
-}
-
-// clampToKeyType narrows an inclusive range to the values the index's first key column
-// can hold (an int4 key never sees the int8 extremes keyRange starts from).
-func (src *source) clampToKeyType(lo, hi int64) (int64, int64, bool) {
-	kmin, kmax := int64(math.MinInt64), int64(math.MaxInt64)
-	for _, ix := range src.table.Indexes {
-		if ix.Name != src.index || len(ix.Columns) == 0 {
+			eq[b.pos] = v
 			continue
 		}
-		for _, c := range src.table.Columns {
-			if c.Name != ix.Columns[0] {
-				continue
+		if k, ok := v.(int64); ok {
+			switch b.op {
+			case ">":
+				if k == math.MaxInt64 {
+					return nil, nil, true, nil
+				}
+				v = k + 1
+			case "<":
+				if k == math.MinInt64 {
+					return nil, nil, true, nil
+				}
+				v = k - 1
 			}
-			switch c.Type {
-			case engine.Int2:
-				kmin, kmax = math.MinInt16, math.MaxInt16
-			case engine.Int4:
-				kmin, kmax = math.MinInt32, math.MaxInt32
+		}
+		switch b.op {
+		case ">", ">=":
+			if lower == nil || compareKey(v, lower) > 0 {
+				lower = v
+			}
+		case "<", "<=":
+			if upper == nil || compareKey(v, upper) < 0 {
+				upper = v
 			}
 		}
 	}
-	lo, hi = max(lo, kmin), min(hi, kmax)
-	return lo, hi, lo > hi
+	if lower != nil && upper != nil && compareKey(lower, upper) > 0 {
+		return nil, nil, true, nil
+	}
+	lo, hi = eq, slices.Clone(eq)
+	if lower != nil {
+		lo = append(lo, lower)
+	}
+	if upper != nil {
+		hi = append(hi, upper)
+	}
+	return lo, hi, false, nil
+}
+
+// compareKey orders two bound values of one key column (both integers or both text), as
+// the index does: numerically, or bytewise (the "C" collation).
+func compareKey(a, b any) int {
+	if x, ok := a.(int64); ok {
+		y, _ := b.(int64)
+		return cmp.Compare(x, y)
+	}
+	x, _ := a.(string)
+	y, _ := b.(string)
+	return strings.Compare(x, y)
+}
+
+// keyColumnType is the type a WHERE bound on a key column of type t must have for the
+// index to be used (nil: the index is not used for this column). Integer and text keys
+// (text, varchar) are looked up; char(n) (whose comparison ignores its padding), bool,
+// bytea and timestamp keys are scanned.
+func keyColumnType(t *types.T) *types.T {
+	switch {
+	case t.IsInt():
+		return types.Int8
+	case t == types.Text:
+		return types.Text
+	}
+	return nil
 }
 
 // fromClause builds the source of a FROM list (empty: one row without columns).
@@ -370,7 +401,10 @@ func (s *Session) generateSeries(rf *pg.RangeFunction, c *compiler) (*source, er
 	}}, nil
 }
 
-// findBounds looks for `indexed-column op constant` conjuncts of where on src's table.
+// findBounds looks for `key column op constant` conjuncts of where on src's table and
+// picks the index they bound most: the most leading key columns bound by equality, then
+// a range on the next one (ties: the first index). Without a bound on an index's first
+// column it is not used.
 func (s *Session) findBounds(src *source, where *pg.Node, c *compiler) {
 	if src.table == nil || where == nil || len(src.table.Indexes) == 0 {
 		return
@@ -387,26 +421,28 @@ func (s *Session) findBounds(src *source, where *pg.Node, c *compiler) {
 		conj = append(conj, n)
 	}
 	walk(where)
-	indexOf := func(e *expr) string {
-		if e.col < 0 || !e.t.IsInt() {
-			return ""
+	// onColumn is the table column a bound applies to (-1: none), given the column
+	// expression and the constant.
+	onColumn := func(col, k *expr) int {
+		if col.col < 0 || !k.constant {
+			return -1
 		}
-		for _, ix := range src.table.Indexes {
-			if ix.Column == src.cols[e.col].name {
-				return ix.Name
-			}
+		want := keyColumnType(col.t)
+		if want == nil || keyColumnType(k.t) != want {
+			return -1
 		}
-		return ""
+		return col.col
+	}
+	type colBound struct {
+		op string
+		e  *expr
+	}
+	byColumn := map[string][]colBound{}
+	add := func(col int, op string, e *expr) {
+		name := src.cols[col].name
+		byColumn[name] = append(byColumn[name], colBound{op, e})
 	}
 	flip := map[string]string{"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-	byIndex := map[string][]bound{}
-	var order []string
-	add := func(ix, op string, e *expr) {
-		if _, ok := byIndex[ix]; !ok {
-			order = append(order, ix)
-		}
-		byIndex[ix] = append(byIndex[ix], bound{op, e})
-	}
 	for _, n := range conj {
 		a, ok := n.Node.(*pg.Node_AExpr)
 		if !ok {
@@ -422,10 +458,10 @@ func (s *Session) findBounds(src *source, where *pg.Node, c *compiler) {
 			if err != nil {
 				continue
 			}
-			if ix := indexOf(le); ix != "" && re.constant && re.t.IsInt() {
-				add(ix, op, re)
-			} else if ix := indexOf(re); ix != "" && le.constant && le.t.IsInt() {
-				add(ix, flip[op], le)
+			if col := onColumn(le, re); col >= 0 {
+				add(col, op, re)
+			} else if col := onColumn(re, le); col >= 0 {
+				add(col, flip[op], le)
 			}
 		case pg.A_Expr_Kind_AEXPR_BETWEEN:
 			list, ok := a.AExpr.Rexpr.Node.(*pg.Node_List)
@@ -440,23 +476,35 @@ func (s *Session) findBounds(src *source, where *pg.Node, c *compiler) {
 			if err != nil {
 				continue
 			}
-			if ix := indexOf(le); ix != "" && lo.constant && hi.constant && lo.t.IsInt() && hi.t.IsInt() {
-				add(ix, ">=", lo)
-				add(ix, "<=", hi)
+			if col := onColumn(le, lo); col >= 0 && onColumn(le, hi) == col {
+				add(col, ">=", lo)
+				add(col, "<=", hi)
 			}
 		}
 	}
-	// Prefer an index with an equality bound, else the first with any bound.
-	for _, ix := range order {
-		for _, b := range byIndex[ix] {
-			if b.op == "=" {
-				src.index, src.bounds = ix, byIndex[ix]
-				return
+	best := 0
+	for _, ix := range src.table.Indexes {
+		var bs []bound
+		eq := 0
+		for eq < len(ix.Columns) && slices.ContainsFunc(byColumn[ix.Columns[eq]], func(b colBound) bool { return b.op == "=" }) {
+			for _, b := range byColumn[ix.Columns[eq]] {
+				if b.op == "=" {
+					bs = append(bs, bound{eq, "=", b.e})
+				}
+			}
+			eq++
+		}
+		score := 2 * eq
+		if eq < len(ix.Columns) {
+			for _, b := range byColumn[ix.Columns[eq]] {
+				bs = append(bs, bound{eq, b.op, b.e})
+				score = 2*eq + 1
 			}
 		}
-	}
-	if len(order) > 0 {
-		src.index, src.bounds = order[0], byIndex[order[0]]
+		if score > best {
+			best = score
+			src.index, src.eq, src.bounds = ix.Name, eq, bs
+		}
 	}
 }
 

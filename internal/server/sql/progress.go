@@ -205,6 +205,8 @@ var progressVacuumColumns = []column{
 	{name: "max_read_rate", t: types.Int8},
 	{name: "max_write_rate", t: types.Int8},
 	{name: "max_wal_rate", t: types.Int8},
+	{name: "paused", t: types.Bool},
+	{name: "time_paused_ms", t: types.Int8},
 }
 
 // progressClusterColumns are PostgreSQL 15's pg_stat_progress_cluster columns.
@@ -221,50 +223,52 @@ var progressClusterColumns = []column{
 	{name: "heap_blks_total", t: types.Int8},
 	{name: "heap_blks_scanned", t: types.Int8},
 	{name: "index_rebuild_count", t: types.Int8},
+	// This server's own: vacuum_pause.
+	{name: "paused", t: types.Bool},
+	{name: "time_paused_ms", t: types.Int8},
 }
 
 // progressVacuumRows are the rows of pg_stat_progress_vacuum: one per lazy VACUUM running.
-func (s *Session) progressVacuumRows(fn func([]any) error) error {
+func (s *Session) progressVacuumRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if rv.full {
 			continue
 		}
 		tp, snap, _, relid := rv.current()
 		th := rv.run.Settings()
+		st := rv.run.ThrottleStats()
 		maxDead := rv.mwm / 6 // PostgreSQL 15's bound: 6-byte item pointers
 		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
 			maxDead = bound
 		}
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
+		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,
 			maxDead, tp.DeadTIDs, rv.mwm, tp.DeadTIDBytes, tp.TuplesRemoved,
 			int64(snap.PagesPerSecond), tp.Usage.ReadBytes, tp.Usage.WriteBytes, tp.Usage.WALBytes,
 			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
-			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond}
-		if err := fn(row); err != nil {
-			return err
-		}
+			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond,
+			st.Paused, st.PausedFor.Milliseconds()})
 	}
-	return nil
+	return rows, nil
 }
 
 // progressClusterRows are the rows of pg_stat_progress_cluster: one per VACUUM FULL. The
 // engine counts heap blocks, not tuples, so heap_tuples_scanned/written are NULL until the
 // rewrite reports them; index_rebuild_count counts the indexes rebuilt once done.
-func (s *Session) progressClusterRows(fn func([]any) error) error {
+func (s *Session) progressClusterRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if !rv.full {
 			continue
 		}
 		tp, _, _, relid := rv.current()
-		phase := clusterPhase(tp.Phase)
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", phase,
-			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses}
-		if err := fn(row); err != nil {
-			return err
-		}
+		st := rv.run.ThrottleStats()
+		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", clusterPhase(tp.Phase),
+			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses,
+			st.Paused, st.PausedFor.Milliseconds()})
 	}
-	return nil
+	return rows, nil
 }
 
 // throttleSettings are the settings vacuum_set_throttle changes, as their SQL names.
@@ -334,6 +338,22 @@ func (v *Vacuums) setThrottle(pid uint32, name, value string) (bool, error) {
 		return false, pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
 	}
 	return true, nil
+}
+
+// setPaused pauses (or resumes) the VACUUM session pid runs at its next delay point: its
+// workers wait there, without giving up the locks they hold, until resumed or cancelled.
+// It reports whether that session runs a VACUUM (which is then paused, or running).
+func (v *Vacuums) setPaused(pid uint32, paused bool) bool {
+	rv := v.get(pid)
+	if rv == nil {
+		return false
+	}
+	if paused {
+		rv.run.Pause()
+	} else {
+		rv.run.Resume()
+	}
+	return true
 }
 
 // intSetting parses an integer setting's value.

@@ -545,12 +545,18 @@ func engineError(err error) error {
 		return pgerr.Wrap(err, pgerr.UndefinedTable, "relation does not exist")
 	case errors.Is(err, engine.ErrExists):
 		return pgerr.Wrap(err, pgerr.DuplicateTable, "relation already exists")
+	case errors.Is(err, engine.ErrKeyTooLong):
+		return pgerr.Wrap(err, pgerr.ProgramLimitExceeded, "index row size exceeds the B-tree's maximum: %s", err.Error())
 	case errors.Is(err, engine.ErrTupleTooLarge):
 		return pgerr.Wrap(err, pgerr.ProgramLimitExceeded, "row is too big")
 	case errors.Is(err, engine.ErrTableRewritten):
 		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access: the table was rewritten during the statement")
 	case errors.Is(err, engine.ErrClosed):
 		return pgerr.Wrap(err, pgerr.AdminShutdown, "terminating connection due to administrator command")
+	case errors.Is(err, engine.ErrReadOnly):
+		return pgerr.Wrap(err, pgerr.ReadOnlySQLTransaction, "cannot execute this statement in a read-only transaction (the server is a hot standby)")
+	case errors.Is(err, engine.ErrStandbyConflict):
+		return pgerr.Wrap(err, pgerr.SerializationFailure, "canceling statement due to conflict with recovery")
 	case errors.Is(err, engine.ErrNeedsRecovery):
 		return pgerr.Wrap(err, pgerr.IOError, "%s", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -1,0 +1,235 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+)
+
+func mustWindow(t *testing.T, schedule, tz string, seconds int64, jitter bool) *window {
+	t.Helper()
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.TimeZone = tz
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: schedule, DurationSeconds: seconds, Jitter: jitter}
+	w, err := parseWindow(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func utc(y int, m time.Month, d, h, mi int) time.Time {
+	return time.Date(y, m, d, h, mi, 0, 0, time.UTC)
+}
+
+// Europe/Berlin changes its clocks on the last Sundays of March (02:00 CET -> 03:00 CEST) and
+// October (03:00 CEST -> 02:00 CET); in 2026 they are March 29 and October 25.
+func TestWindowsFollowTheWallClockOnBothClockChangesOfBerlin(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		schedule         string
+		seconds          int64
+		from             time.Time
+		wantOpen, wantTo time.Time
+	}{
+		{"01:00 for 4h, the night before spring: 4h", "0 1 * * *", 4 * 3600, utc(2026, 3, 27, 12, 0), utc(2026, 3, 28, 0, 0), utc(2026, 3, 28, 4, 0)},
+		{"01:00 for 4h, spring: closes at 05:00 CEST, 3h later", "0 1 * * *", 4 * 3600, utc(2026, 3, 28, 12, 0), utc(2026, 3, 29, 0, 0), utc(2026, 3, 29, 3, 0)},
+		{"01:00 for 4h, autumn: closes at 05:00 CET, 5h later", "0 1 * * *", 4 * 3600, utc(2026, 10, 24, 12, 0), utc(2026, 10, 24, 23, 0), utc(2026, 10, 25, 4, 0)},
+		{"02:30 for 2h, spring: 02:30 does not exist, opens at 03:00 CEST, closes 04:30 CEST", "30 2 * * *", 2 * 3600, utc(2026, 3, 28, 12, 0), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 2, 30)},
+		{"02:30 for 2h, autumn: opens at the first 02:30 (CEST), closes 04:30 CET", "30 2 * * *", 2 * 3600, utc(2026, 10, 24, 12, 0), utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 3, 30)},
+		{"02:30 for 2h, the day after autumn", "30 2 * * *", 2 * 3600, utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30), utc(2026, 10, 26, 3, 30)},
+		{"Sundays 02:30, spring Sunday still has its window", "30 2 * * 0", 3600, utc(2026, 3, 28, 12, 0), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 1, 30)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := mustWindow(t, c.schedule, "Europe/Berlin", c.seconds, false)
+			open := w.openings.Next(c.from)
+			if !open.Equal(c.wantOpen) || !w.end(open).Equal(c.wantTo) {
+				t.Errorf("window %s - %s, want %s - %s", open.UTC(), w.end(open).UTC(), c.wantOpen, c.wantTo)
+			}
+			if got, ok := w.containing(open.Add(time.Minute)); !ok || !got.Equal(open) {
+				t.Errorf("a minute after the opening is not in that window (%s, %t)", got, ok)
+			}
+			if _, ok := w.containing(w.end(open)); ok {
+				t.Errorf("the window's end is still inside it")
+			}
+		})
+	}
+}
+
+func TestTheAutumnRepeatOpensOneWindowNotTwo(t *testing.T) {
+	w := mustWindow(t, "30 2 * * *", "Europe/Berlin", 1800, false)
+	var opens []time.Time
+	for o := w.openings.Next(utc(2026, 10, 24, 12, 0)); o.Before(utc(2026, 10, 26, 12, 0)); o = w.openings.Next(o) {
+		opens = append(opens, o)
+	}
+	if len(opens) != 2 || !opens[0].Equal(utc(2026, 10, 25, 0, 30)) || !opens[1].Equal(utc(2026, 10, 26, 1, 30)) {
+		t.Errorf("openings %v, want 2026-10-25 00:30Z and 2026-10-26 01:30Z", opens)
+	}
+}
+
+func TestJitterIsTheSameForAPolicyEveryTimeAndInsideTheFirstHalfOfTheWindow(t *testing.T) {
+	d := time.Hour
+	seen := map[time.Duration]bool{}
+	for i := range 50 {
+		name := fmt.Sprintf("policy-%d", i)
+		j := jitterOffset("shop", name, d)
+		if j != jitterOffset("shop", name, d) {
+			t.Fatalf("%s: two offsets for one policy", name)
+		}
+		if j < 0 || j >= d/2 || j%time.Second != 0 {
+			t.Fatalf("%s: offset %s outside [0, 30m) in whole seconds", name, j)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 40 {
+		t.Errorf("50 policies share %d offsets: the jitter does not spread them", len(seen))
+	}
+	if jitterOffset("shop", "a", time.Second) != 0 {
+		t.Error("a one-second window has room for no offset")
+	}
+	w := mustWindow(t, "0 2 * * *", "UTC", 3600, true)
+	if w.jitter != jitterOffset("shop", "nightly", time.Hour) {
+		t.Errorf("window jitter %s", w.jitter)
+	}
+	if s := w.slotFor(utc(2026, 5, 1, 2, 0)); !s.Start.Equal(utc(2026, 5, 1, 2, 0).Add(w.jitter)) || !s.StopAt.Equal(utc(2026, 5, 1, 3, 0)) {
+		t.Errorf("slot %+v: the start is not the opening plus the offset", s)
+	}
+}
+
+func TestATickOutsideTheWindowWaitsForTheNextOpeningAndOneInsideStartsAtOnce(t *testing.T) {
+	w := mustWindow(t, "0 2 * * *", "UTC", 3600, false)
+	for _, c := range []struct {
+		tick, start, stop time.Time
+	}{
+		{utc(2026, 5, 1, 1, 0), utc(2026, 5, 1, 2, 0), utc(2026, 5, 1, 3, 0)},
+		{utc(2026, 5, 1, 2, 20), utc(2026, 5, 1, 2, 20), utc(2026, 5, 1, 3, 0)},
+		{utc(2026, 5, 1, 3, 0), utc(2026, 5, 2, 2, 0), utc(2026, 5, 2, 3, 0)},
+	} {
+		if s := w.slotFor(c.tick); !s.Start.Equal(c.start) || !s.StopAt.Equal(c.stop) {
+			t.Errorf("tick %s: slot %s - %s, want %s - %s", c.tick, s.Start, s.StopAt, c.start, c.stop)
+		}
+	}
+	long := mustWindow(t, "0 * * * *", "UTC", 2*3600, false)
+	if !long.overlaps(utc(2026, 5, 1, 2, 0)) || w.overlaps(utc(2026, 5, 1, 2, 0)) {
+		t.Error("overlap of windows misjudged")
+	}
+}
+
+func TestWindowsLeftAreEstimatedAtThePaceSoFar(t *testing.T) {
+	for _, c := range []struct{ windows, done, want int32 }{
+		{1, 400, 2}, {1, 500, 1}, {2, 500, 2}, {3, 333, 7}, {1, 0, 0}, {1, 1000, 0}, {4, 999, 1},
+	} {
+		if got := estimateWindowsLeft(c.windows, c.done); got != c.want {
+			t.Errorf("%d windows, %d per mille: %d left, want %d", c.windows, c.done, got, c.want)
+		}
+	}
+}
+
+func TestTheRunSpecCarriesTheWindowsEndAndResumeOnlyWhenSet(t *testing.T) {
+	run := &vacuumv1alpha1.VacuumRun{}
+	run.Spec.Target.PersistentVolumeClaim = "data"
+	rs, _, b, err := resolvedSpec(&run.Spec.VacuumSpec, "uid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := withWindow(run, rs, b)
+	if err != nil || string(same) != string(b) {
+		t.Fatalf("a run without a window had its RunSpec changed: %s", same)
+	}
+	run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(time.Date(2026, 5, 1, 3, 0, 0, 0, time.FixedZone("x", 3600)))}
+	run.Spec.Resume = true
+	out, err := withWindow(run, rs, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["stopAt"] != "2026-05-01T02:00:00Z" || got["resume"] != true || got["dataDir"] != runnerwire.DefaultDataDir {
+		t.Errorf("RunSpec %s: want stopAt 2026-05-01T02:00:00Z, resume true and the rest kept", out)
+	}
+}
+
+// windowSummary is a runner's termination message: its summary with the window's keys.
+func windowSummary(stopReason string, tables ...map[string]any) string {
+	var sumTables []map[string]any
+	for _, t := range tables {
+		row := map[string]any{"mode": "Lazy", "pagesScanned": 100, "tuplesRemoved": 10}
+		for k, v := range t {
+			row[k] = v
+		}
+		sumTables = append(sumTables, row)
+	}
+	b, err := json.Marshal(map[string]any{
+		"phase": runnerwire.SummarySucceeded, "exitCode": 0, "message": "vacuumed", "stopReason": stopReason,
+		"totals": map[string]any{"tuplesRemoved": 10 * len(tables)}, "tables": sumTables,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *testing.T) {
+	pod := &corev1.Pod{}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerContainer, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: windowSummary(stopReasonWindowClosed,
+			map[string]any{"table": "orders", "pagesTotal": 1000, "complete": false, "blockReached": 400, "resumedFromBlock": 100},
+			map[string]any{"table": "events", "pagesTotal": 50, "complete": true, "blockReached": 50})},
+	}}}
+	end, ok := containerEnd(pod)
+	if !ok {
+		t.Fatal("no end")
+	}
+	v, reason, _ := judge(end, false)
+	if v, reason, _ = windowVerdict(end, v, reason, ""); v != verdictInterrupted || reason != vacuumv1alpha1.ReasonWindowClosed {
+		t.Fatalf("verdict %d reason %s, want Interrupted WindowClosed", v, reason)
+	}
+	var st vacuumv1alpha1.VacuumRunStatus
+	foldEnd(&st, end)
+	if len(st.Tables) != 2 {
+		t.Fatalf("tables %+v", st.Tables)
+	}
+	orders, events := st.Tables[0], st.Tables[1]
+	if ptr.Deref(orders.Complete, true) || ptr.Deref(orders.BlockReached, 0) != 400 || ptr.Deref(orders.ResumedFromBlock, 0) != 100 ||
+		ptr.Deref(orders.DonePerMille, 0) != 400 || orders.Percent != 40 {
+		t.Errorf("orders %+v", orders)
+	}
+	if !ptr.Deref(events.Complete, false) || ptr.Deref(events.DonePerMille, 0) != 1000 {
+		t.Errorf("events %+v", events)
+	}
+	if st.Percent != 70 || st.VacuumPhase != "stopped" {
+		t.Errorf("run percent %d phase %q, want 70 (the mean of 40%% and 100%%) and stopped", st.Percent, st.VacuumPhase)
+	}
+
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary(stopReasonWindowTooShort,
+		map[string]any{"table": "orders", "pagesTotal": 1000, "complete": false, "blockReached": 0})
+	end, _ = containerEnd(pod)
+	v, reason, _ = judge(end, false)
+	if v, reason, _ = windowVerdict(end, v, reason, ""); v != verdictInterrupted || reason != vacuumv1alpha1.ReasonWindowTooShort {
+		t.Errorf("verdict %d reason %s, want Interrupted WindowTooShort", v, reason)
+	}
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary("", map[string]any{"table": "orders", "complete": true})
+	end, _ = containerEnd(pod)
+	if v, _, _ = judge(end, false); v != verdictSucceeded {
+		t.Errorf("a summary without a stop reason is verdict %d, want Succeeded", v)
+	}
+}
+
+func TestAWindowOnlyPolicysIntervalIsTheTimeBetweenOpenings(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	r := &PolicyReconciler{Clock: realClock}
+	if got := r.scheduleInterval(p); got != 24*time.Hour {
+		t.Errorf("interval %s, want 24h (the time between two openings)", got)
+	}
+}
