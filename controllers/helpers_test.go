@@ -140,17 +140,23 @@ func ensureClaim(ns, name string) {
 	}
 }
 
-// newRun creates a hand-made run on a PVC (made if missing); edit adjusts its spec first.
-func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
-	ensureClaim(ns, pvc)
+// createRun creates a hand-made run of target (backoffLimit 2; edit adjusts its spec
+// first) and returns it as stored. It makes nothing the target names.
+func createRun(ns, name string, target vacuumv1alpha1.Target, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
 	run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	run.Spec.Target.PersistentVolumeClaim = pvc
+	run.Spec.Target = target
 	run.Spec.BackoffLimit = 2
 	if edit != nil {
 		edit(run)
 	}
 	Expect(k8sClient.Create(suiteCtx, run)).To(Succeed())
 	return getRun(ns, name)
+}
+
+// newRun creates a hand-made run on a PVC (made if missing); edit adjusts its spec first.
+func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
+	ensureClaim(ns, pvc)
+	return createRun(ns, name, vacuumv1alpha1.Target{PersistentVolumeClaim: pvc}, edit)
 }
 
 // reconcileUntilPod reconciles a fresh run until its attempt's pod exists (finalizer first,

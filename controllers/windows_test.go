@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Maintenance windows and pause, with a fake clock: the tests play the work queue, the
@@ -103,9 +104,9 @@ var _ = Describe("Maintenance windows", func() {
 		res = reconcileRun(rr, ns, first)
 		Expect(getRun(ns, first).Status.Phase).To(Equal(vacuumv1alpha1.RunRunning), "the runner has the grace to stop by itself")
 		Expect(res.RequeueAfter).To(And(BeNumerically(">", 0), BeNumerically("<=", 20*time.Second)), "polled again by the grace's end")
-		setPodTerminated(pod, 0, "Completed", windowSummary(stopReasonWindowClosed,
-			map[string]any{"table": "orders", "pagesTotal": 1000, "complete": false, "blockReached": 400},
-			map[string]any{"table": "events", "pagesTotal": 80, "complete": true, "blockReached": 80}))
+		setPodTerminated(pod, 0, "Completed", windowSummary(runnerwire.StopReasonWindowClosed,
+			runnerwire.TableResult{Table: "orders", PagesTotal: 1000, Complete: false, BlockReached: 400},
+			runnerwire.TableResult{Table: "events", PagesTotal: 80, Complete: true, BlockReached: 80}))
 		reconcileRun(rr, ns, first)
 		run = getRun(ns, first)
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunInterrupted))
@@ -138,8 +139,8 @@ var _ = Describe("Maintenance windows", func() {
 		setPodRunning(pod, freshIP())
 		reconcileRunAnswered(rr, ns, second)
 		setPodTerminated(pod, 0, "Completed", windowSummary("",
-			map[string]any{"table": "orders", "pagesTotal": 1000, "complete": true, "blockReached": 1000, "resumedFromBlock": 400},
-			map[string]any{"table": "events", "pagesTotal": 80, "complete": true, "blockReached": 80}))
+			runnerwire.TableResult{Table: "orders", PagesTotal: 1000, Complete: true, BlockReached: 1000, ResumedFromBlock: 400},
+			runnerwire.TableResult{Table: "events", PagesTotal: 80, Complete: true, BlockReached: 80}))
 		reconcileRun(rr, ns, second)
 		run = getRun(ns, second)
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
@@ -289,8 +290,8 @@ var _ = Describe("Maintenance windows", func() {
 		setPodRunning(pod, freshIP())
 		reconcileRunAnswered(rr, ns, "online")
 		clock.SetTime(stopAt.Add(time.Second))
-		setPodTerminated(pod, 0, "Completed", windowSummary(stopReasonWindowClosed,
-			map[string]any{"table": "public.orders", "pagesTotal": 500, "complete": false, "blockReached": 250, "resumedFromBlock": 100}))
+		setPodTerminated(pod, 0, "Completed", windowSummary(runnerwire.StopReasonWindowClosed,
+			runnerwire.TableResult{Table: "public.orders", PagesTotal: 500, Complete: false, BlockReached: 250, ResumedFromBlock: 100}))
 		reconcileRun(rr, ns, "online")
 		run := getRun(ns, "online")
 		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunInterrupted))

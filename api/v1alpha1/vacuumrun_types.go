@@ -64,13 +64,6 @@ type VacuumRunSpec struct {
 	// +optional
 	Cancel bool `json:"cancel,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 
-	// ttlSecondsAfterFinished deletes the run this many seconds after it ended, whatever
-	// its outcome (0 = at once); absent = kept until deleted (a policy's runs are pruned by
-	// its history limits instead). It may be changed at any time.
-	// +kubebuilder:validation:Minimum=0
-	// +optional
-	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
-
 	// paused pauses the runner at its next delay point while true, and lets it go on when
 	// set back to false; status.pause and the Paused condition show it. Time paused counts
 	// against activeDeadlineSeconds and against the window (both are wall-clock), and a
@@ -89,6 +82,13 @@ type VacuumRunSpec struct {
 	// resume and start at block 0.
 	// +optional
 	Resume bool `json:"resume,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
+
+	// ttlSecondsAfterFinished deletes the run this many seconds after it ended, whatever
+	// its outcome (0 = at once); absent = kept until deleted (a policy's runs are pruned by
+	// its history limits instead). It may be changed at any time.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
@@ -169,8 +169,8 @@ type TableStatus struct {
 // VacuumRunStatus is the live state of a run.
 type VacuumRunStatus struct {
 	// conditions are Progressing (False once ended) and the outcome: exactly one of
-	// Complete, Failed, Cancelled and Interrupted is True once the run has ended, the
-	// others False; Paused while spec.paused holds the runner.
+	// Complete, Failed, Cancelled and Interrupted is True once the run has ended, the others
+	// False.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

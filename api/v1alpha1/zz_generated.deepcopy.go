@@ -753,15 +753,15 @@ func (in *VacuumRunList) DeepCopyObject() runtime.Object {
 func (in *VacuumRunSpec) DeepCopyInto(out *VacuumRunSpec) {
 	*out = *in
 	in.VacuumSpec.DeepCopyInto(&out.VacuumSpec)
-	if in.TTLSecondsAfterFinished != nil {
-		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
-		*out = new(int32)
-		**out = **in
-	}
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
 		*out = new(RunWindow)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.TTLSecondsAfterFinished != nil {
+		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
+		*out = new(int32)
+		**out = **in
 	}
 }
 

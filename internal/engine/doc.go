@@ -12,6 +12,7 @@
 //	<dir>/clog          commit log, written at each checkpoint (package txn)
 //	<dir>/wal/          WAL segments (package wal)
 //	<dir>/base/         relation files <relfilenode>[_vm|_fsm][.N] (package storage)
+//	<dir>/vacuum_position/<heap relfilenode>  an unfinished lazy vacuum's position (vacuumpos.go)
 //
 // Init creates the directory; the control file is written last, so its
 // presence is what makes a directory a data directory (Open of anything
