@@ -53,6 +53,7 @@ var _ = Describe("A run's outcome", func() {
 			vacuumv1alpha1.ConditionComplete:    metav1.ConditionFalse,
 			vacuumv1alpha1.ConditionFailed:      metav1.ConditionFalse,
 			vacuumv1alpha1.ConditionCancelled:   metav1.ConditionTrue,
+			vacuumv1alpha1.ConditionInterrupted: metav1.ConditionFalse,
 		}))
 
 		By("waiting out the TTL, which may be shortened after the end")
@@ -81,11 +82,39 @@ var _ = Describe("A policy's view of its runs", func() {
 		ns    string
 		clock *clocktesting.FakeClock
 		r     *PolicyReconciler
+		rec   *recorder
 	)
 	BeforeEach(func() {
 		ns = newNamespace()
 		clock = clocktesting.NewFakeClock(time.Now())
-		r, _ = newPolicyReconciler(clock)
+		r, rec = newPolicyReconciler(clock)
+	})
+
+	It("emits one RunSkipped event per waiting tick, not one per reconcile", func() {
+		p := newPolicy(ns, "skips", func(p *vacuumv1alpha1.VacuumPolicy) { p.Spec.Schedule = "* * * * *" })
+		clock.SetTime(p.CreationTimestamp.Add(2 * time.Minute))
+		reconcilePolicy(r, ns, "skips")
+		Expect(runNames(ns)).To(HaveLen(1))
+		skipped := func() int {
+			n := 0
+			for _, reason := range rec.reasons() {
+				if reason == vacuumv1alpha1.ReasonRunSkipped {
+					n++
+				}
+			}
+			return n
+		}
+		for tick := 1; tick <= 2; tick++ {
+			clock.Step(time.Minute)
+			for range 3 { // the active run's status changes wake the policy this often
+				reconcilePolicy(r, ns, "skips")
+			}
+			Expect(skipped()).To(Equal(tick), "RunSkipped events after %d waiting ticks", tick)
+			last := getPolicy(ns, "skips").Status.LastSkippedTime
+			Expect(last).NotTo(BeNil())
+			Expect(last.Time).To(BeTemporally("==", clock.Now().Truncate(time.Minute)))
+		}
+		Expect(runNames(ns)).To(HaveLen(1))
 	})
 
 	It("is not rewritten by its active run's live rate, and says in LastRunSucceeded how the run ended", func() {

@@ -51,7 +51,7 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 		if st.LastScheduleTime != nil {
 			return ctrl.Result{}, nil // the one run was made: never again
 		}
-		if ok, err := r.mayStart(ctx, p, active, "the run-once"); !ok || err != nil {
+		if ok, err := r.mayStart(ctx, p, active, "the run-once", &p.CreationTimestamp); !ok || err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.createRun(ctx, p, p.OnceRunName(), metav1.NewTime(now)); err != nil {
@@ -94,7 +94,7 @@ func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonMissedSchedules, "StartRun",
 			"%s earlier ticks were missed; starting only the most recent one (%s)", more, due.Tick.UTC().Format(time.RFC3339))
 	}
-	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339)); !ok || err != nil {
+	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339), &metav1.Time{Time: due.Tick}); !ok || err != nil {
 		return err
 	}
 	if err := r.createRun(ctx, p, scheduledRunName(p, due.Tick), metav1.NewTime(due.Tick)); err != nil {
@@ -105,16 +105,25 @@ func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha
 }
 
 // mayStart applies concurrencyPolicy: with Forbid a new run waits while one is active; with
-// Replace the active ones are cancelled (they end Cancelled) and the new run starts.
-func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string) (bool, error) {
+// Replace the active ones are cancelled (they end Cancelled) and the new run starts. A waiting
+// tick's RunSkipped event is emitted once per tick (status.lastSkippedTime), since the policy
+// is reconciled on every status change of its active run; a run-now request (tick nil) has no
+// time of its own and is reported on each reconcile while it waits.
+func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string, tick *metav1.Time) (bool, error) {
 	if len(active) == 0 {
 		return true, nil
 	}
 	if p.Spec.ConcurrencyPolicy == vacuumv1alpha1.ReplaceConcurrent {
 		return true, r.replaceActive(ctx, p, active)
 	}
+	if tick != nil && p.Status.LastSkippedTime.Equal(tick) {
+		return false, nil
+	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunSkipped, "StartRun",
 		"%s waits: run %s is still active (concurrencyPolicy Forbid)", what, active[0].Name)
+	if tick != nil {
+		p.Status.LastSkippedTime = tick.DeepCopy()
+	}
 	return false, nil
 }
 
@@ -124,7 +133,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	if !ok {
 		return nil
 	}
-	if ok, err := r.mayStart(ctx, p, active, "the run-now request"); !ok || err != nil {
+	if ok, err := r.mayStart(ctx, p, active, "the run-now request", nil); !ok || err != nil {
 		return err
 	}
 	h := fnv.New32a()

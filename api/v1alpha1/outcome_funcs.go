@@ -38,7 +38,7 @@ const (
 // TerminalConditions are a run's outcome conditions: when the run ends, exactly one of
 // them is True and the others False, so `kubectl wait --for=condition=X` waits for outcome X
 // (and Progressing=False for any end).
-var TerminalConditions = []string{ConditionComplete, ConditionFailed, ConditionCancelled}
+var TerminalConditions = []string{ConditionComplete, ConditionFailed, ConditionCancelled, ConditionInterrupted}
 
 // setOutcome makes typ the one True terminal condition and every other one False.
 func (s *VacuumRunStatus) setOutcome(gen int64, typ, reason, msg string) {

@@ -18,6 +18,7 @@ func TestEveryEndLeavesExactlyOneTerminalConditionTrueAndProgressingFalse(t *tes
 		{"succeeded", func(s *VacuumRunStatus) { s.MarkSucceeded(3, now, "done") }, ConditionComplete},
 		{"failed", func(s *VacuumRunStatus) { s.MarkFailed(3, now, ReasonBadInput, "bad") }, ConditionFailed},
 		{"cancelled", func(s *VacuumRunStatus) { s.MarkCancelled(3, now, "stop") }, ConditionCancelled},
+		{"interrupted", func(s *VacuumRunStatus) { s.MarkInterrupted(3, now, ReasonWindowClosed, "window closed") }, ConditionInterrupted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -132,6 +132,11 @@ type VacuumPolicyStatus struct {
 	// started a run; a new value starts another.
 	// +optional
 	RunNowHandled string `json:"runNowHandled,omitempty"`
+	// lastSkippedTime is the latest tick (or, without a schedule, the policy's creation) that
+	// had to wait for an active run under concurrencyPolicy Forbid; its RunSkipped event is
+	// emitted once, when the tick first waits, not on every reconcile while it waits.
+	// +optional
+	LastSkippedTime *metav1.Time `json:"lastSkippedTime,omitempty"`
 	// window is what the policy knows of its windows: the start offset (jitter) and the
 	// tables whose vacuum spans several windows.
 	// +optional

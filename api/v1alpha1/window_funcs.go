@@ -27,9 +27,7 @@ func (w *RunWindow) StopDeadline() time.Time {
 // VACUUM FULL did not fit in it (ReasonWindowTooShort): Interrupted=True, Complete=False.
 func (s *VacuumRunStatus) MarkInterrupted(gen int64, now metav1.Time, reason, msg string) {
 	s.end(gen, RunInterrupted, now, reason, msg)
-	setCondition(&s.Conditions, gen, ConditionInterrupted, metav1.ConditionTrue, reason, msg)
-	setCondition(&s.Conditions, gen, ConditionComplete, metav1.ConditionFalse, reason, msg)
-	setCondition(&s.Conditions, gen, ConditionFailed, metav1.ConditionFalse, reason, msg)
+	s.setOutcome(gen, ConditionInterrupted, reason, msg)
 }
 
 // EndPause closes the current pause of a run that ended at now: its time is added to

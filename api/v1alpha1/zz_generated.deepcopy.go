@@ -669,6 +669,10 @@ func (in *VacuumPolicyStatus) DeepCopyInto(out *VacuumPolicyStatus) {
 		*out = new(RunSummary)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LastSkippedTime != nil {
+		in, out := &in.LastSkippedTime, &out.LastSkippedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
 		*out = new(PolicyWindowStatus)
