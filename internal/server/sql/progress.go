@@ -24,6 +24,7 @@ type Vacuums struct {
 	mu   sync.Mutex
 	runs map[uint32]*runningVacuum
 	done map[uint32]vacuumed // by table OID, since the server started
+	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
 }
 
 // vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.
@@ -65,6 +66,8 @@ type runningVacuum struct {
 	run  *vacuum.Batch
 	full bool
 	mwm  int64 // maintenance_work_mem in bytes
+	// adapt is the run's adaptive throttle (adaptive.go; nil in tests that build a run by hand).
+	adapt *adaptiveRun
 
 	mu    sync.Mutex
 	table string
@@ -209,6 +212,23 @@ var progressVacuumColumns = []column{
 	{name: "time_paused_ms", t: types.Int8},
 }
 
+// adaptiveColumns are both progress views' last columns: the adaptive throttle's binding
+// signal, its budget and the time bound by each binding (NULL while no target was set).
+var adaptiveColumns = []column{
+	{name: "adaptive_binding", t: types.Text},
+	{name: "adaptive_budget_per_mille", t: types.Int4},
+	{name: "adaptive_foreground_latency_ms", t: types.Int8},
+	{name: "adaptive_replication_lag_ms", t: types.Int8},
+	{name: "adaptive_ceiling_ms", t: types.Int8},
+	{name: "adaptive_floor_ms", t: types.Int8},
+	{name: "adaptive_hard_stop_ms", t: types.Int8},
+}
+
+func init() {
+	progressVacuumColumns = append(progressVacuumColumns, adaptiveColumns...)
+	progressClusterColumns = append(progressClusterColumns, adaptiveColumns...)
+}
+
 // progressClusterColumns are PostgreSQL 15's pg_stat_progress_cluster columns.
 var progressClusterColumns = []column{
 	{name: "pid", t: types.Int4},
@@ -248,6 +268,7 @@ func (s *Session) progressVacuumRows(fn func([]any) error) error {
 			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
 			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond,
 			st.Paused, st.PausedFor.Milliseconds()}
+		row = append(row, rv.adapt.view().columns()...)
 		if err := fn(row); err != nil {
 			return err
 		}
@@ -269,6 +290,7 @@ func (s *Session) progressClusterRows(fn func([]any) error) error {
 		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", phase,
 			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses,
 			st.Paused, st.PausedFor.Milliseconds()}
+		row = append(row, rv.adapt.view().columns()...)
 		if err := fn(row); err != nil {
 			return err
 		}
@@ -322,18 +344,36 @@ func applyThrottleSetting(th throttle.Settings, name, value string) (throttle.Se
 		}
 		return th, nil
 	}
-	return th, pgerr.New(pgerr.InvalidParameterValue, "vacuum_set_throttle cannot change \"%s\" (one of %v)", name, throttleSettings)
+	return th, pgerr.New(pgerr.InvalidParameterValue, "vacuum_set_throttle cannot change \"%s\" (one of %v, %v)", name, throttleSettings, adaptiveSettings)
 }
 
 // setThrottle changes the throttle of the VACUUM session pid runs, at its next delay
 // point (false: that session runs no VACUUM).
 func (v *Vacuums) setThrottle(pid uint32, name, value string) (bool, error) {
+	if isAdaptiveSetting(name) {
+		if _, err := applyAdaptiveSetting(defaultAdaptiveTargets(), name, value); err != nil {
+			return false, err
+		}
+		rv := v.get(pid)
+		if rv == nil || rv.adapt == nil {
+			return false, nil
+		}
+		return true, rv.adapt.setTarget(name, value)
+	}
 	if _, err := applyThrottleSetting(throttle.Settings{}, name, value); err != nil {
 		return false, err
 	}
 	rv := v.get(pid)
 	if rv == nil {
 		return false, nil
+	}
+	if rv.adapt != nil {
+		// The static throttle is the adaptive throttle's ceiling.
+		th, err := applyThrottleSetting(rv.adapt.ceilingSettings(), name, value)
+		if err != nil {
+			return false, err
+		}
+		return true, rv.adapt.setCeiling(th)
 	}
 	th, err := applyThrottleSetting(rv.run.Settings(), name, value)
 	if err != nil {
@@ -352,6 +392,9 @@ func (v *Vacuums) setPaused(pid uint32, paused bool) bool {
 	rv := v.get(pid)
 	if rv == nil {
 		return false
+	}
+	if rv.adapt != nil {
+		rv.adapt.setUserPaused(paused)
 	}
 	if paused {
 		rv.run.Pause()
