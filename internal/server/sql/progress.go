@@ -23,7 +23,7 @@ const DatabaseOID = 5
 type Vacuums struct {
 	mu   sync.Mutex
 	runs map[uint32]*runningVacuum
-	done map[uint32]vacuumed // by table OID, since the server started
+	done map[uint32]vacuumed   // by table OID, since the server started
 	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
 }
 
