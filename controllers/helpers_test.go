@@ -140,17 +140,23 @@ func ensureClaim(ns, name string) {
 	}
 }
 
-// newRun creates a hand-made run on a PVC (made if missing); edit adjusts its spec first.
-func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
-	ensureClaim(ns, pvc)
+// createRun creates a hand-made run of target (backoffLimit 2; edit adjusts its spec
+// first) and returns it as stored. It makes nothing the target names.
+func createRun(ns, name string, target vacuumv1alpha1.Target, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
 	run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	run.Spec.Target.PersistentVolumeClaim = pvc
+	run.Spec.Target = target
 	run.Spec.BackoffLimit = 2
 	if edit != nil {
 		edit(run)
 	}
 	Expect(k8sClient.Create(suiteCtx, run)).To(Succeed())
 	return getRun(ns, name)
+}
+
+// newRun creates a hand-made run on a PVC (made if missing); edit adjusts its spec first.
+func newRun(ns, name, pvc string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
+	ensureClaim(ns, pvc)
+	return createRun(ns, name, vacuumv1alpha1.Target{PersistentVolumeClaim: pvc}, edit)
 }
 
 // reconcileUntilPod reconciles a fresh run until its attempt's pod exists (finalizer first,
@@ -208,11 +214,12 @@ type fakeRunner struct {
 	srv       *httptest.Server
 	token     string
 	throttles chan runnerwire.Throttle
+	pauses    chan bool // the values of the PUT /pause calls it accepted
 	refused   atomic.Int32
 }
 
 func startFakeRunner(ip, token string) *fakeRunner {
-	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8)}
+	f := &fakeRunner{token: token, throttles: make(chan runnerwire.Throttle, 8), pauses: make(chan bool, 8)}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(runnerwire.ControlPort)))
 	Expect(err).NotTo(HaveOccurred(), "listen on %s:%d", ip, runnerwire.ControlPort)
 	cert, err := runnerwire.RunCertificate(token)
@@ -238,6 +245,22 @@ func startFakeRunner(ip, token string) *fakeRunner {
 			return
 		}
 		f.throttles <- t
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /pause", func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer "+f.token {
+			f.refused.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		var body struct {
+			Paused *bool `json:"paused"`
+		}
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || body.Paused == nil {
+			http.Error(w, "want {\"paused\": true|false}", http.StatusBadRequest)
+			return
+		}
+		f.pauses <- *body.Paused
 		w.WriteHeader(http.StatusNoContent)
 	})
 	f.srv = httptest.NewUnstartedServer(mux)

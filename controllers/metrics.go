@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRunsTotal, Help: "Runs ended, by policy and result (Succeeded, Failed, Cancelled).",
+			Name: MetricRunsTotal, Help: "Runs ended, by policy and result (Succeeded, Failed, Cancelled, Interrupted).",
 		}, append(np, "result")),
 		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: MetricRunDuration, Help: "Time from a run's first pod start to its end.",

@@ -33,14 +33,7 @@ func serverTarget(service string) *vacuumv1alpha1.ServerTarget {
 
 // onlineRun makes a run of a server target (edit adjusts it) and returns it as stored.
 func onlineRun(ns, name, service string, edit func(*vacuumv1alpha1.VacuumRun)) *vacuumv1alpha1.VacuumRun {
-	run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	run.Spec.Target.Server = serverTarget(service)
-	run.Spec.BackoffLimit = 2
-	if edit != nil {
-		edit(run)
-	}
-	Expect(k8sClient.Create(suiteCtx, run)).To(Succeed())
-	return getRun(ns, name)
+	return createRun(ns, name, vacuumv1alpha1.Target{Server: serverTarget(service)}, edit)
 }
 
 // serveDatabase makes a Service whose port 5432 targets the pods' port 15432, and an

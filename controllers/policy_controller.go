@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -80,13 +81,19 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// scheduleInterval is the time from the policy's latest schedule tick to its next one (0
-// without a schedule, or with one that does not parse).
+// scheduleInterval is the time from the policy's latest schedule tick (or window opening,
+// without a schedule) to its next one (0 with neither, or with one that does not parse).
 func (r *PolicyReconciler) scheduleInterval(p *vacuumv1alpha1.VacuumPolicy) time.Duration {
-	if p.Spec.Schedule == "" {
+	if p.Spec.Schedule == "" && !p.HasWindow() {
 		return 0
 	}
-	sched, err := parseSchedule(p)
+	var sched cron.Schedule
+	var err error
+	if p.Spec.Schedule == "" {
+		_, sched, err = windowAndTicks(p) // each window opening is a tick
+	} else {
+		sched, err = parseSchedule(p)
+	}
 	if err != nil {
 		return 0
 	}

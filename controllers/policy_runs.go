@@ -56,11 +56,14 @@ func (r *PolicyReconciler) observeRuns(p *vacuumv1alpha1.VacuumPolicy, runs []va
 	st := &p.Status
 	st.Active = nil
 	var corrupt string
+	var lastEnded *vacuumv1alpha1.VacuumRun
 	for i := range runs {
 		run := &runs[i]
 		if !run.IsFinished() {
 			active = append(active, run)
 			st.Active = append(st.Active, run.Name)
+		} else if lastEnded == nil || !run.Status.CompletionTime.Before(lastEnded.Status.CompletionTime) {
+			lastEnded = run // the latest to end, not the latest created
 		}
 		if run.Status.Phase == vacuumv1alpha1.RunSucceeded && run.Status.CompletionTime != nil &&
 			(st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(run.Status.CompletionTime)) {
@@ -73,13 +76,19 @@ func (r *PolicyReconciler) observeRuns(p *vacuumv1alpha1.VacuumPolicy, runs []va
 	if n := len(runs); n > 0 {
 		last := &runs[n-1]
 		st.LastRun = &vacuumv1alpha1.RunSummary{
-			Name: last.Name, Phase: last.Status.Phase, PagesPerSecond: last.Status.PagesPerSecond,
-			CompletionTime: last.Status.CompletionTime, Message: last.Status.Message,
+			Name: last.Name, Phase: last.Status.Phase, CompletionTime: last.Status.CompletionTime,
 		}
-		if last.Status.Totals != nil {
-			st.LastRun.TuplesRemoved = last.Status.Totals.TuplesRemoved
+		// A run in flight is summed up by name and phase only: its live rate and message
+		// change every progress interval, and copying them would rewrite the policy's
+		// status (and wake everyone watching policies) as often.
+		if last.IsFinished() {
+			st.LastRun.PagesPerSecond, st.LastRun.Message = last.Status.PagesPerSecond, last.Status.Message
+			if last.Status.Totals != nil {
+				st.LastRun.TuplesRemoved = last.Status.Totals.TuplesRemoved
+			}
 		}
 	}
+	st.SetLastRunSucceeded(p.Generation, lastEnded)
 	r.observeCorruption(p, corrupt)
 	return active
 }

@@ -136,15 +136,16 @@ func estimateWindowsLeft(windows, done int32) int32 {
 // wall-clock times is skipped. Schedules that tick more than once an hour lose the repeated
 // hour's second ticks too, which a window schedule does not miss.
 type wallOpenings struct {
-	inner cron.Schedule
+	inner *cron.SpecSchedule
 	loc   *time.Location
 }
 
 func wallClock(s cron.Schedule, loc *time.Location) cron.Schedule {
-	if _, ok := s.(*cron.SpecSchedule); !ok {
+	spec, ok := s.(*cron.SpecSchedule)
+	if !ok {
 		return s // @every: elapsed time, no wall clock
 	}
-	return &wallOpenings{inner: s, loc: loc}
+	return &wallOpenings{inner: spec, loc: loc}
 }
 
 // Next is the first opening after t.
@@ -174,7 +175,7 @@ func (w *wallOpenings) gapOpening(g time.Time) (time.Time, bool) {
 	if after <= before {
 		return time.Time{}, false
 	}
-	fixed := *w.inner.(*cron.SpecSchedule)
+	fixed := *w.inner
 	fixed.Location = time.FixedZone("before", before)
 	f := fixed.Next(g.Add(-time.Second))
 	if f.IsZero() || f.Before(g) || !f.Before(g.Add(time.Duration(after-before)*time.Second)) {

@@ -38,10 +38,7 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	if run.Spec.Target.Server != nil {
 		return r.advanceOnline(ctx, run)
 	}
-	rs, res, specJSON, err := resolvedSpec(&run.Spec.VacuumSpec, string(run.UID))
-	if err == nil {
-		specJSON, err = withWindow(run, rs, specJSON)
-	}
+	_, res, specJSON, err := resolveAndEncode(windowEdit(run), &run.Spec.VacuumSpec, string(run.UID))
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
@@ -326,7 +323,7 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 func (r *RunReconciler) attemptEnded(ctx context.Context, run *vacuumv1alpha1.VacuumRun, end attemptEnd) (ctrl.Result, error) {
 	code := end.ExitCode
 	run.Status.ExitCode = &code
-	foldEnd(&run.Status, end)
+	foldEnd(run, end)
 	v, reason, msg := judge(end, false)
 	v, reason, msg = windowVerdict(end, v, reason, msg)
 	if v == verdictRetry {

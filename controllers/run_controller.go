@@ -71,7 +71,7 @@ type EventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
-// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
@@ -131,7 +131,10 @@ func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.Va
 		return ctrl.Result{}, r.addFinalizer(ctx, run)
 	}
 	if run.IsFinished() {
-		return r.releaseAfterEnd(ctx, run)
+		if res, err := r.releaseAfterEnd(ctx, run); err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+		return r.expireAfterTTL(ctx, run)
 	}
 	if run.Spec.Cancel {
 		return r.cancel(ctx, run)

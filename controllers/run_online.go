@@ -196,10 +196,7 @@ func (r *RunReconciler) advanceOnline(ctx context.Context, run *vacuumv1alpha1.V
 	if newAttempt {
 		st.Server.Address = addr // each attempt goes to a ready endpoint; the runner checks the identifier
 	}
-	rs, res, specJSON, err := resolvedOnlineSpec(run, st.Server.Address, st.Server.SystemIdentifier, false)
-	if err == nil {
-		specJSON, err = withWindow(run, rs, specJSON)
-	}
+	_, res, specJSON, err := resolvedOnlineSpec(run, st.Server.Address, st.Server.SystemIdentifier, false)
 	if err != nil {
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil
@@ -295,5 +292,8 @@ func resolvedOnlineSpec(run *vacuumv1alpha1.VacuumRun, address, systemIdentifier
 	return resolveAndEncode(func(rs *runnerwire.RunSpec) {
 		rs.Server = wireServer(run.Spec.Target.Server, address, systemIdentifier)
 		rs.Identify = identify
+		if !identify {
+			applyWindow(run, rs) // identifying is no vacuum: no window, no resume
+		}
 	}, &run.Spec.VacuumSpec, string(run.UID))
 }

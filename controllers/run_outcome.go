@@ -34,7 +34,6 @@ type attemptEnd struct {
 	Signal   int32
 	Summary  *runnerwire.Summary // nil when the termination message held none
 	Message  string              // the summary's message, or the raw termination message
-	Stop     windowReport        // the summary's stop reason and table positions (windows)
 }
 
 // containerEnd returns how the pod's runner container ended, if it has.
@@ -48,7 +47,6 @@ func containerEnd(pod *corev1.Pod) (attemptEnd, bool) {
 		var sum runnerwire.Summary
 		if err := json.Unmarshal([]byte(t.Message), &sum); err == nil && sum.Phase != "" {
 			end.Summary, end.Message = &sum, sum.Message
-			_ = json.Unmarshal([]byte(t.Message), &end.Stop) // it decoded as a Summary just now
 		} else {
 			end.Message = strings.TrimSpace(t.Message)
 		}

@@ -187,11 +187,11 @@ var _ = Describe("A run that cannot start", func() {
 
 	It("waits for a missing claim without scaling its app down, and fails after podStartTimeoutSeconds", func() {
 		app := newWorkload(ns, "Deployment", "app", 2)
-		run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "typo"}}
-		run.Spec.Target.PersistentVolumeClaim = "dta"
-		run.Spec.PodStartTimeoutSeconds = ptr.To(int64(60))
-		quiesceDeployment(run)
-		Expect(k8sClient.Create(suiteCtx, run)).To(Succeed())
+		// No claim dta: the typo's claim does not exist.
+		createRun(ns, "typo", vacuumv1alpha1.Target{PersistentVolumeClaim: "dta"}, func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.PodStartTimeoutSeconds = ptr.To(int64(60))
+			quiesceDeployment(run)
+		})
 		for range 3 {
 			reconcileRun(r, ns, "typo")
 		}

@@ -51,7 +51,7 @@ func (r *RunReconciler) cancel(ctx context.Context, run *vacuumv1alpha1.VacuumRu
 		if end, ok := containerEnd(podOrEmpty(pod)); ok {
 			code := end.ExitCode
 			run.Status.ExitCode = &code
-			foldEnd(&run.Status, end)
+			foldEnd(run, end)
 			if v, reason, msg = judge(end, true); v == verdictRetry {
 				v, reason = verdictCancelled, vacuumv1alpha1.ReasonCancelled
 			}

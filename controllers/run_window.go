@@ -2,10 +2,10 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
@@ -22,50 +22,22 @@ import (
 // because it would not fit in what is left (stopReason WindowTooShort) ends the run
 // Interrupted with that reason.
 
-// Summary stop reasons (the runner's summary.stopReason).
-const (
-	stopReasonWindowClosed   = "WindowClosed"
-	stopReasonWindowTooShort = "WindowTooShort"
-)
-
-// windowReport is the part of the runner's summary about windows: why it stopped, and where
-// each table stands. It is read from the same termination message as runnerwire.Summary.
-type windowReport struct {
-	StopReason string        `json:"stopReason"`
-	Tables     []tableReport `json:"tables"`
-}
-
-// tableReport is one table's position in the summary.
-type tableReport struct {
-	Table            string `json:"table"`
-	PagesTotal       int64  `json:"pagesTotal"`
-	Complete         *bool  `json:"complete"`
-	BlockReached     *int64 `json:"blockReached"`
-	ResumedFromBlock *int64 `json:"resumedFromBlock"`
-}
-
-// windowedRunSpec is the RunSpec with the window's fields: stopAt (RFC 3339) and resume.
-type windowedRunSpec struct {
-	runnerwire.RunSpec
-	StopAt string `json:"stopAt,omitempty"`
-	Resume bool   `json:"resume,omitempty"`
-}
-
-// withWindow adds the run's window end and resume to its encoded RunSpec; a run with
-// neither keeps the bytes as they are.
-func withWindow(run *vacuumv1alpha1.VacuumRun, rs runnerwire.RunSpec, specJSON []byte) ([]byte, error) {
+// windowEdit sets the run's window end (RunSpec stopAt) and resume on its RunSpec; nil for a
+// run with neither, whose RunSpec stays as it was.
+func windowEdit(run *vacuumv1alpha1.VacuumRun) func(*runnerwire.RunSpec) {
 	if run.Spec.Window == nil && !run.Spec.Resume {
-		return specJSON, nil
+		return nil
 	}
-	w := windowedRunSpec{RunSpec: rs, Resume: run.Spec.Resume}
-	if run.Spec.Window != nil {
-		w.StopAt = run.Spec.Window.StopAt.UTC().Format(time.RFC3339)
+	return func(rs *runnerwire.RunSpec) { applyWindow(run, rs) }
+}
+
+// applyWindow is windowEdit's edit.
+func applyWindow(run *vacuumv1alpha1.VacuumRun, rs *runnerwire.RunSpec) {
+	rs.Resume = run.Spec.Resume
+	if w := run.Spec.Window; w != nil {
+		at := metav1.NewTime(w.StopAt.UTC().Truncate(time.Second))
+		rs.StopAt = &at
 	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return nil, fmt.Errorf("encode run spec: %w", err)
-	}
-	return b, nil
 }
 
 // windowVerdict turns a runner's exit 0 with a stop reason into the run's Interrupted end.
@@ -73,10 +45,13 @@ func windowVerdict(end attemptEnd, v verdict, reason, msg string) (verdict, stri
 	if v != verdictSucceeded {
 		return v, reason, msg
 	}
-	switch end.Stop.StopReason {
-	case stopReasonWindowClosed:
+	if end.Summary == nil {
+		return v, reason, msg
+	}
+	switch end.Summary.StopReason {
+	case runnerwire.StopReasonWindowClosed:
 		return verdictInterrupted, vacuumv1alpha1.ReasonWindowClosed, withDefault(end.Message, "the window closed; the next window resumes where each table stopped")
-	case stopReasonWindowTooShort:
+	case runnerwire.StopReasonWindowTooShort:
 		return verdictInterrupted, vacuumv1alpha1.ReasonWindowTooShort, withDefault(end.Message, "VACUUM FULL was not started: its estimate exceeds what is left of the window")
 	}
 	return v, reason, msg
@@ -103,7 +78,7 @@ func (r *RunReconciler) honourWindow(ctx context.Context, run *vacuumv1alpha1.Va
 	if end, ok := containerEnd(podOrEmpty(pod)); ok {
 		code := end.ExitCode
 		st.ExitCode = &code
-		foldEnd(st, end)
+		foldEnd(run, end)
 		v, reason, msg := judge(end, false)
 		v, reason, msg = windowVerdict(end, v, reason, msg)
 		if v == verdictRetry { // no new attempt once the window is closed
@@ -116,8 +91,13 @@ func (r *RunReconciler) honourWindow(ctx context.Context, run *vacuumv1alpha1.Va
 	if running && now.Before(w.StopDeadline()) {
 		return false, ctrl.Result{}, nil // the runner stops by itself; observeRunning polls until the deadline
 	}
-	msg := closed + fmt.Sprintf("; the runner did not stop within stopGracePeriodSeconds (%d), its pod was stopped", w.StopGracePeriodSeconds)
-	if !running {
+	var msg string
+	switch {
+	case !now.Before(w.StopDeadline()):
+		msg = closed + fmt.Sprintf("; the runner did not stop within stopGracePeriodSeconds (%d), its pod was stopped", w.StopGracePeriodSeconds)
+	case pod == nil:
+		msg = closed + "; its runner pod is gone"
+	default:
 		msg = closed + " before the runner pod was running"
 	}
 	res, err := r.interruptAfterStop(ctx, run, msg)
@@ -152,39 +132,41 @@ func (r *RunReconciler) untilWindowStop(run *vacuumv1alpha1.VacuumRun) time.Dura
 	return -1
 }
 
-// foldEnd folds an ended attempt's summary into status, with each table's position.
-func foldEnd(s *vacuumv1alpha1.VacuumRunStatus, end attemptEnd) {
+// foldEnd folds an ended attempt's summary into status, with each table's position when
+// the run has a window or resumes, or the runner stopped it early.
+func foldEnd(run *vacuumv1alpha1.VacuumRun, end attemptEnd) {
 	if end.Summary == nil {
 		return
 	}
-	foldSummary(s, end.Summary)
-	foldPositions(s, end.Stop)
+	foldSummary(&run.Status, end.Summary)
+	if run.Spec.Window != nil || run.Spec.Resume || end.Summary.StopReason != "" {
+		foldPositions(&run.Status, end.Summary)
+	}
 }
 
 // foldPositions writes where each table stands (complete, block reached, share done) into
-// status.tables; a summary without positions (a runner that has no windows) changes nothing.
-func foldPositions(s *vacuumv1alpha1.VacuumRunStatus, rep windowReport) {
+// status.tables.
+func foldPositions(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	index := map[string]int{}
 	for i, ts := range s.Tables {
 		index[ts.Name] = i
 	}
 	var incomplete bool
 	var doneSum, counted int64
-	for _, t := range rep.Tables {
+	for _, t := range sum.Tables {
 		i, ok := index[t.Table]
-		if !ok || t.Complete == nil {
+		if !ok {
 			continue
 		}
 		ts := &s.Tables[i]
-		complete := *t.Complete
-		ts.Complete = &complete
-		ts.BlockReached, ts.ResumedFromBlock = t.BlockReached, t.ResumedFromBlock
+		complete, reached, from := t.Complete, t.BlockReached, t.ResumedFromBlock
+		ts.Complete, ts.BlockReached, ts.ResumedFromBlock = &complete, &reached, &from
 		done := int32(1000)
 		if !complete {
 			incomplete = true
 			done = 0
-			if t.BlockReached != nil && t.PagesTotal > 0 {
-				done = int32(min(max(*t.BlockReached, 0)*1000/t.PagesTotal, 999))
+			if t.PagesTotal > 0 {
+				done = int32(min(max(reached, 0)*1000/t.PagesTotal, 999))
 			}
 			ts.Phase = "stopped"
 			ts.Percent = done / 10

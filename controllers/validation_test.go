@@ -69,6 +69,17 @@ var _ = Describe("CRD validation", func() {
 		}
 	})
 
+	It("accepts the online samples' server, Secrets and load generator", func() {
+		for _, f := range []string{"engine_server.yaml", "load_generator.yaml"} {
+			for _, d := range sampleDocs(GinkgoT(), f) {
+				u := &unstructured.Unstructured{}
+				Expect(yaml.Unmarshal(d, &u.Object)).To(Succeed(), f)
+				u.SetNamespace(ns)
+				Expect(k8sClient.Create(suiteCtx, u)).To(Succeed(), "%s %s in %s", u.GetKind(), u.GetName(), f)
+			}
+		}
+	})
+
 	It("fills in the documented defaults, the same as the runner's", func() {
 		Expect(k8sClient.Create(suiteCtx, policyObject(ns, "defaults", func(spec map[string]any) { delete(spec, "throttle") }))).To(Succeed())
 		var p vacuumv1alpha1.VacuumPolicy

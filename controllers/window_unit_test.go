@@ -3,6 +3,8 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,7 +28,9 @@ func mustWindow(t *testing.T, schedule, tz string, seconds int64, jitter bool) *
 	return w
 }
 
-func utc(y int, m time.Month, d, h, mi int) time.Time { return time.Date(y, m, d, h, mi, 0, 0, time.UTC) }
+func utc(y int, m time.Month, d, h, mi int) time.Time {
+	return time.Date(y, m, d, h, mi, 0, 0, time.UTC)
+}
 
 // Europe/Berlin changes its clocks on the last Sundays of March (02:00 CET -> 03:00 CEST) and
 // October (03:00 CEST -> 02:00 CET); in 2026 they are March 29 and October 25.
@@ -134,17 +138,17 @@ func TestWindowsLeftAreEstimatedAtThePaceSoFar(t *testing.T) {
 func TestTheRunSpecCarriesTheWindowsEndAndResumeOnlyWhenSet(t *testing.T) {
 	run := &vacuumv1alpha1.VacuumRun{}
 	run.Spec.Target.PersistentVolumeClaim = "data"
-	rs, _, b, err := resolvedSpec(&run.Spec.VacuumSpec, "uid")
+	_, _, plain, err := resolvedSpec(&run.Spec.VacuumSpec, "uid")
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := withWindow(run, rs, b)
-	if err != nil || string(same) != string(b) {
+	_, _, same, err := resolveAndEncode(windowEdit(run), &run.Spec.VacuumSpec, "uid")
+	if err != nil || string(same) != string(plain) {
 		t.Fatalf("a run without a window had its RunSpec changed: %s", same)
 	}
 	run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(time.Date(2026, 5, 1, 3, 0, 0, 0, time.FixedZone("x", 3600)))}
 	run.Spec.Resume = true
-	out, err := withWindow(run, rs, b)
+	_, res, out, err := resolveAndEncode(windowEdit(run), &run.Spec.VacuumSpec, "uid")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,34 +159,60 @@ func TestTheRunSpecCarriesTheWindowsEndAndResumeOnlyWhenSet(t *testing.T) {
 	if got["stopAt"] != "2026-05-01T02:00:00Z" || got["resume"] != true || got["dataDir"] != runnerwire.DefaultDataDir {
 		t.Errorf("RunSpec %s: want stopAt 2026-05-01T02:00:00Z, resume true and the rest kept", out)
 	}
+	if !res.StopAt.Equal(time.Date(2026, 5, 1, 2, 0, 0, 0, time.UTC)) || !res.Resume {
+		t.Errorf("the runner's own Resolve reads stopAt %s, resume %t", res.StopAt, res.Resume)
+	}
 }
 
-// windowSummary is a runner's termination message: its summary with the window's keys.
-func windowSummary(stopReason string, tables ...map[string]any) string {
-	var sumTables []map[string]any
+// windowSummary is a runner's termination message: its Summary with a stop reason and the
+// tables' positions.
+func windowSummary(stopReason string, tables ...runnerwire.TableResult) string {
+	sum := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, Message: "vacuumed", StopReason: stopReason}
 	for _, t := range tables {
-		row := map[string]any{"mode": "Lazy", "pagesScanned": 100, "tuplesRemoved": 10}
-		for k, v := range t {
-			row[k] = v
-		}
-		sumTables = append(sumTables, row)
+		t.Mode, t.PagesScanned, t.TuplesRemoved = runnerwire.ModeLazy, 100, 10
+		sum.Tables = append(sum.Tables, t)
+		sum.Totals.TuplesRemoved += t.TuplesRemoved
 	}
-	b, err := json.Marshal(map[string]any{
-		"phase": runnerwire.SummarySucceeded, "exitCode": 0, "message": "vacuumed", "stopReason": stopReason,
-		"totals": map[string]any{"tuplesRemoved": 10 * len(tables)}, "tables": sumTables,
-	})
+	b, err := json.Marshal(sum)
 	if err != nil {
 		panic(err)
 	}
 	return string(b)
 }
 
+func TestTheRunnersGoldenWindowClosedSummaryEndsTheRunInterrupted(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(goldenDir, "summary-window-closed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerContainer, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: string(b)}}}}
+	end, _ := containerEnd(pod)
+	v, reason, msg := judge(end, false)
+	if v, reason, _ = windowVerdict(end, v, reason, msg); v != verdictInterrupted || reason != vacuumv1alpha1.ReasonWindowClosed {
+		t.Fatalf("verdict %d reason %s, want Interrupted WindowClosed", v, reason)
+	}
+	run := &vacuumv1alpha1.VacuumRun{}
+	run.Spec.Window = &vacuumv1alpha1.RunWindow{}
+	foldEnd(run, end)
+	var stopped *vacuumv1alpha1.TableStatus
+	for i := range run.Status.Tables {
+		if !ptr.Deref(run.Status.Tables[i].Complete, true) {
+			stopped = &run.Status.Tables[i]
+		}
+	}
+	if stopped == nil || ptr.Deref(stopped.BlockReached, 0) <= 0 || ptr.Deref(stopped.DonePerMille, 0) <= 0 || ptr.Deref(stopped.DonePerMille, 0) >= 1000 {
+		t.Errorf("tables %+v: want one stopped with its block and a share between 0 and 1000", run.Status.Tables)
+	}
+}
+
 func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *testing.T) {
 	pod := &corev1.Pod{}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerContainer, State: corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: windowSummary(stopReasonWindowClosed,
-			map[string]any{"table": "orders", "pagesTotal": 1000, "complete": false, "blockReached": 400, "resumedFromBlock": 100},
-			map[string]any{"table": "events", "pagesTotal": 50, "complete": true, "blockReached": 50})},
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: windowSummary(runnerwire.StopReasonWindowClosed,
+			runnerwire.TableResult{Table: "orders", PagesTotal: 1000, Complete: false, BlockReached: 400, ResumedFromBlock: 100},
+			runnerwire.TableResult{Table: "events", PagesTotal: 50, Complete: true, BlockReached: 50})},
 	}}}
 	end, ok := containerEnd(pod)
 	if !ok {
@@ -192,8 +222,10 @@ func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *te
 	if v, reason, _ = windowVerdict(end, v, reason, ""); v != verdictInterrupted || reason != vacuumv1alpha1.ReasonWindowClosed {
 		t.Fatalf("verdict %d reason %s, want Interrupted WindowClosed", v, reason)
 	}
-	var st vacuumv1alpha1.VacuumRunStatus
-	foldEnd(&st, end)
+	run := &vacuumv1alpha1.VacuumRun{}
+	run.Spec.Window = &vacuumv1alpha1.RunWindow{}
+	foldEnd(run, end)
+	st := run.Status
 	if len(st.Tables) != 2 {
 		t.Fatalf("tables %+v", st.Tables)
 	}
@@ -209,16 +241,25 @@ func TestAStoppedRunnersSummaryEndsTheRunInterruptedWithEachTablesPosition(t *te
 		t.Errorf("run percent %d phase %q, want 70 (the mean of 40%% and 100%%) and stopped", st.Percent, st.VacuumPhase)
 	}
 
-	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary(stopReasonWindowTooShort,
-		map[string]any{"table": "orders", "pagesTotal": 1000, "complete": false, "blockReached": 0})
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary(runnerwire.StopReasonWindowTooShort,
+		runnerwire.TableResult{Table: "orders", PagesTotal: 1000, Complete: false, BlockReached: 0})
 	end, _ = containerEnd(pod)
 	v, reason, _ = judge(end, false)
 	if v, reason, _ = windowVerdict(end, v, reason, ""); v != verdictInterrupted || reason != vacuumv1alpha1.ReasonWindowTooShort {
 		t.Errorf("verdict %d reason %s, want Interrupted WindowTooShort", v, reason)
 	}
-	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary("", map[string]any{"table": "orders", "complete": true})
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = windowSummary("", runnerwire.TableResult{Table: "orders", Complete: true})
 	end, _ = containerEnd(pod)
 	if v, _, _ = judge(end, false); v != verdictSucceeded {
 		t.Errorf("a summary without a stop reason is verdict %d, want Succeeded", v)
+	}
+}
+
+func TestAWindowOnlyPolicysIntervalIsTheTimeBetweenOpenings(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	r := &PolicyReconciler{Clock: realClock}
+	if got := r.scheduleInterval(p); got != 24*time.Hour {
+		t.Errorf("interval %s, want 24h (the time between two openings)", got)
 	}
 }

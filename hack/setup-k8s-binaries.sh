@@ -3,7 +3,8 @@
 #
 #   hack/setup-k8s-binaries.sh [COMPONENT...]
 #
-# COMPONENT is any of: kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet etcd
+# COMPONENT is any of: kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet
+# kube-proxy etcd
 # (default: kube-apiserver kubectl etcd, the envtest set). Binaries land in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/vacuum-operator/k8s-${K8S_VERSION}/
 # and that directory is printed on stdout as the last line; progress goes to stderr.
@@ -12,9 +13,9 @@
 # How: k8s.io/kubernetes replaces its staging modules with ./staging/src paths, so it cannot be
 # `go install`ed. A throwaway wrapper module requires it and replaces every staging module with
 # its published release (the list is read from k8s.io/kubernetes's own go.mod). The wrapper
-# blank-imports ALL Kubernetes commands we may ever want, so its go.mod never changes and later
-# builds of kubelet & co. reuse the same module graph and Go build cache. etcd gets its own
-# wrapper module.
+# blank-imports ALL Kubernetes commands we may ever want, so its go.mod changes only when that
+# list does (a wrapper lacking one of them is made again) and later builds of kubelet & co.
+# reuse the same module graph and Go build cache. etcd gets its own wrapper module.
 set -euo pipefail
 # shellcheck source=hack/toolchain.sh
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
@@ -25,7 +26,7 @@ CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/vacuum-operator
 DEST=${CACHE_ROOT}/k8s-${K8S_VERSION#v}
 WRAPPERS=${CACHE_ROOT}/wrappers
 
-K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet)
+K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 DEFAULT_COMPONENTS=(kube-apiserver kubectl etcd)
 
 log() { echo "setup-k8s-binaries: $*" >&2; }
@@ -60,7 +61,12 @@ version_ok() {
 # half-made wrapper is never reused.
 make_wrapper() {
   local dir=$1 module=$2 version=$3; shift 3
-  [[ -f $dir/.complete ]] && return 0
+  if [[ -f $dir/.complete ]]; then
+    local imp missing=0
+    for imp in "$@"; do grep -qF "\"$imp\"" "$dir/tools.go" || missing=1; done
+    ((missing)) || return 0
+    log "wrapper module $dir lacks a command of the list: making it again"
+  fi
   log "creating wrapper module $dir"
   mkdir -p "$(dirname "$dir")"
   local tmp; tmp=$(mktemp -d "${dir}.tmp.XXXXXX")

@@ -66,12 +66,12 @@ type VacuumPolicySpec struct {
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
 
-	// Window limits runs to a recurring maintenance window: without spec.schedule each
+	// window limits runs to a recurring maintenance window: without spec.schedule each
 	// opening starts a run; with it, a tick outside a window waits for the next opening. A run
 	// still going at the window's end is stopped and ends Interrupted; the next window's run
 	// resumes each table where it stopped.
 	// +optional
-	Window *Window `json:"window,omitempty"`
+	Window *Window `json:"window,omitempty"` //nolint:kubeapilinter // optionalfields: nil means no window, which the controller tests; {} is refused by its required fields
 }
 
 // RunSummary is the last run of a policy, as seen by the policy.
@@ -82,7 +82,7 @@ type RunSummary struct {
 	// phase of the run.
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the run's phase, as VacuumRun's status.phase
-	// pagesPerSecond the run achieved last.
+	// pagesPerSecond the run achieved last, once it ended.
 	// +optional
 	PagesPerSecond int64 `json:"pagesPerSecond,omitempty"`
 	// tuplesRemoved by the run.
@@ -91,15 +91,16 @@ type RunSummary struct {
 	// completionTime of the run, once it ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// message of the run.
+	// message of the run, once it ended.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
 
 // VacuumPolicyStatus is what the controller last saw and did.
 type VacuumPolicyStatus struct {
-	// conditions are Ready (the schedule is valid and runs can start) and Degraded (runs are
-	// halted, for example after corruption was found).
+	// conditions are Ready (the schedule is valid and runs can start), Degraded (runs are
+	// halted, for example after corruption was found) and LastRunSucceeded (how the latest
+	// ended run ended: True, or False with its reason).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -131,7 +132,7 @@ type VacuumPolicyStatus struct {
 	// started a run; a new value starts another.
 	// +optional
 	RunNowHandled string `json:"runNowHandled,omitempty"`
-	// Window is what the policy knows of its windows: the start offset (jitter) and the
+	// window is what the policy knows of its windows: the start offset (jitter) and the
 	// tables whose vacuum spans several windows.
 	// +optional
 	Window *PolicyWindowStatus `json:"window,omitempty"`
@@ -140,10 +141,14 @@ type VacuumPolicyStatus struct {
 // VacuumPolicy says what to vacuum, how gently, how wide and when; it creates VacuumRuns.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=vp,categories=vacuum
+// +kubebuilder:resource:shortName={vp,vacpol},categories=vacuum
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Time Zone",type=string,JSONPath=`.spec.timeZone`,priority=1
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.active`
+// +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.conditions[?(@.type=="LastRunSucceeded")].reason`
 // +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`,priority=1
 // +kubebuilder:printcolumn:name="Next Run",type=date,JSONPath=`.status.nextScheduleTime`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

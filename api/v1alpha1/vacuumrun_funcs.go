@@ -35,22 +35,19 @@ func (s *VacuumRunStatus) MarkRunning(gen int64, msg string) {
 // MarkSucceeded ends the run successfully at now.
 func (s *VacuumRunStatus) MarkSucceeded(gen int64, now metav1.Time, msg string) {
 	s.end(gen, RunSucceeded, now, ReasonSucceeded, msg)
-	setCondition(&s.Conditions, gen, ConditionComplete, metav1.ConditionTrue, ReasonSucceeded, msg)
-	setCondition(&s.Conditions, gen, ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, msg)
+	s.setOutcome(gen, ConditionComplete, ReasonSucceeded, msg)
 }
 
 // MarkFailed ends the run in failure at now, for reason.
 func (s *VacuumRunStatus) MarkFailed(gen int64, now metav1.Time, reason, msg string) {
 	s.end(gen, RunFailed, now, reason, msg)
-	setCondition(&s.Conditions, gen, ConditionFailed, metav1.ConditionTrue, reason, msg)
-	setCondition(&s.Conditions, gen, ConditionComplete, metav1.ConditionFalse, reason, msg)
+	s.setOutcome(gen, ConditionFailed, reason, msg)
 }
 
 // MarkCancelled ends the run as cancelled at now.
 func (s *VacuumRunStatus) MarkCancelled(gen int64, now metav1.Time, msg string) {
 	s.end(gen, RunCancelled, now, ReasonCancelled, msg)
-	setCondition(&s.Conditions, gen, ConditionComplete, metav1.ConditionFalse, ReasonCancelled, msg)
-	setCondition(&s.Conditions, gen, ConditionFailed, metav1.ConditionFalse, ReasonCancelled, msg)
+	s.setOutcome(gen, ConditionCancelled, ReasonCancelled, msg)
 }
 
 func (s *VacuumRunStatus) end(gen int64, phase RunPhase, now metav1.Time, reason, msg string) {

@@ -23,8 +23,8 @@ const (
 )
 
 // VacuumRunSpec is the resolved spec of one execution. A run's spec is what its pods run, so
-// it cannot change once made, except throttle (pushed to the running pod) and cancel (false
-// to true only); each immutable field has a rule of its own here, on the spec rather than on
+// it cannot change once made, except throttle (pushed to the running pod), cancel (false
+// to true only) and ttlSecondsAfterFinished; each immutable field has a rule of its own here, on the spec rather than on
 // the field, so that removing a field is refused as well as changing it, and the target's
 // form (which of its fields are set) never changes.
 // +kubebuilder:validation:XValidation:rule="has(self.target.persistentVolumeClaim) == has(oldSelf.target.persistentVolumeClaim) && (!has(self.target.persistentVolumeClaim) || self.target.persistentVolumeClaim == oldSelf.target.persistentVolumeClaim)",message="spec.target.persistentVolumeClaim is immutable"
@@ -69,7 +69,7 @@ type VacuumRunSpec struct {
 	// against activeDeadlineSeconds and against the window (both are wall-clock), and a
 	// pause does not hold a window open.
 	// +optional
-	Paused bool `json:"paused,omitempty"`
+	Paused bool `json:"paused,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 
 	// window is the maintenance window the run was made for (set by its policy): at
 	// window.stopAt the runner stops at a delay point and the run ends Interrupted.
@@ -81,7 +81,14 @@ type VacuumRunSpec struct {
 	// policy sets it on the run after one that ended Interrupted. PostgreSQL targets cannot
 	// resume and start at block 0.
 	// +optional
-	Resume bool `json:"resume,omitempty"`
+	Resume bool `json:"resume,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
+
+	// ttlSecondsAfterFinished deletes the run this many seconds after it ended, whatever
+	// its outcome (0 = at once); absent = kept until deleted (a policy's runs are pruned by
+	// its history limits instead). It may be changed at any time.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // MaxStatusTables is the most tables status.tables holds; the marker on Tables states the
@@ -161,7 +168,9 @@ type TableStatus struct {
 
 // VacuumRunStatus is the live state of a run.
 type VacuumRunStatus struct {
-	// conditions are Progressing, Complete, Failed, Cancelled and Interrupted.
+	// conditions are Progressing (False once ended) and the outcome: exactly one of
+	// Complete, Failed, Cancelled and Interrupted is True once the run has ended, the others
+	// False.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -259,7 +268,7 @@ type VacuumRunStatus struct {
 	// stays absent there.
 	// +optional
 	Foreground *ForegroundStatus `json:"foreground,omitempty"`
-	// Pause is the user's pause (spec.paused) as the runner took it, with the time paused.
+	// pause is the user's pause (spec.paused) as the runner took it, with the time paused.
 	// +optional
 	Pause *PauseStatus `json:"pause,omitempty"`
 }
@@ -333,16 +342,19 @@ type OwnedObject struct {
 // VacuumRun is one execution of a vacuum against a volume, with its live status.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=vr,categories=vacuum
+// +kubebuilder:resource:shortName={vr,vacrun},categories=vacuum
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.status.table`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Pages/s",type=integer,JSONPath=`.status.pagesPerSecond`
-// +kubebuilder:printcolumn:name="Read/s",type=string,JSONPath=`.status.readRate`
-// +kubebuilder:printcolumn:name="Write/s",type=string,JSONPath=`.status.writeRate`
+// +kubebuilder:printcolumn:name="Read/s",type=string,JSONPath=`.status.readRate`,priority=1
+// +kubebuilder:printcolumn:name="Write/s",type=string,JSONPath=`.status.writeRate`,priority=1
+// +kubebuilder:printcolumn:name="WAL/s",type=string,JSONPath=`.status.walRate`
 // +kubebuilder:printcolumn:name="FG-P99",type=string,JSONPath=`.status.foreground.p99`
 // +kubebuilder:printcolumn:name="vs-Base",type=string,JSONPath=`.status.foreground.p99VsBaseline`,priority=1
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="True")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name of a VacuumRun must be at most 53 characters, so the names of its pods and Secret stay within 63"
 type VacuumRun struct {

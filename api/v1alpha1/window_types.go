@@ -50,19 +50,21 @@ const DefaultStopGracePeriodSeconds = 60
 // the days the clocks change (then it is an hour shorter or longer).
 // +kubebuilder:validation:XValidation:rule="!self.schedule.startsWith('TZ=') && !self.schedule.startsWith('CRON_TZ=')",message="spec.window.schedule takes its time zone from spec.timeZone, not from a TZ= prefix"
 type Window struct {
-	// Schedule is the cron expression (5 fields, or a macro such as @daily) of the window's
+	// schedule is the cron expression (5 fields, or a macro such as @daily) of the window's
 	// openings, read in spec.timeZone. Without spec.schedule each opening starts a run.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	Schedule string `json:"schedule"`
+	// +required
+	Schedule string `json:"schedule,omitempty"`
 
-	// DurationSeconds is how long each window stays open, 1 second to 31 days, on the wall
+	// durationSeconds is how long each window stays open, 1 second to 31 days, on the wall
 	// clock of spec.timeZone.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=2678400
-	DurationSeconds int64 `json:"durationSeconds"`
+	// +required
+	DurationSeconds int64 `json:"durationSeconds,omitempty"`
 
-	// StopGracePeriodSeconds is how long after the window's end the runner may take to stop
+	// stopGracePeriodSeconds is how long after the window's end the runner may take to stop
 	// at a delay point and report where it stopped; past it the runner pod is stopped (the
 	// run still ends Interrupted, with the positions of its last report). Default 60.
 	// +kubebuilder:default=60
@@ -71,47 +73,48 @@ type Window struct {
 	// +optional
 	StopGracePeriodSeconds *int64 `json:"stopGracePeriodSeconds,omitempty"`
 
-	// Jitter spreads the start inside the window: each policy starts at an offset of its own,
+	// jitter spreads the start inside the window: each policy starts at an offset of its own,
 	// under half the window, derived from a hash of its namespace and name (so the same on
 	// every manager and restart) and shown in status.window.jitterSeconds. A fleet of policies
 	// on one storage system then does not start at once.
 	// +optional
-	Jitter bool `json:"jitter,omitempty"`
+	Jitter bool `json:"jitter,omitempty"` //nolint:kubeapilinter // optionalfields: false is the default, so absent and false are the same
 }
 
 // RunWindow is the window a policy's run was made for, copied onto the run when the policy
 // made it.
 type RunWindow struct {
-	// StopAt is when the window closes: the runner stops every table at a delay point at
+	// stopAt is when the window closes: the runner stops every table at a delay point at
 	// this time and the run ends Interrupted with reason WindowClosed.
-	StopAt metav1.Time `json:"stopAt"`
+	// +required
+	StopAt metav1.Time `json:"stopAt"` //nolint:kubeapilinter // requiredfields: only the policy writes it, always with the window's end; no run has a zero stopAt
 
-	// StopGracePeriodSeconds is how long after stopAt the runner may take to stop before its
+	// stopGracePeriodSeconds is how long after stopAt the runner may take to stop before its
 	// pod is stopped.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
-	StopGracePeriodSeconds int64 `json:"stopGracePeriodSeconds,omitempty"`
+	StopGracePeriodSeconds int64 `json:"stopGracePeriodSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: the policy always writes it; 0 means stop at stopAt, as absent does
 }
 
 // PolicyWindowStatus is what the policy knows of its windows and of the vacuums that span
 // several of them.
 type PolicyWindowStatus struct {
-	// JitterSeconds is the offset of this policy's start inside each window (window.jitter),
+	// jitterSeconds is the offset of this policy's start inside each window (window.jitter),
 	// 0 without jitter.
 	// +optional
 	JitterSeconds int64 `json:"jitterSeconds,omitempty"`
 
-	// WaitingTick is a schedule tick that fell outside a window and waits for the next
+	// waitingTick is a schedule tick that fell outside a window and waits for the next
 	// opening; only the latest waiting tick runs.
 	// +optional
 	WaitingTick *metav1.Time `json:"waitingTick,omitempty"`
 
-	// ObservedRun is the latest ended run whose tables were counted below.
+	// observedRun is the latest ended run whose tables were counted below.
 	// +optional
 	ObservedRun string `json:"observedRun,omitempty"`
 
-	// SpanningTables are the tables whose vacuum has taken more than one window and is not
+	// spanningTables are the tables whose vacuum has taken more than one window and is not
 	// finished, at most 1024.
 	// +kubebuilder:validation:MaxItems=1024
 	// +listType=map
@@ -119,7 +122,7 @@ type PolicyWindowStatus struct {
 	// +optional
 	SpanningTables []SpanningTable `json:"spanningTables,omitempty"`
 
-	// EstimatedWindowsLeft is the most windows any of SpanningTables still needs, at the
+	// estimatedWindowsLeft is the most windows any of SpanningTables still needs, at the
 	// pace of the windows it has had so far.
 	// +optional
 	EstimatedWindowsLeft int32 `json:"estimatedWindowsLeft,omitempty"`
@@ -127,24 +130,29 @@ type PolicyWindowStatus struct {
 
 // SpanningTable is one table whose vacuum goes on over several windows.
 type SpanningTable struct {
-	// Name of the table.
+	// name of the table.
+	// +required
 	Name string `json:"name"`
-	// Windows is how many windows have worked on the table's current vacuum so far.
+	// windows is how many windows have worked on the table's current vacuum so far.
+	// +required
 	Windows int32 `json:"windows"`
-	// BlockReached is the heap block the vacuum will resume from.
+	// blockReached is the heap block the vacuum will resume from.
+	// +required
 	BlockReached int64 `json:"blockReached"`
-	// DonePerMille is the share of the table's heap done across those windows, per mille.
+	// donePerMille is the share of the table's heap done across those windows, per mille.
+	// +required
 	DonePerMille int32 `json:"donePerMille"`
-	// EstimatedWindowsLeft is how many more windows the table needs at the pace so far.
+	// estimatedWindowsLeft is how many more windows the table needs at the pace so far.
+	// +required
 	EstimatedWindowsLeft int32 `json:"estimatedWindowsLeft"`
 }
 
 // PauseStatus is the run's pause as the runner took it.
 type PauseStatus struct {
-	// Since is when the runner took the current pause; absent while it works.
+	// since is when the runner took the current pause; absent while it works.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
-	// PausedSeconds is the time the run has spent paused so far, the current pause included.
+	// pausedSeconds is the time the run has spent paused so far, the current pause included.
 	// +optional
 	PausedSeconds int64 `json:"pausedSeconds,omitempty"`
 }

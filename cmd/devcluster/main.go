@@ -1,6 +1,9 @@
 // Command devcluster runs the local dev cluster (see internal/devcluster) until Ctrl-C or
-// SIGTERM: envtest's control plane with the CRDs, a local node that runs runner pods as
-// local processes, and the manager. For development and tests only.
+// SIGTERM: envtest's control plane with the CRDs, the real kube-controller-manager, a local
+// node that runs every pod (the operator's, Deployments' and StatefulSets') as local
+// processes, and the manager. For development and tests only; as root on Linux the pods get
+// addresses of 10.213.0.0/24 (VACUUM_LOCALNODE_POD_CIDR), which Services' EndpointSlices
+// carry, otherwise loopback ones, which they cannot.
 //
 //	devcluster up [--state-dir DIR] [--no-build] [--no-manager] [--volume NAME=DIR]...
 //

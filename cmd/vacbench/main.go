@@ -2,7 +2,7 @@
 // the bundled engine and writes docs/benchmarks/REPORT.md, one CSV file per
 // table of figures and PNG plots (see internal/bench).
 //
-//	vacbench [--quick] [--out docs/benchmarks] [--work DIR] [--direct=true] [--standby-mbps N]
+//	vacbench [--quick] [--only 7] [--out docs/benchmarks] [--work DIR] [--direct=true] [--standby-mbps N]
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "run every experiment at toy size (under a minute)")
 	direct := fs.Bool("direct", true, "O_DIRECT relation I/O (falls back where the file system refuses it)")
 	standby := fs.Float64("standby-mbps", 0, "experiment 5: the standby's WAL rate in MB/s (0 = derived from a calibration run)")
+	only := fs.String("only", "", "comma-separated experiment numbers to run (default: all); the report then holds only those")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -44,6 +46,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "vacbench: --standby-mbps must not be negative")
 		return 2
 	}
+	var onlyIDs []int
+	if *only != "" {
+		for _, f := range strings.Split(*only, ",") {
+			id, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || id < 0 {
+				fmt.Fprintf(stderr, "vacbench: --only: %q is not an experiment number\n", f)
+				return 2
+			}
+			onlyIDs = append(onlyIDs, id)
+		}
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lg := log.New(stderr, "", log.Ltime)
@@ -52,7 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		via = "make bench"
 	}
 	cfg := bench.Config{
-		OutDir: *out, WorkDir: *work, Quick: *quick, Direct: *direct,
+		OutDir: *out, WorkDir: *work, Quick: *quick, Direct: *direct, Only: onlyIDs,
 		StandbyBytesPerSecond: int64(*standby * 1e6),
 		Command:               strings.TrimSpace("vacbench " + strings.Join(args, " ")),
 		Via:                   via,

@@ -34,6 +34,9 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp5_full_lag", 1, 3, 0},
 		{"exp5_lag_series", 1, -1, 3},
 		{"exp6_throttle_accuracy", 2, 2*len(sz.AccDelays) + 3*len(sz.AccByteShare), 0},
+		{"exp7_ratios", 1, 6, 0},
+		{"exp7_pgbench", 2, 2 * 2 * sz.SrvRounds, 0},
+		{"exp7_vacuum", 2, 4, 0},
 	}
 }
 

@@ -16,8 +16,9 @@
 # Lines of other sessions' activity are out of scope: only aspects the cluster touches are
 # recorded, so another process changing, say, a file under /var/tmp does not fail `down`.
 
-# Kernel settings changed by the kubelet (setupKernelTunables) and the CNI bridge plugin.
-RC_SYSCTL_RE='^(vm\.(overcommit_memory|panic_on_oom)|kernel\.(panic|panic_on_oops|keys\.root_maxkeys|keys\.root_maxbytes)|net\.ipv4\.ip_forward|net\.ipv4\.conf\.(all|default)\.[a-z_]+|net\.ipv6\.conf\.(all|default)\.(forwarding|disable_ipv6|accept_ra)|net\.bridge\.[a-z0-9_-]+) ='
+# Kernel settings changed by the kubelet (setupKernelTunables), the CNI bridge plugin and
+# kube-proxy (conntrack limits and timeouts, route_localnet, which it is told to leave alone).
+RC_SYSCTL_RE='^(vm\.(overcommit_memory|panic_on_oom)|kernel\.(panic|panic_on_oops|keys\.root_maxkeys|keys\.root_maxbytes)|net\.ipv4\.ip_forward|net\.ipv4\.conf\.(all|default)\.[a-z_]+|net\.ipv6\.conf\.(all|default)\.(forwarding|disable_ipv6|accept_ra)|net\.bridge\.[a-z0-9_-]+|net\.(netfilter\.)?nf_conntrack_(max|buckets|tcp_timeout_established|tcp_timeout_close_wait|tcp_be_liberal)) ='
 RC_TOPDIRS=(/var/lib /var/log /run /etc /opt)
 
 _rc_sysctl() { sysctl -a 2>/dev/null | grep -E "$RC_SYSCTL_RE" | sort; }

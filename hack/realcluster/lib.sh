@@ -16,6 +16,8 @@ RC_KUBELET_PORT=10250
 RC_KUBELET_HEALTHZ_PORT=10248
 RC_KCM_PORT=10257
 RC_SCHEDULER_PORT=10259
+RC_PROXY_HEALTHZ_PORT=10256
+RC_PROXY_METRICS_PORT=10249
 RC_PAUSE_IMAGE=localhost/vacuum-pause:dev
 
 RC_PKI=$RC_DIR/pki
@@ -33,7 +35,7 @@ RC_FIXED_PATHS=(/var/log/containers /var/log/pods /var/lib/kubelet /var/lib/cni 
   /run/netns /var/lib/containerd /opt/containerd /etc/cni /opt/cni)
 
 # Daemons in the order `up` starts them; `down` stops them in reverse.
-RC_DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+RC_DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
 
 rc_log() { printf '%s realcluster: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 rc_die() { rc_log "ERROR: $*"; exit 1; }

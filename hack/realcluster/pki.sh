@@ -39,6 +39,7 @@ rc_pki() {
   _rc_cert admin "/O=system:masters/CN=realcluster-admin" "$client"
   _rc_cert scheduler "/CN=system:kube-scheduler" "$client"
   _rc_cert controller-manager "/CN=system:kube-controller-manager" "$client"
+  _rc_cert kube-proxy "/CN=system:kube-proxy" "$client"
   _rc_cert node "/O=system:nodes/CN=system:node:$RC_NODE" "$client"
   _rc_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client"
   touch "$RC_PKI/.complete"

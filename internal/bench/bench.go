@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,6 +77,7 @@ var experiments = []experiment{
 	{4, runDeadTIDs, deadTIDsHeadline},
 	{5, runFullLag, fullLagHeadline},
 	{6, runAccuracy, accuracyHeadline},
+	{7, runServer, serverHeadline},
 }
 
 // Run executes every experiment, writes the CSV files, the plots and
@@ -111,9 +113,15 @@ func RunSizes(ctx context.Context, cfg Config, sz Sizes) (*Result, error) {
 	res.Machine.DirectAsk = cfg.Direct
 	r := &runner{cfg: cfg, sz: sz, work: work, logf: cfg.Logf, warnings: map[string]int{}}
 	cfg.Logf("vacbench: %s sizes, work directory %s (%s), load %s", sz.Name, work, res.Machine.FS, res.Machine.LoadStart)
+	if cfg.Only != nil && slices.Contains(cfg.Only, 5) && !slices.Contains(cfg.Only, 1) {
+		return nil, errors.New("experiment 5 reuses experiment 1's data set: run both")
+	}
 	for _, e := range experiments {
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		if cfg.Only != nil && !slices.Contains(cfg.Only, e.id) {
+			continue
 		}
 		start, load := time.Now(), LoadAvg()
 		cfg.Logf("experiment %d: start (load %s)", e.id, load)

@@ -14,6 +14,8 @@ type Config struct {
 	WorkDir string
 	// Quick runs every experiment at toy size (under a minute).
 	Quick bool
+	// Only runs just these experiments (nil = all); experiment 5 needs 1's data set.
+	Only []int
 	// Direct asks for O_DIRECT relation I/O (the engine falls back to
 	// buffered I/O where the file system refuses it; the report says so).
 	Direct bool
@@ -86,6 +88,16 @@ type Sizes struct {
 	AccPayload   int
 	AccDelays    []time.Duration
 	AccByteShare []float64 // byte limits as shares of the unthrottled rate
+
+	// Experiment 7 (the engine server against PostgreSQL 15 under pgbench).
+	SrvScale        int           // pgbench -i -s
+	SrvClients      int           // pgbench -c
+	SrvThreads      int           // pgbench -j
+	SrvDuration     time.Duration // pgbench -T of each measured run
+	SrvRounds       int           // rounds of the two workloads on both systems
+	SrvPoolBytes    int64         // --buffer-pool and shared_buffers
+	SrvVacuumDelay  time.Duration // the throttled VACUUM's vacuum_cost_delay
+	SrvVacuumWindow time.Duration // the foreground run a VACUUM starts 1 s into
 }
 
 // DefaultSizes are the sizes of `make bench`: about 20 minutes on the
@@ -118,6 +130,9 @@ func DefaultSizes() Sizes {
 		AccRows: 60_000, AccPayload: 100,
 		AccDelays:    []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
 		AccByteShare: []float64{0.25, 0.5},
+
+		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 10 * time.Second, SrvRounds: 2,
+		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 30 * time.Second,
 	}
 }
 
@@ -152,5 +167,8 @@ func QuickSizes() Sizes {
 		AccRows: 3_000, AccPayload: 100,
 		AccDelays:    []time.Duration{1 * ms, 5 * ms, 20 * ms},
 		AccByteShare: []float64{0.5},
+
+		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: 2 * time.Second, SrvRounds: 1,
+		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 4 * time.Second,
 	}
 }

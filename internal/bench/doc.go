@@ -23,6 +23,10 @@
 //     byte limit.
 //  6. Throttle accuracy: achieved against configured rate for cost limits
 //     (rate pacing and PostgreSQL's nap rule) and byte limits.
+//  7. The engine server against PostgreSQL 15: pgbench select-only and
+//     tpcb-like (-M prepared) TPS and p99 on both, interleaved, as ratios,
+//     and the foreground p99 during an unthrottled and a 10 ms-throttled
+//     VACUUM of pgbench_accounts after a bloating UPDATE.
 //
 // # Invariants
 //
@@ -58,4 +62,5 @@
 //	exp4_index_passes.csv        exp4_index_passes.png exp4_vacuum_time_vs_mem.png
 //	exp5_full_lag.csv            exp5_lag_series.csv exp5_lag_vs_time.png
 //	exp6_throttle_accuracy.csv   exp6_cost_accuracy.png exp6_byte_accuracy.png
+//	exp7_ratios.csv              exp7_pgbench.csv exp7_vacuum.csv
 package bench

@@ -150,8 +150,10 @@ func sentence(format string, args ...any) string { return fmt.Sprintf(format, ar
 
 // CheckReport compares the headlines of dir/REPORT.md with the headlines
 // computed again from dir's CSV files, and fails on any difference: every
-// figure of a headline must follow from the committed data.
-func CheckReport(dir string) error {
+// figure of a headline must follow from the committed data. A section of
+// pending may be absent, headline and CSV files alike (an experiment added
+// after the report was last written in full).
+func CheckReport(dir string, pending ...int) error {
 	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
 	if err != nil {
 		return err
@@ -186,6 +188,9 @@ func CheckReport(dir string) error {
 	for _, e := range experiments {
 		want, err := e.headline(ts)
 		switch g, ok := got[e.id]; {
+		case !ok && slices.Contains(pending, e.id) && !hasSection(ts, e.id):
+			// A section the report predates, named by the caller: neither a headline nor a
+			// CSV file of it to disagree with (the next full run writes both).
 		case err != nil:
 			errs = append(errs, fmt.Errorf("section %d: its headline from the CSV files of %s: %w", e.id, dir, err))
 		case !ok:
@@ -195,6 +200,17 @@ func CheckReport(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasSection reports whether ts holds a CSV file of experiment id (named expN_...).
+func hasSection(ts tables, id int) bool {
+	prefix := fmt.Sprintf("exp%d_", id)
+	for name := range ts {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // joinComma joins parts with ", ".

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -43,6 +44,9 @@ type Options struct {
 	NoManager bool
 	// ManagerArgs are appended to the manager's flags (e.g. --progress-interval=1s).
 	ManagerArgs []string
+	// RestartBackoff is the local node's first back-off before it restarts a container
+	// (default: a kubelet's 10 s).
+	RestartBackoff time.Duration
 	// Log receives progress lines (default: discard).
 	Log io.Writer
 	// NodeLog receives the local node's structured log (default: discard).
@@ -61,15 +65,20 @@ type Cluster struct {
 	StateDir, NodeStateDir string
 	// AssetsDir holds kube-apiserver, etcd and (usually) kubectl.
 	AssetsDir string
-	// ManagerLog is the manager's log file.
-	ManagerLog string
+	// ManagerLog is the manager's log file; ControllerManagerLog kube-controller-manager's.
+	ManagerLog, ControllerManagerLog string
+	// PodCIDR is the range of the local node's pod addresses; Loopback is true when it fell
+	// back to loopback addresses (not root), which no EndpointSlice can carry.
+	PodCIDR  string
+	Loopback bool
 
-	opts     Options
-	env      *envtest.Environment
-	stopNode context.CancelFunc
-	nodeDone chan error
-	manager  *managerProcess
-	tempDir  bool
+	opts        Options
+	env         *envtest.Environment
+	stopNode    context.CancelFunc
+	nodeDone    chan error
+	manager     *childProcess
+	controllers *childProcess
+	tempDir     bool
 }
 
 // Scheme has the core and vacuum API types.
@@ -125,8 +134,18 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	_, _ = fmt.Fprintln(o.Log, "control plane up; kubeconfig:", c.Kubeconfig)
+	if c.controllers, err = startControllerManager(ctx, c); err != nil {
+		return c, err
+	}
+	_, _ = fmt.Fprintln(o.Log, "kube-controller-manager started ("+strings.Join(Controllers, ", ")+"); log:", c.ControllerManagerLog)
 	if err := c.startNode(); err != nil {
 		return c, err
+	}
+	if c.Loopback {
+		_, _ = fmt.Fprintln(o.Log, "local node: pods get loopback addresses ("+c.PodCIDR+"): routing a pod range needs root (or CAP_NET_ADMIN) on Linux; "+
+			"the API server refuses loopback addresses in EndpointSlices, so Services have no endpoints and online runs cannot resolve their server")
+	} else {
+		_, _ = fmt.Fprintln(o.Log, "local node: pod addresses from", c.PodCIDR)
 	}
 	if err := EnsureNamespace(ctx, c.Client, ManagerNamespace); err != nil {
 		return c, err
@@ -174,11 +193,15 @@ func (c *Cluster) startNode() error {
 	n, err := localnode.New(c.Config, localnode.Config{
 		Images:   map[string]string{RunnerImage: c.opts.BinDir},
 		StateDir: c.NodeStateDir,
+		AllPods:  true, // the only node: it runs the pods of Deployments and StatefulSets too
 		Log:      c.opts.NodeLog,
+
+		RestartBackoff: c.opts.RestartBackoff,
 	})
 	if err != nil {
 		return err
 	}
+	c.PodCIDR, c.Loopback = n.PodCIDR(), n.Loopback()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopNode, c.nodeDone = cancel, make(chan error, 1)
 	go func() { c.nodeDone <- n.Run(ctx) }()
@@ -192,6 +215,11 @@ func (c *Cluster) Stop() error {
 	if c.manager != nil {
 		errs = append(errs, c.manager.stop(10*time.Second))
 		c.manager = nil
+	}
+	// Before the node, so no controller recreates the pods the node stops.
+	if c.controllers != nil {
+		errs = append(errs, c.controllers.stop(10*time.Second))
+		c.controllers = nil
 	}
 	if c.stopNode != nil {
 		c.stopNode()

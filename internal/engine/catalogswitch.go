@@ -54,10 +54,18 @@ func (db *DB) switchCatalog(sw catalogSwitch) error {
 		db.dropRels(sw.what, sw.created)
 		return fmt.Errorf("%s: %w", sw.what, err)
 	}
+	sw.next.Seq = db.cat.Seq + 1
 	err := catalog.Save(db.fs, db.dir, sw.next)
 	if err == nil {
 		db.cat = sw.next
 		db.dropRels(sw.what, sw.retired)
+		// The switch is durable: log it for standbys. Without its record a
+		// standby would never name the new files, so a failure here fails the
+		// DB sticky, and the reopen logs the catalog again (start).
+		if err := db.logCatalog(sw.next); err != nil {
+			db.fail(err)
+			return fmt.Errorf("%s: switched, but not logged for standbys: %w: %w", sw.what, ErrNeedsRecovery, err)
+		}
 		return nil
 	}
 	if !vfs.MaybeReplaced(err) {

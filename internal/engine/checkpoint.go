@@ -79,6 +79,9 @@ func (db *DB) Checkpoint() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
+	if db.opts.Standby {
+		return ErrReadOnly
+	}
 	return db.checkpoint(false, db.cat.NextOID)
 }
 
@@ -182,6 +185,9 @@ func (db *DB) checkpointer() {
 // dropped the dirty pages), so nothing more is acknowledged until the
 // directory is reopened.
 func (db *DB) writable() error {
+	if db.opts.Standby {
+		return ErrReadOnly
+	}
 	if p := db.failed.Load(); p != nil {
 		return fmt.Errorf("%w: %w", ErrNeedsRecovery, *p)
 	}

@@ -96,6 +96,9 @@ func (db *DB) CreateTable(name string, cols []Column) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
+	if db.opts.Standby {
+		return ErrReadOnly
+	}
 	next := db.cat.Clone()
 	t, err := next.AddTable(name, cols)
 	if err != nil {
@@ -145,6 +148,9 @@ func (db *DB) createIndex(name, table string, columns []string, unique, primary 
 	defer db.mu.Unlock()
 	if db.closed.Load() {
 		return ErrClosed
+	}
+	if db.opts.Standby {
+		return ErrReadOnly
 	}
 	next := db.cat.Clone()
 	ix, err := next.AddIndex(name, table, columns, unique)

@@ -12,6 +12,7 @@
 //	<dir>/clog          commit log, written at each checkpoint (package txn)
 //	<dir>/wal/          WAL segments (package wal)
 //	<dir>/base/         relation files <relfilenode>[_vm|_fsm][.N] (package storage)
+//	<dir>/vacuum_position/<heap relfilenode>  an unfinished lazy vacuum's position (vacuumpos.go)
 //
 // Init creates the directory; the control file is written last, so its
 // presence is what makes a directory a data directory (Open of anything
@@ -40,8 +41,9 @@
 // control file and the catalog, and replays the WAL from the control
 // file's redo LSN, dispatching each record by resource manager: RmgrXact to
 // txn, RmgrHeap to heap, RmgrBtree to btree, RmgrVM to vm, RmgrXLOG
-// (full-page images for hint bits, checkpoints) here. Records of relations
-// the catalog does not name are skipped. Redo is idempotent by page LSN,
+// (full-page images for hint bits, checkpoints, catalog records: Info 0x02,
+// Main = the catalog file's bytes, see catalogrec.go) here. Records of
+// relations the catalog named once and no longer does are skipped. Redo is idempotent by page LSN,
 // so replaying after a clean shutdown (only the shutdown checkpoint record
 // follows the redo LSN) is a no-op, and the same code path serves both. A
 // *wal.CorruptRecordError (torn or damaged record) ends replay: it is

@@ -52,6 +52,9 @@ func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
 // caller must not drop a table its own open transaction used: it would
 // wait for itself until ctx ends.
 func (db *DB) DropTable(ctx context.Context, name string) error {
+	if db.opts.Standby {
+		return ErrReadOnly
+	}
 	unlock, err := db.lockForDDL(ctx, name)
 	if err != nil {
 		return err
@@ -75,6 +78,9 @@ func (db *DB) DropTable(ctx context.Context, name string) error {
 // MVCC-safe: a transaction whose snapshot predates it and that had not
 // used the table sees the table empty.
 func (db *DB) TruncateTable(ctx context.Context, name string) error {
+	if db.opts.Standby {
+		return ErrReadOnly
+	}
 	unlock, err := db.lockForDDL(ctx, name)
 	if err != nil {
 		return err

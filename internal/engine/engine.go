@@ -78,6 +78,7 @@ type DB struct {
 	closed      atomic.Bool
 	ckptMu      sync.Mutex // one checkpoint at a time
 	lastRedo    atomic.Uint64
+	lastCkptLSN atomic.Uint64 // a standby's last restartpoint's checkpoint record
 	lastCkptXID atomic.Uint64 // next xid at the last checkpoint
 	ckpts       atomic.Int64  // checkpoints completed since Open
 	recovery    RecoveryInfo
@@ -92,6 +93,12 @@ type DB struct {
 	// checkpoints are refused until the directory is reopened and
 	// recovered (see writable).
 	failed atomic.Pointer[error]
+
+	// A hot standby's replay (standby.go): the end of the last record
+	// replayed, when, and the transactions it cancelled.
+	replayEnd      atomic.Uint64
+	replayAt       atomic.Pointer[time.Time]
+	standbyCancels atomic.Int64
 
 	// commitWait is SetCommitWait's function (nil: none).
 	commitWait atomic.Pointer[func(ctx context.Context, lsn wal.LSN) error]
@@ -251,7 +258,13 @@ func (db *DB) Close() error {
 	db.bg.Wait()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	err := db.checkpoint(true, db.cat.NextOID)
+	var err error
+	if db.opts.Standby {
+		err = db.restartpoint(checkpointRecord{Redo: wal.LSN(db.lastRedo.Load()), NextOID: db.cat.NextOID},
+			wal.LSN(db.lastCkptLSN.Load()), db.cat.NextOID)
+	} else {
+		err = db.checkpoint(true, db.cat.NextOID)
+	}
 	if rerr := db.release(); err == nil {
 		err = rerr
 	}
@@ -265,7 +278,12 @@ func (db *DB) Close() error {
 // no open Log yet: every page the pool writes then has its WAL on disk
 // already (it came from there), so flushing is a no-op. After recovery
 // the gate forwards to the Log.
-type walGate struct{ log atomic.Pointer[wal.Log] }
+type walGate struct {
+	log atomic.Pointer[wal.Log]
+	// standby: a hot standby logs nothing, so a hint bit never dirties a page
+	// (RedoPtr says every page would need a full-page image).
+	standby atomic.Bool
+}
 
 func (g *walGate) Flush(upTo wal.LSN, u *usage.Counters) error {
 	if l := g.log.Load(); l != nil {
@@ -289,6 +307,9 @@ func (g *walGate) Insert(rec *wal.Record, u *usage.Counters) (wal.LSN, error) {
 }
 
 func (g *walGate) RedoPtr() wal.LSN {
+	if g.standby.Load() {
+		return ^wal.LSN(0)
+	}
 	if l := g.log.Load(); l != nil {
 		return l.RedoPtr()
 	}

@@ -72,6 +72,14 @@ var (
 	// which still covers them, and reads the catalog that survived).
 	// Reads keep working.
 	ErrNeedsRecovery = errors.New("writes refused after a failed fsync: reopen the data directory to recover")
+	// ErrReadOnly: a write, DDL, vacuum or checkpoint on a hot standby
+	// (OpenStandby), as PostgreSQL's 25006 in recovery.
+	ErrReadOnly = errors.New("cannot execute a write on a hot standby (read-only: the directory is in recovery)")
+	// ErrStandbyConflict: a hot standby's replay cancelled the transaction
+	// because the record it had to apply removes rows the transaction's
+	// snapshot may still see (after waiting MaxStandbyStreamingDelay), as
+	// PostgreSQL's 40001 "conflict with recovery".
+	ErrStandbyConflict = errors.New("canceling statement due to conflict with recovery: replay would remove rows the snapshot may still see")
 	// ErrRecoveryRefused: Open of a directory that needs crash recovery,
 	// which Options.AllowRecovery refused for the opener the control file
 	// names (the error says which). Nothing was changed.

@@ -48,6 +48,16 @@ type Options struct {
 	// recorded); false makes Open fail with ErrRecoveryRefused without
 	// changing anything. Nil allows recovery.
 	AllowRecovery func(lastOpener string) bool
+	// Standby opens the directory as a hot standby (OpenStandby): replay of
+	// the WAL it is sent goes on while it serves reads, and every write is
+	// refused with ErrReadOnly.
+	Standby bool
+	// MaxStandbyStreamingDelay is how long a standby's replay waits for
+	// the reads a record would remove rows from under (a vacuum's prune on
+	// the primary) before it cancels them with ErrStandbyConflict, as
+	// PostgreSQL's max_standby_streaming_delay (0 = 30 s, < 0 = wait as long
+	// as they run).
+	MaxStandbyStreamingDelay time.Duration
 }
 
 func (o Options) withDefaults() Options {

@@ -139,7 +139,39 @@ func runUntilPowerLoss(db *DB, seed int64, committed map[int64]rowVal, vacs *int
 				return nil, err
 			}
 		}
+		if w.rng.Intn(60) == 0 {
+			// DDL, each switch with its catalog record in the WAL.
+			if err := ddlStep(db, fmt.Sprintf("ddl_%d_%d", seed%100000, i), w.rng.Intn(2) == 0); err != nil {
+				return nil, err
+			}
+		}
 	}
+}
+
+// ddlStep creates a table with an index and a row, and drops it again when drop is set
+// (the tables left behind pass the reopened directory's Check).
+func ddlStep(db *DB, name string, drop bool) error {
+	if err := db.CreateTable(name, workCols); err != nil {
+		return err
+	}
+	if err := db.CreateIndex(name+"_id", name, "id"); err != nil {
+		return err
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Insert(name, []any{int64(1), []byte("ddl"), int64(1)}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if drop {
+		return db.DropTable(context.Background(), name)
+	}
+	return nil
 }
 
 // abandonAfterPowerLoss drops a DB whose file system is gone.

@@ -91,6 +91,9 @@ func (db *DB) start() error {
 		return err
 	}
 	db.gate = &walGate{}
+	if db.opts.Standby {
+		db.gate.standby.Store(true)
+	}
 	db.pool, err = buffer.New(db.st, db.gate, buffer.Options{Frames: db.opts.frames(), Direct: db.opts.Direct})
 	if err != nil {
 		return err
@@ -100,6 +103,11 @@ func (db *DB) start() error {
 		return damaged(err)
 	}
 
+	if db.opts.Standby {
+		db.txns.SetStandby(true)
+		db.lastRedo.Store(uint64(ctl.RedoLSN))
+		db.lastCkptLSN.Store(uint64(ctl.CheckpointLSN))
+	}
 	t0 := time.Now()
 	info.CleanShutdown, info.StartLSN = ctl.State == wal.StateShutdown, ctl.RedoLSN
 	if err := db.replay(ctl.RedoLSN, &info); err != nil {
@@ -125,6 +133,9 @@ func (db *DB) start() error {
 			info.Replayed, uint64(info.StartLSN), uint64(info.EndLSN), info.Duration)
 	}
 
+	if db.opts.Standby {
+		return db.startStandby(&info)
+	}
 	wopts := wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf}
 	if info.TornTail != nil {
 		// The bytes after the end are discarded: keep them for forensics.
@@ -159,6 +170,12 @@ func (db *DB) start() error {
 	}
 	db.sweepPositions()
 	db.recovery = info
+	db.replayEnd.Store(uint64(info.EndLSN))
+	// A crash between a catalog switch's rename and its record lost the
+	// record: log the catalog at every Open so standbys get it all the same.
+	if err := db.logCatalog(db.cat); err != nil {
+		return err
+	}
 	return db.checkpoint(false, db.cat.NextOID)
 }
 
@@ -169,9 +186,9 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 		return fmt.Errorf("recovery: %w", err)
 	}
 	defer func() { _ = rd.Close() }() // read-only: nothing to lose
-	rels := db.cat.Rels()
+	skip := newReplaySkip(db.cat)
 	xidLimit := replayXIDLimit(db.txns.NextXID())
-	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: func(r storage.RelFileNode) bool { return !rels[r] }}
+	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: skip.skip}
 	info.EndLSN = start
 	for {
 		rec, err := rd.Next()
@@ -191,8 +208,11 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 				return err
 			}
 			db.txns.AdvanceNextXID(txn.XID(rec.XID) + 1)
+			if rec.Rmgr != wal.RmgrXact {
+				db.txns.NoteReplayXID(txn.XID(rec.XID))
+			}
 		}
-		counted, err := db.redoRecord(env, rec, xidLimit)
+		counted, err := db.redoRecord(env, skip, rec, xidLimit)
 		if err != nil {
 			return fmt.Errorf("recovery: %w", err)
 		}
@@ -224,9 +244,12 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 
 // redoRecord dispatches one record to its resource manager. It reports
 // whether the record counts as replayed work (checkpoint records do not).
-func (db *DB) redoRecord(env *redo.Env, rec *wal.Record, xidLimit uint64) (bool, error) {
+func (db *DB) redoRecord(env *redo.Env, skip *replaySkip, rec *wal.Record, xidLimit uint64) (bool, error) {
 	switch rec.Rmgr {
 	case wal.RmgrXLOG:
+		if rec.Info == xlogCatalog {
+			return true, db.redoCatalog(rec, skip)
+		}
 		if rec.Info == xlogCheckpoint {
 			ck, err := decodeCheckpoint(rec.Main)
 			if err != nil {

@@ -15,7 +15,8 @@ import (
 var dbMethods = []string{
 	"AddPrimaryKey", "Begin", "BeginTx", "Check", "Checkpoint", "Close",
 	"CreateIndex", "CreateTable", "CreateUniqueIndex", "Dir", "DropTable",
-	"FS", // for files kept beside the engine's (replication slots)
+	"FS",                                                                      // for files kept beside the engine's (replication slots)
+	"Follow", "InRecovery", "LastReplayTime", "ReplayedLSN", "StandbyCancels", // a hot standby's replay (OpenStandby)
 	"LockStats", "PurgeQuarantine", "Quarantine", "RecoveryInfo", "RuntimeStats",
 	"SetCommitWait", // synchronous replication: a commit waits for a standby's flush
 	"Stats", "SystemID", "Table", "TablePages", "Tables", "TruncateTable",

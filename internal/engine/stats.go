@@ -94,7 +94,11 @@ type RuntimeStats struct {
 
 // RuntimeStats returns the buffer pool's and the WAL's counters.
 func (db *DB) RuntimeStats() RuntimeStats {
-	return RuntimeStats{Pool: db.pool.Stats(), WAL: db.log.Stats(), Commits: db.usage.Read(), Checkpoints: db.ckpts.Load(),
+	var ws wal.Stats
+	if db.log != nil { // a standby has no log of its own
+		ws = db.log.Stats()
+	}
+	return RuntimeStats{Pool: db.pool.Stats(), WAL: ws, Commits: db.usage.Read(), Checkpoints: db.ckpts.Load(),
 		Direct: db.st.Direct()}
 }
 

@@ -90,6 +90,10 @@ func (tx *Tx) enter(table string) (func(), error) {
 		unlock()
 		return nil, ErrTxDone
 	}
+	if err := tx.t.Cancelled(); err != nil {
+		unlock()
+		return nil, err
+	}
 	return unlock, nil
 }
 
@@ -410,7 +414,7 @@ func (tx *Tx) IndexRange(index string, lo, hi []any, fn func(Found) error) error
 			return err
 		}
 	}
-	return nil
+	return tx.t.Cancelled()
 }
 
 // callOut runs a caller's callback with the operation's locks released,
@@ -436,7 +440,7 @@ func (tx *Tx) callOut(t *catalog.Table, unlock *func(), f func() error) error {
 	if now.Rel != t.Rel {
 		return fmt.Errorf("table %q: %w", t.Name, ErrTableRewritten)
 	}
-	return nil
+	return tx.t.Cancelled()
 }
 
 // Scan calls fn for every row of table visible to this transaction, in
@@ -458,13 +462,19 @@ func (tx *Tx) ScanContext(ctx context.Context, table string, fn func(tid page.TI
 	if err != nil {
 		return err
 	}
-	return tx.db.heapRel(t.Rel).Scan(ctx, tx.t.Snapshot(), nil, func(tid page.TID, data []byte) error {
+	err = tx.db.heapRel(t.Rel).Scan(ctx, tx.t.Snapshot(), nil, func(tid page.TID, data []byte) error {
 		vals, err := row.Decode(t.Columns, data)
 		if err != nil {
 			return fmt.Errorf("table %q at %v: %w", t.Name, tid, err)
 		}
 		return tx.callOut(t, &unlock, func() error { return fn(tid, vals) })
 	})
+	if err == nil {
+		// A standby's replay may have pruned a page this scan read after it
+		// cancelled the transaction: what it returned is not its snapshot's.
+		err = tx.t.Cancelled()
+	}
+	return err
 }
 
 // Commit makes the transaction's changes durable and visible. If a write

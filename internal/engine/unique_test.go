@@ -323,3 +323,55 @@ func TestCheckReportsTwoLiveRowsUnderOneUniqueKey(t *testing.T) {
 		t.Fatalf("Check problems %v, want the duplicate key 4", rep.Problems)
 	}
 }
+
+// TestUpdateRowKeepingItsKeyStillHoldsItAgainstOthers: an UpdateRow that keeps the unique
+// key skips the uniqueness check, yet the key stays its own: another transaction inserting
+// it waits, then fails once the update commits; an UpdateRow moving a row onto another
+// row's key is still a violation.
+func TestUpdateRowKeepingItsKeyStillHoldsItAgainstOthers(t *testing.T) {
+	db := newKeyed(t)
+	setup := mustTx(t, db)
+	tid1, err := setup.Insert("kv", []any{1, "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid2, err := setup.Insert("kv", []any{2, "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	set := func(k int64, v string) Recheck {
+		return func(cur []any) ([]any, bool, error) { return []any{k, v}, true, nil }
+	}
+	moving := mustTx(t, db)
+	_, _, err = moving.UpdateRow("kv", tid2, set(1, "clash"))
+	wantUniqueViolation(t, err, "kv_k", 1)
+	if err := moving.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	keeping := mustTx(t, db)
+	if _, ok, err := keeping.UpdateRow("kv", tid1, set(1, "one'")); err != nil || !ok {
+		t.Fatalf("UpdateRow keeping the key: %v, %v", ok, err)
+	}
+	inserter := mustTx(t, db)
+	defer endTx(inserter)
+	done := make(chan error, 1)
+	go func() {
+		_, err := inserter.Insert("kv", []any{1, "intruder"})
+		done <- err
+	}()
+	waitForWaiters(t, db, 1)
+	select {
+	case err := <-done:
+		t.Fatalf("insert of the key returned %v while the update keeping it was open", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := keeping.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantUniqueViolation(t, <-done, "kv_k", 1)
+	checkClean(t, db)
+}

@@ -163,6 +163,9 @@ func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options)
 func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options,
 	how func(*vacuum.Batch, context.Context, *vacuum.Target) (*vacuum.Report, error),
 ) (*vacuum.Report, error) {
+	if db.opts.Standby {
+		return nil, ErrReadOnly
+	}
 	b, err := vacuum.NewBatch(opts)
 	if err != nil {
 		return nil, err
@@ -181,6 +184,9 @@ func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options,
 // and a batch may be given to VacuumBatch more than once (the engine
 // server's VACUUM of several tables does, one table a call).
 func (db *DB) VacuumBatch(ctx context.Context, run *vacuum.Batch, tables []string) (*vacuum.BatchReport, error) {
+	if db.opts.Standby {
+		return nil, ErrReadOnly
+	}
 	for _, name := range tables {
 		if _, err := db.Table(name); err != nil {
 			return nil, err

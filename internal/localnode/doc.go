@@ -10,9 +10,20 @@
 // Invariants:
 //   - A pod runs only if it is bound to this node AND matches the selector. The node's pod
 //     cache is filtered by the selector: it never sees, binds or runs any other pod. It binds
-//     an unbound selected pod whose nodeSelector fits its labels.
-//   - One container per pod, no init containers, restart policy treated as Never: the shape
-//     of the operator's runner pods. Other shapes fail with a message that says so.
+//     an unbound selected pod whose nodeSelector fits its labels. With Config.AllPods (the dev
+//     cluster's only node) every pod is selected and the Node has no taint.
+//   - One container per pod, no init containers. Other shapes fail with a message that says so.
+//   - The restart policy is honoured as a kubelet does: with Always (or OnFailure after a
+//     non-zero exit) an ended container starts again in the same pod, on the same address and
+//     volumes, after a back-off (Config.RestartBackoff, 10 s by default, doubling to 5 min),
+//     the pod Running but not Ready meanwhile (CrashLoopBackOff), restartCount and
+//     lastState in its status. With Never, or OnFailure after exit 0, the pod ends Succeeded
+//     or Failed. A pod evicted or being deleted is never restarted.
+//   - A claim that is not bound (no spec.volumeName) and has no storageClassName, or
+//     StorageClass, is provisioned when a pod first uses it (as a WaitForFirstConsumer
+//     provisioner): a hostPath PersistentVolume pvc-<claim uid> in Config.VolumeDir, claimRef
+//     and volumeName set, both marked Bound. A StatefulSet's volumeClaimTemplates get theirs
+//     this way. A claim of another class (or "") waits for a volume made for it.
 //   - Each running pod has its own address, in podIP and podIPs, so several pods can listen on
 //     the same port: from Config.PodCIDR (default 10.213.0.0/24, or VACUUM_LOCALNODE_POD_CIDR),
 //     .2 upward. The node makes that range local to the host with one route in the kernel's

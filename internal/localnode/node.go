@@ -49,6 +49,9 @@ type Config struct {
 	Images map[string]string
 	// StateDir holds the pods' directories and the logs; it is created if needed.
 	StateDir string
+	// VolumeDir holds the volumes the node provisions for unbound claims (default
+	// StateDir/volumes).
+	VolumeDir string
 	// PodCIDR is the range of the pods' addresses (default: PodCIDREnv if set, else
 	// DefaultPodCIDR). Outside 127.0.0.0/8 the node routes it to lo, which needs root (or
 	// CAP_NET_ADMIN) on Linux; without that right a default range falls back to
@@ -59,12 +62,23 @@ type Config struct {
 	// addresses (default DefaultAddressLockDir()). Nodes given different directories may
 	// hand out the same address.
 	AddressLockDir string
+	// AllPods makes the node run every pod of the cluster, Selector ignored, and register
+	// without its NoSchedule taint: the dev cluster's node, the only node there, runs the
+	// pods of Deployments and StatefulSets too.
+	AllPods bool
+	// RestartBackoff is the first back-off before a container of a pod whose restart policy
+	// asks for it is started again; it doubles per restart up to 5 minutes, as a kubelet's
+	// (default DefaultRestartBackoff).
+	RestartBackoff time.Duration
 	// EvictionInterval is how often the emptyDir volumes with a sizeLimit of a running pod
 	// are measured (default DefaultEvictionInterval); a pod over a limit is evicted.
 	EvictionInterval time.Duration
 	// Log receives the node's log lines (default: discard).
 	Log logr.Logger
 }
+
+// DefaultRestartBackoff is a kubelet's first back-off before restarting a container.
+const DefaultRestartBackoff = 10 * time.Second
 
 // Node is a running local node. Create it with New, then call Run.
 type Node struct {
@@ -82,6 +96,9 @@ type Node struct {
 	// then (as a kubelet that is shut down stops reporting).
 	life     context.Context
 	stopLife context.CancelFunc
+	// stopping is closed when the node starts stopping its pods: no container restarts then.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
 // New prepares a local node against the API server of rc. It does not contact it yet.
@@ -96,7 +113,7 @@ func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 		}
 		cfg.Selector = sel
 	}
-	if cfg.Selector.Empty() {
+	if cfg.Selector.Empty() && !cfg.AllPods {
 		return nil, errors.New("local node: an empty pod selector would run every pod; name the pods it may run")
 	}
 	if len(cfg.Images) == 0 {
@@ -104,6 +121,12 @@ func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 	}
 	if cfg.StateDir == "" {
 		return nil, errors.New("local node: no state directory")
+	}
+	if cfg.VolumeDir == "" {
+		cfg.VolumeDir = filepath.Join(cfg.StateDir, "volumes")
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = DefaultRestartBackoff
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
@@ -138,9 +161,7 @@ func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 		Logger:                 cfg.Log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: cfg.Selector},
-		}},
+		Cache:                  podCache(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local node: create manager: %w", err)
@@ -148,6 +169,7 @@ func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 	node := &Node{cfg: cfg, client: mgr.GetClient(), reader: mgr.GetAPIReader(), mgr: mgr, ips: ips,
 		procs: map[types.UID]*podProcess{}}
 	node.life, node.stopLife = context.WithCancel(context.Background())
+	node.stopping = make(chan struct{})
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}).
 		Named("localnode").
@@ -157,6 +179,14 @@ func New(rc *rest.Config, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("local node: create pod controller: %w", err)
 	}
 	return node, nil
+}
+
+// podCache filters the node's pod cache by its selector, unless it runs every pod.
+func podCache(cfg Config) cache.Options {
+	if cfg.AllPods {
+		return cache.Options{}
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: cfg.Selector}}}
 }
 
 // openPodAddresses opens the pod address pool of cfg.PodCIDR (filled in with the default),
@@ -214,6 +244,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 // stopAll terminates every process still running and waits for their watchers.
 func (n *Node) stopAll(grace time.Duration) {
+	n.stoppingOnce.Do(func() { close(n.stopping) })
 	n.mu.Lock()
 	for _, p := range n.procs {
 		p.terminate(grace)
@@ -232,6 +263,16 @@ func (n *Node) stopAll(grace time.Duration) {
 	n.wg.Wait()
 	close(waited)
 	n.stopLife()
+}
+
+// isStopping reports whether the node is stopping its pods.
+func (n *Node) isStopping() bool {
+	select {
+	case <-n.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // podDir is a pod's private directory on the host.

@@ -302,8 +302,10 @@ func readPid(t *testing.T, pod *corev1.Pod) int {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		// Running is written before the process starts, so the file may not be there, or
+		// not written out, yet.
 		b, err := os.ReadFile(filepath.Join(testNode.podDir(pod), "pid"))
-		if err == nil {
+		if err == nil && strings.HasSuffix(string(b), "\n") {
 			var pid int
 			for _, ch := range strings.TrimSpace(string(b)) {
 				pid = pid*10 + int(ch-'0')
@@ -322,8 +324,10 @@ func TestPodWaitsWhileItsClaimIsUnbound(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unbound"},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			// "" asks for no provisioning: only a volume made for it beforehand binds it.
+			StorageClassName: ptr.To(""),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
 	if err := testClient.Create(context.Background(), pvc); err != nil {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -31,12 +32,19 @@ type podProcess struct {
 
 	// limits are the pod's emptyDir volumes with a sizeLimit, watched while it runs.
 	limits []volumeLimit
+	// restartPolicy is the pod's; restarts what this container carries over from earlier ones.
+	restartPolicy corev1.RestartPolicy
+	restarts      restartState
+	// abandoned is closed when the pod is deleted or force-deleted: no restart then.
+	abandoned   chan struct{}
+	abandonOnce sync.Once
 
-	mu       sync.Mutex
-	termSent bool
-	evicted  string // why the node evicted the pod ("" unless it did)
-	result   exitResult
-	reported bool // the terminal status has been written
+	mu         sync.Mutex
+	termSent   bool
+	restarting bool   // ended, and to be started again (set when it ends)
+	evicted    string // why the node evicted the pod ("" unless it did)
+	result     exitResult
+	reported   bool // the terminal status has been written
 }
 
 // exitResult is how a process ended.
@@ -46,6 +54,9 @@ type exitResult struct {
 	finishedAt metav1.Time
 	message    string // termination message, at most maxTerminationMessage bytes
 	evicted    string // the eviction message when the node evicted the pod
+	// containerID names the container in a terminated state (the pod's UID, and for a
+	// restarted one its restart count): filled in when the state is written.
+	containerID string
 }
 
 // startProcess starts l as a new process group, its output appended to logPath.
@@ -96,8 +107,42 @@ func (p *podProcess) wait() {
 	p.mu.Lock()
 	res.evicted = p.evicted
 	p.result = res
+	p.restarting = res.evicted == "" && !p.termSent && !p.isAbandoned() && restartsAfter(p.restartPolicy, res.exitCode)
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// restartsAfter reports whether a container that exited with code is restarted under the
+// pod's restart policy, as a kubelet decides it.
+func restartsAfter(policy corev1.RestartPolicy, code int32) bool {
+	switch policy {
+	case corev1.RestartPolicyAlways:
+		return true
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return false
+}
+
+// isRestarting reports whether the ended process is to be started again (its pod's end is
+// then not reported).
+func (p *podProcess) isRestarting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarting
+}
+
+// abandon gives up any restart of the process (its pod is being deleted).
+func (p *podProcess) abandon() { p.abandonOnce.Do(func() { close(p.abandoned) }) }
+
+// isAbandoned reports whether abandon was called.
+func (p *podProcess) isAbandoned() bool {
+	select {
+	case <-p.abandoned:
+		return true
+	default:
+		return false
+	}
 }
 
 // readTermination reads at most maxTerminationMessage bytes of the termination message.

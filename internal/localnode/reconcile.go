@@ -41,7 +41,7 @@ func (n *Node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 	if p := n.process(pod.UID); p != nil {
-		if p.exited() && !p.isReported() {
+		if p.exited() && !p.isReported() && !p.isRestarting() {
 			// The process ended but its end never reached the API server (it was down):
 			// report it now, as a kubelet keeps doing until the API server takes it.
 			return ctrl.Result{}, n.reportEnd(ctx, p)
@@ -94,36 +94,52 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) 
 	if err != nil {
 		return ctrl.Result{RequeueAfter: retryAfter}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markWaiting(p, "ContainerCreating", err.Error()) })
 	}
+	res, started, err := n.launch(ctx, pod, ip, restartState{})
+	if !started {
+		n.ips.release(ip)
+	}
+	return res, err
+}
+
+// restartState is what a restarted container carries over from the ones before it.
+type restartState struct {
+	count int32                            // restarts so far
+	last  *corev1.ContainerStateTerminated // how the previous container ended
+	ran   time.Duration                    // how long the previous container ran
+}
+
+// launch prepares the pod's volumes and environment and starts its process on ip, writing
+// Running first; started says whether it did (the caller holds ip, and releases it if not).
+// A result with RequeueAfter means it must wait; a pod that can never run is marked Failed.
+func (n *Node) launch(ctx context.Context, pod *corev1.Pod, ip string, rs restartState) (_ ctrl.Result, started bool, _ error) {
+	key := client.ObjectKeyFromObject(pod)
 	l, err := n.prepare(ctx, pod, ip)
 	if err != nil {
-		n.ips.release(ip)
 		var we *waitError
 		var pe *podError
 		switch {
 		case errors.As(err, &we):
-			return ctrl.Result{RequeueAfter: retryAfter}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markWaiting(p, we.reason, we.message) })
+			return ctrl.Result{RequeueAfter: retryAfter}, false, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markWaiting(p, we.reason, we.message) })
 		case errors.As(err, &pe):
-			return ctrl.Result{}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, pe.reason, pe.message) })
+			return ctrl.Result{}, false, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, pe.reason, pe.message) })
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
-	started := metav1.Now()
+	startedAt := metav1.Now()
 	// Running is written before the process starts, so the watcher's terminal status, written
 	// when the process ends, can never be overtaken by it.
-	if err := n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markRunning(p, ip, started) }); err != nil {
-		n.ips.release(ip)
-		return ctrl.Result{}, err
+	if err := n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markRunning(p, ip, startedAt, rs) }); err != nil {
+		return ctrl.Result{}, false, err
 	}
 	cmd, err := startProcess(l, n.logPath(pod, pod.Spec.Containers[0].Name))
 	if cmd == nil {
-		n.ips.release(ip)
-		return ctrl.Result{}, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, "StartError", err.Error()) })
+		return ctrl.Result{}, false, n.updateStatus(ctx, key, pod.UID, func(p *corev1.Pod) { markFailed(p, "StartError", err.Error()) })
 	}
 	if err != nil {
 		n.cfg.Log.Error(err, "pod started with a problem", "pod", key)
 	}
-	p := &podProcess{uid: pod.UID, key: key, ip: ip, termPath: l.termPath, cmd: cmd, startedAt: started, done: make(chan struct{}),
-		limits: n.volumeLimits(pod)}
+	p := &podProcess{uid: pod.UID, key: key, ip: ip, termPath: l.termPath, cmd: cmd, startedAt: startedAt, done: make(chan struct{}),
+		abandoned: make(chan struct{}), limits: n.volumeLimits(pod), restartPolicy: pod.Spec.RestartPolicy, restarts: rs}
 	n.mu.Lock()
 	n.procs[pod.UID] = p
 	n.wg.Add(1)
@@ -131,23 +147,28 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) 
 		n.wg.Add(1)
 	}
 	n.mu.Unlock()
-	n.cfg.Log.Info("started pod", "pod", key, "ip", ip, "pid", cmd.Process.Pid)
+	n.cfg.Log.Info("started pod", "pod", key, "ip", ip, "pid", cmd.Process.Pid, "restarts", rs.count)
 	go n.watch(p)
 	if len(p.limits) > 0 {
 		go n.enforceLimits(p)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, true, nil
 }
 
-// watch waits for a process to end, frees its address and writes its terminal status.
+// watch waits for a process to end, then restarts it as the pod's restart policy says, or
+// frees its address and writes its terminal status.
 func (n *Node) watch(p *podProcess) {
 	defer n.wg.Done()
 	p.wait()
-	n.ips.release(p.ip)
 	p.mu.Lock()
 	res := p.result
 	p.mu.Unlock()
 	n.cfg.Log.Info("pod process ended", "pod", p.key, "exitCode", res.exitCode, "signal", res.signal)
+	if p.isRestarting() {
+		n.restart(p)
+		return
+	}
+	n.ips.release(p.ip)
 	// Keep trying until the API server takes the pod's end or the node stops: a pod whose
 	// process is gone must never stay Running (Reconcile also re-reports it on any event).
 	backoff := 200 * time.Millisecond
@@ -168,6 +189,54 @@ func (n *Node) watch(p *podProcess) {
 	}
 }
 
+// restart starts the container of p's pod again on the same address after the kubelet's
+// back-off (Config.RestartBackoff doubled per restart, at most 5 minutes, back to the start
+// once a container ran 10 minutes), showing CrashLoopBackOff meanwhile. It gives up, freeing
+// the address, when the pod is deleted or the node stops first.
+func (n *Node) restart(p *podProcess) {
+	p.mu.Lock()
+	res := p.result
+	p.mu.Unlock()
+	res.containerID = fmt.Sprintf("%s-%d", p.uid, p.restarts.count)
+	last := terminatedState(p.startedAt, res)
+	rs := restartState{count: p.restarts.count + 1, last: &last, ran: res.finishedAt.Sub(p.startedAt.Time)}
+	delay := n.cfg.RestartBackoff
+	if rs.ran < 10*time.Minute {
+		for i := int32(0); i < p.restarts.count && delay < maxRestartBackoff; i++ {
+			delay *= 2
+		}
+	}
+	delay = min(delay, maxRestartBackoff)
+	ctx, cancel := context.WithTimeout(n.life, reportTimeout)
+	err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markBackOff(pod, p.restarts, last, delay) })
+	cancel()
+	if err != nil {
+		n.cfg.Log.Error(err, "write back-off status", "pod", p.key)
+	}
+	select {
+	case <-time.After(delay):
+	case <-p.abandoned:
+	case <-n.stopping:
+	}
+	var pod corev1.Pod
+	err = n.reader.Get(n.life, p.key, &pod)
+	if err != nil || pod.UID != p.uid || pod.DeletionTimestamp != nil || n.process(p.uid) != p || p.isAbandoned() || n.isStopping() {
+		n.ips.release(p.ip)
+		return
+	}
+	result, started, err := n.launch(n.life, &pod, p.ip, rs)
+	if !started {
+		// It cannot start again now (a Secret gone, the API server away): the pod is left to
+		// Reconcile, which sees a Running pod no process of this node runs.
+		n.cfg.Log.Error(err, "restart container", "pod", p.key, "waiting", result.RequeueAfter > 0)
+		n.forget(p.uid)
+		n.ips.release(p.ip)
+	}
+}
+
+// maxRestartBackoff is the kubelet's cap on the back-off between restarts.
+const maxRestartBackoff = 5 * time.Minute
+
 // reportTimeout bounds one attempt to write a pod's terminal status.
 const reportTimeout = 10 * time.Second
 
@@ -179,7 +248,7 @@ func (n *Node) reportEnd(ctx context.Context, p *podProcess) error {
 	p.mu.Lock()
 	res := p.result
 	p.mu.Unlock()
-	if err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markTerminated(pod, p.startedAt, res) }); err != nil {
+	if err := n.updateStatus(ctx, p.key, p.uid, func(pod *corev1.Pod) { markTerminated(pod, p.startedAt, res, p.restarts) }); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -226,9 +295,13 @@ func (n *Node) process(uid types.UID) *podProcess {
 	return n.procs[uid]
 }
 
-// forget drops a pod's process record (its process has ended).
+// forget drops a pod's process record (its process has ended); a restart it waited for
+// is abandoned.
 func (n *Node) forget(uid types.UID) {
 	n.mu.Lock()
+	if p := n.procs[uid]; p != nil {
+		p.abandon()
+	}
 	delete(n.procs, uid)
 	n.mu.Unlock()
 }
@@ -239,6 +312,7 @@ func (n *Node) forgetGone(key types.NamespacedName) {
 	defer n.mu.Unlock()
 	for uid, p := range n.procs {
 		if p.key == key {
+			p.abandon()
 			p.terminate(0)
 			if p.exited() {
 				delete(n.procs, uid)

@@ -27,11 +27,11 @@ func (n *Node) register(ctx context.Context) error {
 			"kubernetes.io/os":       runtime.GOOS,
 			"kubernetes.io/arch":     runtime.GOARCH,
 		}},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{
-			// Keeps a real scheduler, should one ever run, from placing other pods here; the
-			// local node binds the pods it selects itself.
-			Key: LabelLocalNode, Value: "true", Effect: corev1.TaintEffectNoSchedule,
-		}}},
+	}
+	if !n.cfg.AllPods {
+		// Keeps a real scheduler, should one ever run, from placing other pods here; the
+		// local node binds the pods it selects itself.
+		node.Spec.Taints = []corev1.Taint{{Key: LabelLocalNode, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	if err := n.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", n.cfg.NodeName, err)

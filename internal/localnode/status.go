@@ -3,6 +3,7 @@ package localnode
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,15 +62,20 @@ func setReadiness(pod *corev1.Pod, ready bool, reason string) {
 	setCondition(pod, corev1.PodReady, s, reason)
 }
 
-// containerStatus is the status of the pod's one container in the given state.
-func containerStatus(pod *corev1.Pod, state corev1.ContainerState, ready bool) []corev1.ContainerStatus {
+// containerStatus is the status of the pod's one container in the given state, with the
+// restarts before it.
+func containerStatus(pod *corev1.Pod, state corev1.ContainerState, ready bool, rs restartState) []corev1.ContainerStatus {
 	c := pod.Spec.Containers[0]
 	started := state.Running != nil
-	return []corev1.ContainerStatus{{
+	cs := corev1.ContainerStatus{
 		Name: c.Name, Image: c.Image, ImageID: "localnode://" + c.Image,
-		State: state, Ready: ready, Started: &started,
+		State: state, Ready: ready, Started: &started, RestartCount: rs.count,
 		ContainerID: "localnode://" + string(pod.UID),
-	}}
+	}
+	if rs.last != nil {
+		cs.LastTerminationState = corev1.ContainerState{Terminated: rs.last}
+	}
+	return []corev1.ContainerStatus{cs}
 }
 
 // markWaiting shows why a pod has not started yet.
@@ -79,11 +85,24 @@ func markWaiting(pod *corev1.Pod, reason, message string) {
 	pod.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
 	setReadiness(pod, false, "ContainersNotReady")
 	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{
-		Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}, false)
+		Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}, false, restartState{})
 }
 
-// markRunning records a started process.
-func markRunning(pod *corev1.Pod, ip string, started metav1.Time) {
+// markBackOff shows a container that ended and waits delay before it is started again: the
+// pod stays Running but not Ready, its container waiting in CrashLoopBackOff, as with a
+// kubelet.
+func markBackOff(pod *corev1.Pod, rs restartState, last corev1.ContainerStateTerminated, delay time.Duration) {
+	pod.Status.Phase = corev1.PodRunning
+	setReadiness(pod, false, "ContainersNotReady")
+	rs.last = &last
+	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason:  "CrashLoopBackOff",
+		Message: fmt.Sprintf("back-off %s restarting container %s of pod %s/%s", delay, pod.Spec.Containers[0].Name, pod.Namespace, pod.Name),
+	}}, false, rs)
+}
+
+// markRunning records a started process (the restarts-th restart of its container).
+func markRunning(pod *corev1.Pod, ip string, started metav1.Time, rs restartState) {
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.Reason, pod.Status.Message = "", ""
 	pod.Status.HostIP = "127.0.0.1"
@@ -95,29 +114,36 @@ func markRunning(pod *corev1.Pod, ip string, started metav1.Time) {
 	}
 	setReadiness(pod, true, "")
 	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{
-		Running: &corev1.ContainerStateRunning{StartedAt: started}}, true)
+		Running: &corev1.ContainerStateRunning{StartedAt: started}}, true, rs)
+}
+
+// terminatedState is how a container that started at started ended.
+func terminatedState(started metav1.Time, res exitResult) corev1.ContainerStateTerminated {
+	reason := "Completed"
+	if res.exitCode != 0 || res.evicted != "" {
+		reason = "Error"
+	}
+	return corev1.ContainerStateTerminated{
+		ExitCode: res.exitCode, Reason: reason, Message: res.message,
+		StartedAt: started, FinishedAt: res.finishedAt,
+		ContainerID: "localnode://" + res.containerID,
+	}
 }
 
 // markTerminated records how the process ended: Succeeded on exit 0, Failed otherwise.
-func markTerminated(pod *corev1.Pod, started metav1.Time, res exitResult) {
+func markTerminated(pod *corev1.Pod, started metav1.Time, res exitResult, rs restartState) {
 	pod.Status.Phase = corev1.PodSucceeded
-	reason := "Completed"
 	if res.exitCode != 0 {
 		pod.Status.Phase = corev1.PodFailed
-		reason = "Error"
 	}
 	if res.evicted != "" { // as a kubelet's eviction manager reports it
 		pod.Status.Phase = corev1.PodFailed
 		pod.Status.Reason, pod.Status.Message = "Evicted", res.evicted
-		reason = "Error"
 	}
 	setReadiness(pod, false, "PodCompleted")
-	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: res.exitCode, Reason: reason, Message: res.message,
-			StartedAt: started, FinishedAt: res.finishedAt,
-			ContainerID: "localnode://" + string(pod.UID),
-		}}, false)
+	res.containerID = string(pod.UID)
+	term := terminatedState(started, res)
+	pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{Terminated: &term}, false, rs)
 }
 
 // markFailed fails a pod that could not run at all.
@@ -129,6 +155,6 @@ func markFailed(pod *corev1.Pod, reason, message string) {
 	if len(pod.Spec.Containers) > 0 {
 		pod.Status.ContainerStatuses = containerStatus(pod, corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: reason, Message: message,
-				StartedAt: now, FinishedAt: now}}, false)
+				StartedAt: now, FinishedAt: now}}, false, restartState{})
 	}
 }

@@ -29,6 +29,9 @@ var (
 
 const helperImage = "example.test/helper:v1"
 
+// testRestartBackoff is the suite node's first back-off before a restart (a kubelet's: 10 s).
+const testRestartBackoff = 300 * time.Millisecond
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(holdAddressEnv); dir != "" {
 		os.Exit(holdAddress(dir))
@@ -66,7 +69,8 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	stateDir = filepath.Join(work, "state")
-	testNode, err = New(testCfg, Config{Images: map[string]string{"example.test/helper": imageDir}, StateDir: stateDir})
+	testNode, err = New(testCfg, Config{Images: map[string]string{"example.test/helper": imageDir}, StateDir: stateDir,
+		RestartBackoff: testRestartBackoff})
 	if err != nil {
 		println(err.Error())
 		return 1

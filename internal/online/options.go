@@ -46,6 +46,9 @@ type Options struct {
 	OnProgress func(runnerwire.Progress)
 	// PollInterval is how often progress is polled (default one second).
 	PollInterval time.Duration
+	// Resume adds RESUME to each lazy VACUUM on the engine server (continue from the saved
+	// position); PostgreSQL cannot resume, its tables start at block 0.
+	Resume bool
 	// SystemIdentifier, when set, is the server the run was started for: a server whose
 	// pg_control_system() says otherwise is refused with ErrOtherServer before any table
 	// is touched.

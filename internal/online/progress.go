@@ -71,6 +71,9 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	} else {
 		res.PagesScanned, res.PagesRemoved, res.PagesRemaining = v.PagesScanned, v.PagesRemoved, v.PagesRemaining
 	}
+	if err == nil {
+		res.Complete, res.BlockReached = true, res.PagesTotal
+	}
 	if err == nil && !v.Found && warned(notices) {
 		// The server skipped the table with a warning (a role that may not vacuum it):
 		// skipped, as vacuumdb reports it, with the warning in the notices.
@@ -127,7 +130,7 @@ func skippedResult(t Table, full bool) runnerwire.TableResult {
 	if full {
 		m = runnerwire.ModeFull
 	}
-	return runnerwire.TableResult{Table: t.Qualified(), Mode: m, Skipped: true,
+	return runnerwire.TableResult{Table: t.Qualified(), Mode: m, Skipped: true, Complete: true,
 		Indexes: []runnerwire.IndexResult{}, Notices: []string{}}
 }
 

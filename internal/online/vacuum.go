@@ -450,6 +450,9 @@ func (r *Run) statement(t Table) string {
 	if rs := r.opts.RingSize; rs != nil {
 		opts = append(opts, "BUFFER_USAGE_LIMIT '"+strconv.FormatInt(*rs/1024, 10)+"kB'")
 	}
+	if r.opts.Resume && !r.opts.Full && r.server.Kind == KindEngineServer {
+		opts = append(opts, "RESUME")
+	}
 	return "VACUUM (" + strings.Join(opts, ", ") + ") " + t.Ident()
 }
 

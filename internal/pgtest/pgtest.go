@@ -54,6 +54,8 @@ type Server struct {
 	cred    *syscall.Credential
 	// CAFile is the PEM certificate of the CA that signed the server's certificate.
 	CAFile string
+	// settings are Start's extra -c settings.
+	settings []string
 }
 
 // Addr is HOST:PORT.
@@ -72,8 +74,11 @@ func (s *Server) Connect(ctx context.Context, db string) (*pgx.Conn, error) {
 // Dir is the server's temporary directory (its log is Dir()/postgres.log).
 func (s *Server) Dir() string { return s.dir }
 
-// Start initialises and starts a server, waiting until it accepts connections.
-func Start(ctx context.Context) (*Server, error) {
+// Start initialises and starts a server, waiting until it accepts connections. Each of
+// settings ("name=value") is passed as one more -c after the defaults above, so it wins over
+// them: a benchmark asks for PostgreSQL's durable defaults back with "fsync=on",
+// "synchronous_commit=on", "full_page_writes=on".
+func Start(ctx context.Context, settings ...string) (*Server, error) {
 	if err := ensureInstalled(ctx); err != nil {
 		return nil, err
 	}
@@ -81,7 +86,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", dir: dir, exited: make(chan struct{})}
+	s := &Server{Host: "127.0.0.1", dir: dir, exited: make(chan struct{}), settings: settings}
 	if err := s.start(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -132,12 +137,16 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = logf.Close() }() // the child has its own descriptor
-	s.cmd = s.command(context.Background(), "postgres", "-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses="+s.Host, "-c", "unix_socket_directories="+s.dir,
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=" + s.Host, "-c", "unix_socket_directories=" + s.dir,
 		"-c", "autovacuum=off", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "max_connections=40",
 		"-c", "password_encryption=scram-sha-256", "-c", "ssl=on",
-		"-c", "ssl_cert_file="+filepath.Join(data, "server.crt"), "-c", "ssl_key_file="+filepath.Join(data, "server.key"))
+		"-c", "ssl_cert_file=" + filepath.Join(data, "server.crt"), "-c", "ssl_key_file=" + filepath.Join(data, "server.key")}
+	for _, kv := range s.settings {
+		args = append(args, "-c", kv)
+	}
+	s.cmd = s.command(context.Background(), "postgres", args...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)

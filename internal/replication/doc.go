@@ -22,6 +22,12 @@
 // data directory's files copied while writes go on, the WAL from the checkpoint's redo
 // point to the end of WAL after the copy, and the control file last. The engine's
 // recovery at the copy's first Open replays that WAL and repairs the pages caught
-// mid-write (their first change after the redo point carries a full image). DDL during a
-// base backup is not covered yet: the catalog file is copied as it is.
+// mid-write (their first change after the redo point carries a full image). The catalog is
+// in the WAL (every switch logs it, with a sequence number), so DDL during or after a base
+// backup reaches the copy through replay.
+//
+// Standby (Receiver): streams WAL into the standby's wal/, fsyncs it before reporting it
+// flushed, reports the engine's replay position as the apply LSN, and resumes after a cut or
+// a crash; the engine replays it continuously (engine.OpenStandby, DB.Follow) while the
+// server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views).
 package replication

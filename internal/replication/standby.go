@@ -28,7 +28,10 @@ type StandbyConfig struct {
 	Slot string
 	// StatusInterval is how often received WAL is fsynced and reported; 0 = 100 ms.
 	StatusInterval time.Duration
-	Logf           func(format string, args ...any)
+	// Replayed, when set, is how far the standby's replay got (the engine's
+	// ReplayedLSN), reported to the primary as the apply position.
+	Replayed func() wal.LSN
+	Logf     func(format string, args ...any)
 }
 
 // ReceiverStatus is what a WAL receiver reports of itself (pg_stat_wal_receiver's
@@ -46,16 +49,16 @@ type ReceiverStatus struct {
 
 // Receiver is a standby's WAL receiver: it streams the primary's WAL into the standby's
 // WAL directory, fsyncs it before reporting it flushed, saves how far it got, and after a
-// cut link or its own crash reconnects and resumes from what it had flushed. It does not
-// replay: the engine's recovery replays the received WAL when the directory is opened (a
-// promotion).
+// cut link or its own crash reconnects and resumes from what it had flushed. The engine
+// replays it (engine.OpenStandby and DB.Follow up to Status().Flushed).
 type Receiver struct {
 	cfg StandbyConfig
 	fs  vfs.FS
 
-	mu     sync.Mutex
-	status ReceiverStatus
-	state  StandbyState
+	mu       sync.Mutex
+	status   ReceiverStatus
+	state    StandbyState
+	prepared bool
 }
 
 // NewReceiver prepares a receiver (Run streams).
@@ -76,9 +79,43 @@ func (r *Receiver) Status() ReceiverStatus {
 	return r.status
 }
 
-// Run takes the base backup first when asked and the directory is empty, then streams
-// until ctx ends, reconnecting after failures (1 s, doubling to 10 s).
+// Run prepares the directory (Prepare) unless that was done, then streams until ctx
+// ends, reconnecting after failures (1 s, doubling to 10 s).
 func (r *Receiver) Run(ctx context.Context) error {
+	r.mu.Lock()
+	prepared := r.prepared
+	r.mu.Unlock()
+	if !prepared {
+		if err := r.Prepare(ctx); err != nil {
+			return err
+		}
+	}
+	backoff := time.Second
+	for {
+		err := r.stream(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.mu.Lock()
+		r.status.Connected = false
+		r.status.Reconnects++
+		if err != nil {
+			r.status.LastError = err.Error()
+		}
+		r.mu.Unlock()
+		r.cfg.Logf("standby: streaming from %s:%s ended: %v; reconnecting in %v", r.cfg.Primary.Host, r.cfg.Primary.Port, err, backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// Prepare takes the base backup when asked and the directory is empty, and reads the
+// standby state (how far WAL was flushed): after it the directory opens as a standby.
+func (r *Receiver) Prepare(ctx context.Context) error {
 	st, err := ReadStandbyState(r.cfg.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ents, derr := os.ReadDir(r.cfg.Dir)
@@ -110,28 +147,9 @@ func (r *Receiver) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.state = st
 	r.status.Received, r.status.Flushed = st.Flushed, st.Flushed
+	r.prepared = true
 	r.mu.Unlock()
-	backoff := time.Second
-	for {
-		err := r.stream(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		r.mu.Lock()
-		r.status.Connected = false
-		r.status.Reconnects++
-		if err != nil {
-			r.status.LastError = err.Error()
-		}
-		r.mu.Unlock()
-		r.cfg.Logf("standby: streaming from %s:%s ended: %v; reconnecting in %v", r.cfg.Primary.Host, r.cfg.Primary.Port, err, backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
+	return nil
 }
 
 // segFiles are the open WAL segment files of one stream.
@@ -280,7 +298,11 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.status.Flushed = flushed
 			r.mu.Unlock()
 		}
-		b := EncodeStatusUpdate(StatusUpdate{Write: received, Flush: flushed, Time: time.Now()})
+		su := StatusUpdate{Write: received, Flush: flushed, Time: time.Now()}
+		if r.cfg.Replayed != nil {
+			su.Apply = min(r.cfg.Replayed(), flushed)
+		}
+		b := EncodeStatusUpdate(su)
 		if err := fe.SendUnbufferedEncodedCopyData(copyData(b)); err != nil {
 			return fmt.Errorf("send status update: %w", err)
 		}

@@ -2,6 +2,7 @@ package replication_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,8 +56,7 @@ func waitFlushed(t *testing.T, r *replication.Receiver, end wal.LSN) {
 // flushed (the primary's pg_stat_replication figures and the slot follow), is stopped as
 // by a crash, resumes from what it had flushed while the primary kept writing, and the
 // directory it received, opened by the engine (a promotion: recovery replays the WAL),
-// equals the primary row for row and checks clean. Tables are created before the base
-// backup: DDL is not replicated yet.
+// equals the primary row for row and checks clean.
 func TestStandbyTakesABaseBackupStreamsAndResumesAfterACrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -236,12 +236,13 @@ func deleteEvery(t *testing.T, db *engine.DB, table string, k int) {
 	}
 }
 
-// TestStandbyReceivesVacuum: deletes then a lazy VACUUM on the primary (with writes after
-// it) reach the standby; the received directory, opened by the engine, checks clean and
-// equals the primary row for row. VACUUM FULL is not in the cases: rows written after it
-// do not reach the standby yet (its catalog switch is not carried whole by the WAL).
-func TestStandbyReceivesVacuum(t *testing.T) {
-	for _, full := range []bool{false} {
+// TestStandbyReplaysVacuumDuringTraffic: a hot standby made by its receiver's base backup
+// replays while a writer commits into a table created after the backup and the primary
+// runs a lazy VACUUM or a VACUUM FULL of a table with dead rows, then more rows: the
+// standby, read live, has every row of both tables (rows written after a VACUUM FULL
+// included) and checks clean.
+func TestStandbyReplaysVacuumDuringTraffic(t *testing.T) {
+	for _, full := range []bool{false, true} {
 		name := "lazy"
 		if full {
 			name = "full"
@@ -253,8 +254,40 @@ func TestStandbyReceivesVacuum(t *testing.T) {
 			write(t, pr.db, "v", 3000, 300)
 			host, port := pr.hostPort()
 			dir := t.TempDir() + "/standby"
-			r, stop := runReceiver(t, replication.StandbyConfig{Primary: replication.ConnConfig{Host: host, Port: port,
+			sdb, _ := runHotStandby(ctx, t, replication.StandbyConfig{Primary: replication.ConnConfig{Host: host, Port: port,
 				User: "repl", Password: "secret"}, Dir: dir, BaseBackupIfEmpty: true, StatusInterval: 50 * time.Millisecond})
+
+			// Traffic into a table created after the base backup, during the vacuum.
+			stopTraffic := make(chan struct{})
+			trafficDone := make(chan error, 1)
+			if err := pr.db.CreateTable("w", []engine.Column{{Name: "id", Type: engine.Int8}, {Name: "pad", Type: engine.Bytea}}); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for id := int64(0); ; id += 20 {
+					select {
+					case <-stopTraffic:
+						trafficDone <- nil
+						return
+					default:
+					}
+					tx, err := pr.db.Begin()
+					if err != nil {
+						trafficDone <- err
+						return
+					}
+					for j := int64(0); j < 20; j++ {
+						if _, err := tx.Insert("w", []any{id + j, make([]byte, 100)}); err != nil {
+							trafficDone <- err
+							return
+						}
+					}
+					if err := tx.Commit(); err != nil {
+						trafficDone <- err
+						return
+					}
+				}
+			}()
 			deleteEvery(t, pr.db, "v", 3)
 			var err error
 			if full {
@@ -266,29 +299,83 @@ func TestStandbyReceivesVacuum(t *testing.T) {
 				t.Fatal(err)
 			}
 			write(t, pr.db, "v", 500, 300) // ids 0..499 again: counted, not keyed
-			waitFlushed(t, r, pr.db.WAL().FlushedLSN())
-			stop()
-			sdb, err := engine.Open(dir, engine.Options{BufferPoolBytes: 8 << 20, Logf: t.Logf})
-			if err != nil {
+			close(stopTraffic)
+			if err := <-trafficDone; err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = sdb.Close() }()
+			waitReplayed(t, sdb, pr.db.WAL().FlushedLSN())
 			if rep, err := sdb.Check(ctx); err != nil || !rep.OK() {
 				t.Fatalf("check of the standby: %+v, %v", rep, err)
 			}
 			if a, b := count(t, sdb, "v"), count(t, pr.db, "v"); a != b || b != 2500 {
 				t.Fatalf("standby has %d rows, primary %d; want 2500", a, b)
 			}
-			got, want := rows(t, sdb, "v"), rows(t, pr.db, "v")
-			if len(got) != len(want) {
-				t.Fatalf("standby %d ids, primary %d", len(got), len(want))
-			}
-			for id, n := range want {
-				if got[id] != n {
-					t.Fatalf("row %d: standby %d bytes, primary %d", id, got[id], n)
+			for _, table := range []string{"v", "w"} {
+				got, want := rows(t, sdb, table), rows(t, pr.db, table)
+				if len(got) != len(want) || len(want) == 0 {
+					t.Fatalf("table %s: standby %d ids, primary %d", table, len(got), len(want))
+				}
+				for id, n := range want {
+					if got[id] != n {
+						t.Fatalf("table %s row %d: standby %d bytes, primary %d", table, id, got[id], n)
+					}
 				}
 			}
+			if !sdb.InRecovery() {
+				t.Fatal("the standby is not in recovery")
+			}
 		})
+	}
+}
+
+// runHotStandby prepares the standby directory (base backup), opens it as a hot standby
+// and runs its receiver and replay until the test ends.
+func runHotStandby(ctx context.Context, t *testing.T, cfg replication.StandbyConfig) (*engine.DB, *replication.Receiver) {
+	t.Helper()
+	cfg.Logf = t.Logf
+	var sdb atomic.Pointer[engine.DB]
+	cfg.Replayed = func() wal.LSN {
+		if d := sdb.Load(); d != nil {
+			return d.ReplayedLSN()
+		}
+		return 0
+	}
+	r := replication.NewReceiver(cfg)
+	if err := r.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := engine.OpenStandby(cfg.Dir, engine.Options{BufferPoolBytes: 8 << 20, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdb.Store(d)
+	rctx, cancel := context.WithCancel(ctx)
+	recv, follow := make(chan error, 1), make(chan error, 1)
+	go func() { recv <- r.Run(rctx) }()
+	go func() { follow <- d.Follow(rctx, func() wal.LSN { return r.Status().Flushed }, 5*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-recv; err != nil {
+			t.Errorf("receiver: %v", err)
+		}
+		if err := <-follow; err != nil {
+			t.Errorf("follow: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("close the standby: %v", err)
+		}
+	})
+	return d, r
+}
+
+func waitReplayed(t *testing.T, db *engine.DB, end wal.LSN) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for db.ReplayedLSN() < end {
+		if time.Now().After(deadline) {
+			t.Fatalf("standby replayed %s, want %s", replication.FormatLSN(db.ReplayedLSN()), replication.FormatLSN(end))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,8 @@ package replication
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
@@ -96,4 +98,31 @@ func intervalText(d time.Duration) any {
 	us := d.Microseconds()
 	h, m, s := us/3_600_000_000, us/60_000_000%60, us/1_000_000%60
 	return fmt.Sprintf("%02d:%02d:%02d.%06d", h, m, s, us%1_000_000)
+}
+
+// Views are the standby's system views: pg_stat_wal_receiver (one row while the
+// receiver runs, with PostgreSQL's columns; LSNs as pg_lsn text).
+func (r *Receiver) Views() map[string]sql.View {
+	col := func(name string, t *types.T) sql.ViewColumn { return sql.ViewColumn{Name: name, Type: t} }
+	return map[string]sql.View{
+		"pg_stat_wal_receiver": {
+			Columns: []sql.ViewColumn{col("pid", types.Int4), col("status", types.Text), col("written_lsn", types.Text),
+				col("flushed_lsn", types.Text), col("received_tli", types.Int4), col("last_msg_receipt_time", types.Timestamptz),
+				col("latest_end_lsn", types.Text), col("slot_name", types.Text), col("sender_host", types.Text),
+				col("sender_port", types.Int4)},
+			Rows: func() [][]any {
+				st := r.Status()
+				status := "streaming"
+				if !st.Connected {
+					status = "waiting"
+				}
+				var port any
+				if p, err := strconv.Atoi(r.cfg.Primary.Port); err == nil {
+					port = int64(p)
+				}
+				return [][]any{{int64(os.Getpid()), status, lsnText(st.Received), lsnText(st.Flushed), int64(1),
+					timeOrNull(st.LastMessage), lsnText(st.LatestEnd), nilIfEmpty(r.cfg.Slot), r.cfg.Primary.Host, port}}
+			},
+		},
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -70,7 +71,7 @@ func onlineCLI(ctx context.Context, spec runnerwire.RunSpec, vf *vacuumFlags, sf
 	if env.Terminal && !vf.json {
 		stop = progressBar(env.Stderr, run.Progress)
 	}
-	rep, verr := run.Vacuum(ctx)
+	rep, verr := vacuumOnlineWindowed(ctx, run, r, env.Stderr)
 	stop()
 	if vf.json {
 		if err := writeJSON(env.Stdout, rep); err != nil {
@@ -102,11 +103,29 @@ func vacuumServer(ctx context.Context, spec runnerwire.RunSpec, r runnerwire.Res
 	defer func() { _ = run.Close() }() // the control session; the report is what matters
 	state.logf("vacuuming %d tables of database %q on %s (%s)", len(run.Tables()), t.Database, run.Server(), t.Address)
 	state.setActive(run)
-	rep, err := run.Vacuum(ctx)
+	rep, err := vacuumOnlineWindowed(ctx, run, r, state.stderr())
 	for _, tr := range rep.Tables {
 		for _, n := range tr.Notices {
 			state.logf("%s: %s", tr.Table, strings.ReplaceAll(n, "\n", "; "))
 		}
+	}
+	return rep, err
+}
+
+// vacuumOnlineWindowed runs an online vacuum within r's window: at StopAt the server's
+// VACUUMs are cancelled (the engine server records each table's position then) and the run
+// ends without error, StopReason WindowClosed. A PostgreSQL server cannot resume: with
+// Resume its tables start at block 0 and the report says so.
+func vacuumOnlineWindowed(ctx context.Context, run *online.Run, r runnerwire.Resolved, stderr io.Writer) (runnerwire.Report, error) {
+	wctx, cancel := windowContext(ctx, r.StopAt)
+	defer cancel()
+	rep, err := run.Vacuum(wctx)
+	if r.Resume && run.Server().Kind == online.KindPostgreSQL {
+		rep.ResumeNote = fmt.Sprintf("%s cannot resume a vacuum: every table started at block 0", run.Server())
+		_, _ = fmt.Fprintf(stderr, "vacuum-runner: %s\n", rep.ResumeNote)
+	}
+	if err != nil && windowClosed(ctx, wctx) {
+		rep.StopReason, err = runnerwire.StopReasonWindowClosed, nil
 	}
 	return rep, err
 }
@@ -147,7 +166,7 @@ func onlineOptions(spec runnerwire.RunSpec, r runnerwire.Resolved) online.Option
 	o := online.Options{
 		Full: r.Mode == runnerwire.ModeFull, Tables: r.Tables, Throttle: r.Throttle,
 		TableThrottles: r.TableThrottles, Parallelism: r.Parallelism, Truncate: spec.Truncate,
-		MinDeadTuplePercent: r.MinDeadTuplePercent,
+		MinDeadTuplePercent: r.MinDeadTuplePercent, Resume: r.Resume,
 	}
 	if spec.Server != nil {
 		o.SystemIdentifier = spec.Server.SystemIdentifier

@@ -274,7 +274,7 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	}
 	rep.Tables = tables
 	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
-		Server: rep.Server, StopReason: rep.StopReason}
+		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote}
 	switch {
 	case code == runnerwire.ExitOK && rep.StopReason != "":
 		complete := 0
@@ -307,6 +307,9 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	default:
 		s.Phase = runnerwire.SummaryFailed
 		s.Message = oneLine(err)
+	}
+	if s.ResumeNote != "" {
+		s.Message += "; " + s.ResumeNote
 	}
 	return s
 }

@@ -51,6 +51,17 @@ func (s *runState) setActive(r active) {
 	}
 }
 
+// stderr is a writer into the run's log (logf), for messages of shared code.
+func (s *runState) stderr() io.Writer { return logWriter(s.logf) }
+
+// logWriter writes each Write as one log line.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(b []byte) (int, error) {
+	l("%s", strings.TrimRight(strings.TrimPrefix(string(b), "vacuum-runner: "), "\n"))
+	return len(b), nil
+}
+
 // takePending returns (and clears) a throttle PUT before the run started.
 func (s *runState) takePending() *runnerwire.Limits {
 	s.mu.Lock()

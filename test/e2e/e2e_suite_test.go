@@ -43,18 +43,20 @@ var _ = BeforeSuite(func() {
 	// Binaries of the code under test, in a directory of the suite's own (bin/ may hold an
 	// older build).
 	binDir = filepath.Join(GinkgoT().TempDir(), "bin")
-	By("building manager and vacuum-runner")
-	Expect(devcluster.Build(suiteCtx, repoRoot, binDir, "manager", "vacuum-runner")).To(Succeed())
+	By("building manager, vacuum-runner and engine-server (the image's binaries, for the local node)")
+	Expect(devcluster.Build(suiteCtx, repoRoot, binDir, "manager", "vacuum-runner", "engine-server")).To(Succeed())
 	runner = filepath.Join(binDir, "vacuum-runner")
 	By("starting the dev cluster")
 	cluster, err = devcluster.Start(suiteCtx, devcluster.Options{
 		RepoRoot: repoRoot, BinDir: binDir, StateDir: filepath.Join(GinkgoT().TempDir(), "cluster"),
 		ManagerArgs: []string{"--progress-interval=1s"}, Log: GinkgoWriter, NodeLog: GinkgoLogr,
+		RestartBackoff: time.Second,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	kubectl, err = devcluster.Kubectl(cluster.AssetsDir)
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(cluster.ManagerRunning).WithTimeout(5 * time.Second).Should(BeTrue())
+	Expect(cluster.ControllerManagerRunning()).To(BeTrue(), "kube-controller-manager exited; see %s", cluster.ControllerManagerLog)
 })
 
 var _ = AfterSuite(func() {

@@ -105,6 +105,11 @@ func (t *Table) Index(name string) (*Index, bool) {
 type Catalog struct {
 	NextOID uint32   `json:"next_oid"`
 	Tables  []*Table `json:"tables"`
+	// Seq counts the catalog's switches: each one that reaches the disk is
+	// one more, and is WAL-logged with it, so a standby's replay adopts a
+	// logged catalog only when it is newer than its own (0 in catalogs
+	// written before the count).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // New returns an empty catalog.
@@ -112,7 +117,7 @@ func New() *Catalog { return &Catalog{NextOID: FirstOID} }
 
 // Clone returns a deep copy.
 func (c *Catalog) Clone() *Catalog {
-	n := &Catalog{NextOID: c.NextOID, Tables: make([]*Table, len(c.Tables))}
+	n := &Catalog{NextOID: c.NextOID, Seq: c.Seq, Tables: make([]*Table, len(c.Tables))}
 	for i, t := range c.Tables {
 		ct := *t
 		ct.Columns = slices.Clone(t.Columns)

@@ -44,6 +44,7 @@ type Manager struct {
 	waitingFor map[XID]XID
 	waits      atomic.Int64
 	deadlocks  atomic.Int64
+	sb         standbyState // hot standby (standby.go)
 }
 
 // Txn is one transaction. Its methods are safe for concurrent use, but a
@@ -54,6 +55,8 @@ type Txn struct {
 	written atomic.Bool
 	done    bool          // guarded by Manager.mu
 	ended   chan struct{} // closed when the transaction ends (Wait)
+	// cancelled is set when a standby's replay cancelled the transaction (Cancel).
+	cancelled atomic.Pointer[error]
 }
 
 // XID is the transaction's id.
@@ -152,6 +155,9 @@ func (m *Manager) clogSetLocked(x XID, st Status) {
 func (m *Manager) Begin() *Txn {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.sb.on {
+		return m.beginStandbyLocked()
+	}
 	x := m.next
 	m.next++
 	m.growLocked(m.next)
@@ -173,6 +179,10 @@ func (m *Manager) Begin() *Txn {
 func (m *Manager) Resnapshot(t *Txn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.sb.on && t.xid == InvalidXID {
+		t.snap = m.standbySnapshotLocked()
+		return
+	}
 	snap := &Snapshot{Current: t.xid, Xmin: t.xid, Xmax: m.next, XIP: make([]XID, 0, len(m.active))}
 	for a := range m.active {
 		if a == t.xid {
@@ -247,6 +257,11 @@ func (m *Manager) finish(t *Txn, st Status) error {
 		return fmt.Errorf("finish xid %d: %w", t.xid, ErrTxnFinished)
 	}
 	t.done = true
+	if t.xid == InvalidXID { // a standby's read-only transaction
+		delete(m.sb.readers, t)
+		close(t.ended)
+		return nil
+	}
 	if st != InProgress {
 		m.clogSetLocked(t.xid, st)
 	}
@@ -319,6 +334,11 @@ func (m *Manager) Status(x XID) Status {
 	defer m.mu.RUnlock()
 	if st := m.clogGetLocked(x); st != InProgress {
 		return st
+	}
+	if m.sb.on {
+		// Replay has not met its end yet: it may still commit. (One the primary
+		// lost in a crash stays in progress here until the next Open.)
+		return InProgress
 	}
 	if _, ok := m.active[x]; ok {
 		return InProgress
@@ -395,6 +415,7 @@ func (m *Manager) Redo(rec *wal.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.clogSetLocked(x, st)
+	delete(m.sb.running, x)
 	if x+1 > m.next {
 		m.next = x + 1
 		m.growLocked(m.next)

@@ -76,6 +76,10 @@ func crashChild(dir, mode string) {
 		o := slowOpts(8000)
 		o.IndexWorkers, o.HeapWorkers = 2, 3
 		_, err = db.Vacuum(context.Background(), "t", o)
+	case "lazy-resume":
+		o := crashVacuumOpts()
+		o.Resume = true
+		_, err = db.Vacuum(context.Background(), "t", o)
 	default:
 		_, err = db.Vacuum(context.Background(), "t", crashVacuumOpts())
 	}
@@ -215,4 +219,60 @@ func checkNoOrphans(t *testing.T, db *engine.DB, dir string) {
 			t.Errorf("orphan relation file %s after reopening", p)
 		}
 	}
+}
+
+// TestResumedLazyVacuumAfterSIGKILLsRemovesEveryDeadTuple kills vacuums started with Resume
+// at random moments, checking the directory after each kill, until one finishes: then no
+// dead tuple is left and every live row reads right, as after one uninterrupted vacuum.
+func TestResumedLazyVacuumAfterSIGKILLsRemovesEveryDeadTuple(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test skipped in -short mode")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	opts := crashOpts()
+	if err := engine.Init(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := createTable(t, db, "t", 2, 2500, 100)
+	deletePercent(t, db, tb, 30, rand.New(rand.NewSource(5)))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	kills := 0
+	for iter := 0; ; iter++ {
+		if iter == 30 {
+			t.Fatalf("no resumed vacuum finished in %d runs", iter)
+		}
+		if killVacuumChild(t, dir, "lazy-resume", time.Duration(50+rng.Intn(150))*time.Millisecond) {
+			break
+		}
+		kills++
+		db, err := engine.Open(dir, opts)
+		if err != nil {
+			t.Fatalf("reopen after kill %d: %v", kills, err)
+		}
+		checkClean(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kills == 0 {
+		t.Fatal("the first resumed vacuum finished before its kill: the test resumed nothing")
+	}
+	db, err = engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkClean(t, db)
+	verifyRows(t, db, tb)
+	if d := deadTuples(t, db); d != 0 {
+		t.Errorf("after %d kills and the finishing resume %d dead tuples remain, want 0", kills, d)
+	}
+	t.Logf("%d kills before a resumed vacuum finished", kills)
 }

@@ -20,6 +20,13 @@ func (rep *Report) Format(w io.Writer) error {
 	if rep.Skipped {
 		fmt.Fprintf(&b, "skipped: %s\n", rep.SkipReason)
 	}
+	if rep.Resumed {
+		fmt.Fprintf(&b, "resumed at block %d: %d pages below it changed since and are left for the next vacuum without resume\n",
+			rep.ResumedFromBlock, rep.PagesLeftBehind)
+	}
+	if rep.ResumeUntrusted != "" {
+		fmt.Fprintf(&b, "started at block 0: the saved position is not used: %s\n", rep.ResumeUntrusted)
+	}
 	pct := 0.0
 	if rep.PagesTotal > 0 {
 		pct = 100 * float64(rep.PagesScanned) / float64(rep.PagesTotal)

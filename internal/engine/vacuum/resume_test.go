@@ -38,7 +38,7 @@ func resumeTable(t *testing.T, db *engine.DB, seed int64) *table {
 // vacuumUntil runs one lazy vacuum of table t with opts and stops it
 // (cancels its context) once it has scanned stopAfter heap blocks; a
 // negative stopAfter lets it finish.
-func vacuumUntil(t *testing.T, db *engine.DB, opts vacuum.Options, stopAfter int64) *vacuum.Report {
+func vacuumUntil(t testing.TB, db *engine.DB, opts vacuum.Options, stopAfter int64) *vacuum.Report {
 	t.Helper()
 	b, err := vacuum.NewBatch(opts)
 	if err != nil {

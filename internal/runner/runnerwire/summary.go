@@ -60,6 +60,9 @@ type Summary struct {
 	Server *ServerIdentity `json:"server"`
 	// StopReason is "" (every table complete, or a failure), WindowClosed or WindowTooShort.
 	StopReason string `json:"stopReason"`
+	// ResumeNote says why a run asked to resume started its tables at block 0 (a PostgreSQL
+	// server cannot resume); "" otherwise.
+	ResumeNote string `json:"resumeNote"`
 }
 
 // ServerIdentity is a server as an online run found it.
@@ -78,8 +81,9 @@ type Report struct {
 	Totals Totals        `json:"totals"`
 	// Server is the server an online run reached (absent for a data directory).
 	Server *ServerIdentity `json:"server"`
-	// StopReason is as in Summary.
+	// StopReason and ResumeNote are as in Summary.
 	StopReason string `json:"stopReason"`
+	ResumeNote string `json:"resumeNote"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per

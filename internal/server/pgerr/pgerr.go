@@ -16,6 +16,7 @@ const (
 	InFailedTransaction        = "25P02" // in_failed_sql_transaction
 	NoActiveTransaction        = "25P01" // no_active_sql_transaction
 	ActiveTransaction          = "25001" // active_sql_transaction
+	ReadOnlySQLTransaction     = "25006" // read_only_sql_transaction
 	SyntaxError                = "42601" // syntax_error
 	UndefinedTable             = "42P01" // undefined_table
 	UndefinedColumn            = "42703" // undefined_column

@@ -194,6 +194,11 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			return nil, err
 		}
 		return constExpr(types.Text, Version), nil
+	case "pg_is_in_recovery":
+		if err := argc(0); err != nil {
+			return nil, err
+		}
+		return constExpr(types.Bool, c.sess.db.InRecovery()), nil
 	case "pg_backend_pid":
 		if err := argc(0); err != nil {
 			return nil, err

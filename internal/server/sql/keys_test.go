@@ -1,10 +1,13 @@
 package sql
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 )
 
 // TestTextAndMultiColumnKeysThroughSQL declares primary keys and unique constraints on
@@ -57,12 +60,24 @@ func TestTextAndMultiColumnKeysThroughSQL(t *testing.T) {
 		{"CREATE TABLE d (a int4, UNIQUE (a, z))", "ERROR 42703\n"},
 		{"CREATE INDEX ON p (a, a)", "ERROR 0A000\n"},
 		{"CREATE INDEX ON p (a DESC)", "ERROR 0A000\n"},
+		{"CREATE TABLE other (t timestamp PRIMARY KEY, b bytea UNIQUE, f boolean, c char(3), UNIQUE (f, c))", "CREATE TABLE\n"},
+		{"INSERT INTO other VALUES ('2024-01-01 00:00:00', '\\x01', true, 'a'), ('2024-01-02 00:00:00', '\\x02', true, 'b')", "INSERT 0 2\n"},
+		{"INSERT INTO other VALUES ('2024-01-01 00:00:00', '\\x03', false, 'a')", "ERROR 23505\n"},
+		{"INSERT INTO other VALUES ('2024-01-03 00:00:00', '\\x01', false, 'a')", "ERROR 23505\n"},
+		{"INSERT INTO other VALUES ('2024-01-03 00:00:00', '\\x03', true, 'a  ')", "ERROR 23505\n"},
+		{"SELECT b FROM other WHERE c = 'b' AND f", "b\n\\x02\nSELECT 1\n"},
 		{"INSERT INTO city VALUES ('" + strings.Repeat("k", 3000) + "', 'r5', 5)", "ERROR 54000\n"},
 		{"SELECT count(*) FROM city WHERE region = 'r5'", "count\n0\nSELECT 1\n"},
 	} {
 		if got := runSQL(t, s, tc.q); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.q, got, tc.want)
 		}
+	}
+	// PostgreSQL's message and detail for a duplicate of a two-column key.
+	err := s.Query(context.Background(), "INSERT INTO city VALUES ('z', 'r1', 2)", func(*Result) error { return nil })
+	if pe := pgerr.As(err); pe == nil || pe.Code != pgerr.UniqueViolation ||
+		pe.Message != `duplicate key value violates unique constraint "city_region_n_key"` || pe.Detail != "Key (region, n)=(r1, 2) already exists." {
+		t.Errorf("duplicate (region, n): %+v, want PostgreSQL's 23505 message and detail", pe)
 	}
 	ti, err := s.db.Table("city")
 	if err != nil {

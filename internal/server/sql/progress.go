@@ -181,7 +181,7 @@ const maxHeapTuplesPerPage = 291
 
 // progressVacuumColumns are pg_stat_progress_vacuum's columns: PostgreSQL 15's, in its
 // order, then this server's own (rates, usage, time slept and the throttle in force).
-var progressVacuumColumns = []column{
+var progressVacuumColumns = append([]column{
 	{name: "pid", t: types.Int4},
 	{name: "datid", t: types.Oid},
 	{name: "datname", t: types.Text},
@@ -210,7 +210,7 @@ var progressVacuumColumns = []column{
 	{name: "max_wal_rate", t: types.Int8},
 	{name: "paused", t: types.Bool},
 	{name: "time_paused_ms", t: types.Int8},
-}
+}, adaptiveColumns...)
 
 // adaptiveColumns are both progress views' last columns: the adaptive throttle's binding
 // signal, its budget and the time bound by each binding (NULL while no target was set).
@@ -224,13 +224,8 @@ var adaptiveColumns = []column{
 	{name: "adaptive_hard_stop_ms", t: types.Int8},
 }
 
-func init() {
-	progressVacuumColumns = append(progressVacuumColumns, adaptiveColumns...)
-	progressClusterColumns = append(progressClusterColumns, adaptiveColumns...)
-}
-
 // progressClusterColumns are PostgreSQL 15's pg_stat_progress_cluster columns.
-var progressClusterColumns = []column{
+var progressClusterColumns = append([]column{
 	{name: "pid", t: types.Int4},
 	{name: "datid", t: types.Oid},
 	{name: "datname", t: types.Text},
@@ -246,10 +241,11 @@ var progressClusterColumns = []column{
 	// This server's own: vacuum_pause.
 	{name: "paused", t: types.Bool},
 	{name: "time_paused_ms", t: types.Int8},
-}
+}, adaptiveColumns...)
 
 // progressVacuumRows are the rows of pg_stat_progress_vacuum: one per lazy VACUUM running.
-func (s *Session) progressVacuumRows(fn func([]any) error) error {
+func (s *Session) progressVacuumRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if rv.full {
 			continue
@@ -261,41 +257,33 @@ func (s *Session) progressVacuumRows(fn func([]any) error) error {
 		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
 			maxDead = bound
 		}
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
+		rows = append(rows, append([]any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,
 			maxDead, tp.DeadTIDs, rv.mwm, tp.DeadTIDBytes, tp.TuplesRemoved,
 			int64(snap.PagesPerSecond), tp.Usage.ReadBytes, tp.Usage.WriteBytes, tp.Usage.WALBytes,
 			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
 			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond,
-			st.Paused, st.PausedFor.Milliseconds()}
-		row = append(row, rv.adapt.view().columns()...)
-		if err := fn(row); err != nil {
-			return err
-		}
+			st.Paused, st.PausedFor.Milliseconds()}, rv.adapt.view().columns()...))
 	}
-	return nil
+	return rows, nil
 }
 
 // progressClusterRows are the rows of pg_stat_progress_cluster: one per VACUUM FULL. The
 // engine counts heap blocks, not tuples, so heap_tuples_scanned/written are NULL until the
 // rewrite reports them; index_rebuild_count counts the indexes rebuilt once done.
-func (s *Session) progressClusterRows(fn func([]any) error) error {
+func (s *Session) progressClusterRows(*execCtx) ([][]any, error) {
+	var rows [][]any
 	for _, rv := range s.vacuums.list() {
 		if !rv.full {
 			continue
 		}
 		tp, _, _, relid := rv.current()
-		phase := clusterPhase(tp.Phase)
 		st := rv.run.ThrottleStats()
-		row := []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", phase,
+		rows = append(rows, append([]any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", clusterPhase(tp.Phase),
 			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses,
-			st.Paused, st.PausedFor.Milliseconds()}
-		row = append(row, rv.adapt.view().columns()...)
-		if err := fn(row); err != nil {
-			return err
-		}
+			st.Paused, st.PausedFor.Milliseconds()}, rv.adapt.view().columns()...))
 	}
-	return nil
+	return rows, nil
 }
 
 // throttleSettings are the settings vacuum_set_throttle changes, as their SQL names.

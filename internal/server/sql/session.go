@@ -553,6 +553,10 @@ func engineError(err error) error {
 		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access: the table was rewritten during the statement")
 	case errors.Is(err, engine.ErrClosed):
 		return pgerr.Wrap(err, pgerr.AdminShutdown, "terminating connection due to administrator command")
+	case errors.Is(err, engine.ErrReadOnly):
+		return pgerr.Wrap(err, pgerr.ReadOnlySQLTransaction, "cannot execute this statement in a read-only transaction (the server is a hot standby)")
+	case errors.Is(err, engine.ErrStandbyConflict):
+		return pgerr.Wrap(err, pgerr.SerializationFailure, "canceling statement due to conflict with recovery")
 	case errors.Is(err, engine.ErrNeedsRecovery):
 		return pgerr.Wrap(err, pgerr.IOError, "%s", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -191,3 +191,41 @@ func TestIndexedEqualityAndRangeUseTheBTree(t *testing.T) {
 		t.Fatalf("range through the index: %q", got)
 	}
 }
+
+// TestSystemViewsShareOneRowEmitter reads a View another package provides and the
+// session's own views through the same emitter: aliases, pg_catalog qualification, WHERE
+// and column selection work alike, and a provided row of the wrong width is XX000, never
+// a short row.
+func TestSystemViewsShareOneRowEmitter(t *testing.T) {
+	dir := t.TempDir()
+	if err := engine.Init(dir, engine.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	rows := [][]any{{int64(1), "one"}, {int64(2), nil}}
+	s := NewSession(Config{DB: db, PID: 42, User: "tester", Views: map[string]View{
+		"ext_view": {Columns: []ViewColumn{{Name: "n", Type: types.Int8}, {Name: "label", Type: types.Text}},
+			Rows: func() [][]any { return rows }},
+	}})
+	for _, tc := range []struct{ q, want string }{
+		{"SELECT * FROM ext_view", "n|label\n1|one\n2|\nSELECT 2\n"},
+		{"SELECT e.label FROM pg_catalog.ext_view e WHERE e.n = 1", "label\none\nSELECT 1\n"},
+		{"SELECT count(*) FROM pg_stat_progress_vacuum", "count\n0\nSELECT 1\n"},
+		{"SELECT s.relname FROM pg_catalog.pg_stat_user_tables s", "relname\nSELECT 0\n"},
+		{"SELECT kind FROM vacuumops_statement_latency", "kind\nSELECT 0\n"},
+		{"SELECT system_identifier <> 0 FROM pg_control_system()", "?column?\nt\nSELECT 1\n"},
+		{"SELECT * FROM other.ext_view", "ERROR 42P01\n"},
+	} {
+		if got := runSQL(t, s, tc.q); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.q, got, tc.want)
+		}
+	}
+	rows = [][]any{{int64(3)}}
+	if got := runSQL(t, s, "SELECT * FROM ext_view"); got != "n|label\nERROR XX000\n" && got != "ERROR XX000\n" {
+		t.Errorf("a short row of a provided view: %q, want XX000", got)
+	}
+}

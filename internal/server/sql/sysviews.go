@@ -53,63 +53,85 @@ func orNull(t time.Time) any {
 	return t.UTC()
 }
 
+// viewRows produces a system view's rows, each one value per column of the view, of the
+// column's type as the session's expressions use them (int64 for integers, string for
+// text, time.Time for timestamps, nil for NULL).
+type viewRows func(*Session, *execCtx) ([][]any, error)
+
+// systemViews are the views this server answers by name (also under pg_catalog), besides
+// the Views another package provides (Config.Views, which take precedence).
+var systemViews = map[string]struct {
+	cols []column
+	rows viewRows
+}{
+	"pg_stat_activity":            {activityColumns, (*Session).activityRows},
+	"pg_stat_progress_vacuum":     {progressVacuumColumns, (*Session).progressVacuumRows},
+	"pg_stat_progress_cluster":    {progressClusterColumns, (*Session).progressClusterRows},
+	"vacuumops_statement_latency": {latencyColumns, (*Session).latencyRows},
+	"pg_stat_user_tables":         {userTablesColumns, (*Session).userTablesRows},
+	"pg_stat_all_tables":          {userTablesColumns, (*Session).userTablesRows},
+}
+
 // systemView returns the source of a system view this server answers (nil: none).
 func (s *Session) systemView(rv *pg.RangeVar) *source {
 	if rv.Schemaname != "" && rv.Schemaname != "pg_catalog" {
-		return nil
-	}
-	if src := s.extView(rv); src != nil {
-		return src
-	}
-	var cols []column
-	var rows func(fn func([]any) error) error
-	var xrows func(x *execCtx, fn func([]any) error) error
-	switch rv.Relname {
-	case "pg_stat_activity":
-		cols, rows = activityColumns, s.activityRows
-	case "pg_stat_progress_vacuum":
-		cols, rows = progressVacuumColumns, s.progressVacuumRows
-	case "pg_stat_progress_cluster":
-		cols, rows = progressClusterColumns, s.progressClusterRows
-	case "vacuumops_statement_latency":
-		cols, rows = latencyColumns, s.latencyRows
-	case "pg_stat_user_tables", "pg_stat_all_tables":
-		cols, xrows = userTablesColumns, s.userTablesRows
-	default:
 		return nil
 	}
 	alias := rv.Relname
 	if rv.Alias != nil {
 		alias = rv.Alias.Aliasname
 	}
-	if xrows != nil {
-		return viewSource(alias, cols, xrows)
+	if v, ok := s.views[rv.Relname]; ok {
+		cols := make([]column, len(v.Columns))
+		for i, c := range v.Columns {
+			cols[i] = column{name: c.Name, t: c.Type}
+		}
+		return s.viewSource(alias, cols, func(*Session, *execCtx) ([][]any, error) { return v.Rows(), nil })
 	}
-	return viewSource(alias, cols, func(_ *execCtx, fn func([]any) error) error { return rows(fn) })
+	v, ok := systemViews[rv.Relname]
+	if !ok {
+		return nil
+	}
+	return s.viewSource(alias, v.cols, v.rows)
 }
 
-// viewSource is a source of rows that no table holds, its columns named for alias.
-func viewSource(alias string, cols []column, rows func(*execCtx, func([]any) error) error) *source {
+// viewSource is the one row emitter of every system view (and of pg_control_system() in
+// FROM): a source whose columns are named for alias and whose rows, read when the query
+// runs, are checked to have one value per column (XX000 otherwise: a view's bug, never a
+// short row sent to the client).
+func (s *Session) viewSource(alias string, cols []column, rows viewRows) *source {
 	out := make([]column, len(cols))
 	for i, c := range cols {
 		c.table = alias
 		out[i] = c
 	}
-	return &source{cols: out, rowsFn: rows}
-}
-
-func (s *Session) activityRows(fn func([]any) error) error {
-	if s.activity == nil {
-		return nil
-	}
-	for _, a := range s.activity() {
-		row := []any{a.Database, a.PID, a.User, a.AppName, nilIfEmpty(a.ClientAddr), orNull(a.BackendStart),
-			orNull(a.XactStart), orNull(a.QueryStart), a.State, a.Query, "client backend"}
-		if err := fn(row); err != nil {
+	return &source{cols: out, rowsFn: func(x *execCtx, fn func([]any) error) error {
+		rs, err := rows(s, x)
+		if err != nil {
 			return err
 		}
+		for _, r := range rs {
+			if len(r) != len(out) {
+				return pgerr.New(pgerr.InternalError, "view %s: a row of %d values for %d columns", alias, len(r), len(out))
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+func (s *Session) activityRows(*execCtx) ([][]any, error) {
+	if s.activity == nil {
+		return nil, nil
 	}
-	return nil
+	var rows [][]any
+	for _, a := range s.activity() {
+		rows = append(rows, []any{a.Database, a.PID, a.User, a.AppName, nilIfEmpty(a.ClientAddr), orNull(a.BackendStart),
+			orNull(a.XactStart), orNull(a.QueryStart), a.State, a.Query, "client backend"})
+	}
+	return rows, nil
 }
 
 func nilIfEmpty(s string) any {
@@ -163,14 +185,14 @@ func (s *Session) controlSystem(rf *pg.RangeFunction, f *pg.FuncCall) (*source, 
 			return nil, pgerr.Unsupported("column aliases for pg_control_system()")
 		}
 	}
-	return viewSource(alias, controlSystemColumns, func(_ *execCtx, fn func([]any) error) error {
+	return s.viewSource(alias, controlSystemColumns, func(*Session, *execCtx) ([][]any, error) {
 		var modified any
 		if fi, err := os.Stat(filepath.Join(s.db.Dir(), wal.ControlFileName)); err == nil {
 			modified = fi.ModTime().UTC().Truncate(time.Second)
 		}
 		// The identifier is an unsigned 64-bit number; PostgreSQL shows it as bigint, so
 		// one above 2^63 reads negative there too.
-		return fn([]any{int64(engine.DataVersion), int64(0), int64(s.db.SystemID()), modified})
+		return [][]any{{int64(engine.DataVersion), int64(0), int64(s.db.SystemID()), modified}}, nil
 	}), nil
 }
 
@@ -189,18 +211,17 @@ var latencyColumns = []column{
 	{name: "mean_us", t: types.Int8},
 }
 
-func (s *Session) latencyRows(fn func([]any) error) error {
+func (s *Session) latencyRows(*execCtx) ([][]any, error) {
 	if s.latency == nil {
-		return nil
+		return nil, nil
 	}
 	secs := int64(latency.Window / time.Second)
+	us := func(d time.Duration) int64 { return d.Microseconds() }
+	var rows [][]any
 	for _, st := range s.latency.Snapshot() {
-		us := func(d time.Duration) int64 { return d.Microseconds() }
-		if err := fn([]any{st.Kind, secs, st.Count, us(st.P50), us(st.P90), us(st.P99), us(st.P999), us(st.Max), us(st.Mean)}); err != nil {
-			return err
-		}
+		rows = append(rows, []any{st.Kind, secs, st.Count, us(st.P50), us(st.P90), us(st.P99), us(st.P999), us(st.Max), us(st.Mean)})
 	}
-	return nil
+	return rows, nil
 }
 
 // userTablesColumns are the pg_stat_user_tables columns this server fills, with
@@ -219,28 +240,27 @@ var userTablesColumns = []column{
 // scan of every table classified against the vacuum horizon (the engine keeps no running
 // counters), so reading the view costs a scan of the database; last_vacuum and
 // vacuum_count count the VACUUMs finished since the server started.
-func (s *Session) userTablesRows(x *execCtx, fn func([]any) error) error {
+func (s *Session) userTablesRows(x *execCtx) ([][]any, error) {
 	tables, err := s.db.Tables()
 	if err != nil {
-		return engineError(err)
+		return nil, engineError(err)
 	}
 	stats, err := s.db.Stats(x.ctx)
 	if err != nil {
-		return engineError(err)
+		return nil, engineError(err)
 	}
 	byName := map[string]engine.TableStats{}
 	for _, st := range stats {
 		byName[st.Name] = st
 	}
+	var rows [][]any
 	for _, t := range tables {
 		st := byName[t.Name]
 		v := s.vacuums.vacuumedOf(t.OID)
-		if err := fn([]any{int64(t.OID), "public", t.Name, st.LiveTuples, st.DeadTuples + st.RecentlyDeadTuples,
-			orNull(v.last), v.count}); err != nil {
-			return err
-		}
+		rows = append(rows, []any{int64(t.OID), "public", t.Name, st.LiveTuples, st.DeadTuples + st.RecentlyDeadTuples,
+			orNull(v.last), v.count})
 	}
-	return nil
+	return rows, nil
 }
 
 // regclass is to_regclass(name): the OID of the table or index name names (a bare or

@@ -55,6 +55,9 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 			opts.DisableTruncate = !on
 		case "skip_locked":
 			opts.NoWait = on
+		case "resume":
+			// The engine's own: continue each table's lazy vacuum from its saved position.
+			opts.Resume = on
 		case "parallel":
 			n, err := defInt(d.Arg)
 			if err != nil || n < 0 || n > 1024 {

@@ -61,6 +61,8 @@ func runPsql(t *testing.T, addr, script string, extra ...string) string {
 	return out.String()
 }
 
+// TestPsqlRunsAScriptWithSQLSTATEErrors runs a psql script with errors; psql's \dt and \d
+// (joins over pg_catalog) get 0A000, as docs/sql.md says.
 func TestPsqlRunsAScriptWithSQLSTATEErrors(t *testing.T) {
 	s := startServer(t, wire.Config{})
 	script := filepath.Join(t.TempDir(), "s.sql")
@@ -74,6 +76,8 @@ SELECT 1 / 0;
 SELECT 1;
 ROLLBACK;
 SELECT count(*) FROM t;
+\dt
+\d t
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +105,11 @@ ROLLBACK
 SELECT count(*) FROM t;
 count
 2
-(1 row)`, script)
+(1 row)
+\dt
+psql:%[1]s:11: ERROR:  0A000
+\d t
+psql:%[1]s:12: ERROR:  0A000`, script)
 	if got != want {
 		t.Fatalf("psql output:\n%s\nwant:\n%s", got, want)
 	}

@@ -1,0 +1,443 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vacuumops/vacuum-operator/internal/pgtest"
+	"github.com/vacuumops/vacuum-operator/internal/server/command"
+)
+
+// Experiment 7: the engine server against PostgreSQL 15 under pgbench, side by side in one
+// run: same pgbench binary, scale, clients, threads and duration, the two systems
+// interleaved (their order alternates by round), reported as ratios.
+
+// The two systems of experiment 7.
+const (
+	sysOurs     = "engine-server"
+	sysPostgres = "postgresql-15"
+)
+
+// srvSystem is one server pgbench drives.
+type srvSystem struct {
+	name, addr, user, password string
+	stop                       func()
+}
+
+func (s *srvSystem) url() string {
+	return fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", s.user, s.password, s.addr)
+}
+
+// startOurs serves a fresh data directory with the engine server, in this process.
+func (r *runner) startOurs(ctx context.Context) (*srvSystem, error) {
+	dir := filepath.Join(r.work, "exp7-engine-server")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	const pw = "bench-secret"
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("bench:"+pw+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	var log bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- command.Main(sctx, []string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
+			"--auth", "scram", "--users-file", users, "--buffer-pool", strconv.FormatInt(r.sz.SrvPoolBytes, 10),
+			"--max-connections", "64"}, &log, &log)
+	}()
+	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, stop: func() { cancel(); <-done }}
+	if err := waitSQL(ctx, s, done); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("engine-server: %w\n%s", err, log.String())
+	}
+	return s, nil
+}
+
+// startPostgres starts PostgreSQL 15 with its durable defaults back (pgtest turns fsync,
+// synchronous_commit and full_page_writes off for tests) and the same buffer pool.
+func (r *runner) startPostgres(ctx context.Context) (*srvSystem, error) {
+	pg, err := pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64")
+	if err != nil {
+		return nil, err
+	}
+	return &srvSystem{name: sysPostgres, addr: pg.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: pg.Stop}, nil
+}
+
+func waitSQL(ctx context.Context, s *srvSystem, exited <-chan int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := pgx.Connect(ctx, s.url())
+		if err == nil {
+			return c.Close(ctx)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no session within 60 s: %w", err)
+		}
+		select {
+		case code := <-exited:
+			return fmt.Errorf("exited %d before accepting sessions", code)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pgbenchRun is one pgbench run's figures; latencies are per transaction (from -l), with
+// the time each ended.
+type pgbenchRun struct {
+	tps                 float64
+	transactions, fails int64
+	lat                 []time.Duration
+	ends                []time.Time
+}
+
+var (
+	benchTPSRE       = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	benchProcessedRE = regexp.MustCompile(`number of transactions actually processed: (\d+)`)
+	benchFailedRE    = regexp.MustCompile(`number of failed transactions: (\d+)`)
+)
+
+// pgbench runs PostgreSQL 15's pgbench against s; with logs it reads every transaction's
+// latency from -l files.
+func (r *runner) pgbench(ctx context.Context, s *srvSystem, logs bool, args ...string) (pgbenchRun, error) {
+	var run pgbenchRun
+	host, port, _ := net.SplitHostPort(s.addr)
+	dir, err := os.MkdirTemp(r.work, "pgbench-")
+	if err != nil {
+		return run, err
+	}
+	defer os.RemoveAll(dir)
+	all := append([]string{"-h", host, "-p", port, "-U", s.user}, args...)
+	if logs {
+		all = append(all, "-l")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(pgtest.BinDir, "pgbench"), append(all, "postgres")...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10", "PGPASSWORD=" + s.password}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return run, fmt.Errorf("pgbench %v against %s: %w\n%s", args, s.name, err, out)
+	}
+	if m := benchTPSRE.FindSubmatch(out); m != nil {
+		run.tps, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := benchProcessedRE.FindSubmatch(out); m != nil {
+		run.transactions, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if m := benchFailedRE.FindSubmatch(out); m != nil {
+		run.fails, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if !logs {
+		return run, nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "pgbench_log.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return run, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			// client transaction latency_us script epoch_s epoch_us
+			fs := strings.Fields(line)
+			if len(fs) < 6 {
+				continue
+			}
+			us, err1 := strconv.ParseInt(fs[2], 10, 64)
+			sec, err2 := strconv.ParseInt(fs[4], 10, 64)
+			usec, err3 := strconv.ParseInt(fs[5], 10, 64)
+			if err := errors.Join(err1, err2, err3); err != nil {
+				return run, fmt.Errorf("pgbench log %s line %q: %w", filepath.Base(f), line, err)
+			}
+			run.lat = append(run.lat, time.Duration(us)*time.Microsecond)
+			run.ends = append(run.ends, time.Unix(sec, usec*1000))
+		}
+	}
+	if len(run.lat) == 0 {
+		return run, fmt.Errorf("pgbench %v against %s wrote no per-transaction log", args, s.name)
+	}
+	return run, nil
+}
+
+// between is the p99 and the count of the transactions that ended in [from, to].
+func (p pgbenchRun) between(from, to time.Time) (p99 time.Duration, n int) {
+	var in []time.Duration
+	for i, e := range p.ends {
+		if !e.Before(from) && !e.After(to) {
+			in = append(in, p.lat[i])
+		}
+	}
+	if len(in) == 0 {
+		return 0, 0
+	}
+	slices.Sort(in)
+	return percentile(in, 0.99), len(in)
+}
+
+func (p pgbenchRun) percentiles() (p50, p99 time.Duration) {
+	s := slices.Clone(p.lat)
+	slices.Sort(s)
+	return percentile(s, 0.5), percentile(s, 0.99)
+}
+
+func runServer(ctx context.Context, r *runner) (*Section, error) {
+	sz := r.sz
+	ours, err := r.startOurs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ours.stop()
+	pg, err := r.startPostgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer pg.stop()
+	scale := strconv.Itoa(sz.SrvScale)
+	for _, s := range []*srvSystem{ours, pg} {
+		if _, err := r.pgbench(ctx, s, false, "-i", "-s", scale); err != nil {
+			return nil, err
+		}
+	}
+	clients, threads := strconv.Itoa(sz.SrvClients), strconv.Itoa(sz.SrvThreads)
+	secs := strconv.Itoa(int(sz.SrvDuration / time.Second))
+	runs := NewTable("exp7_pgbench", 2, "workload", "system", "round", "tps", "p50_ms", "p99_ms", "transactions", "failed")
+	// Per workload and system, every round's figures, for the ratios.
+	tps := map[string]map[string][]float64{}
+	p99s := map[string]map[string][]float64{}
+	add := func(m map[string]map[string][]float64, w, s string, v float64) {
+		if m[w] == nil {
+			m[w] = map[string][]float64{}
+		}
+		m[w][s] = append(m[w][s], v)
+	}
+	order := func(round int) []*srvSystem {
+		if round%2 == 0 {
+			return []*srvSystem{ours, pg}
+		}
+		return []*srvSystem{pg, ours}
+	}
+	workloads := []string{"select-only", "tpcb-like"}
+	for round := range sz.SrvRounds {
+		for _, w := range workloads {
+			for _, s := range order(round) {
+				run, err := r.pgbench(ctx, s, true, "-b", w, "-M", "prepared", "-c", clients, "-j", threads, "-T", secs)
+				if err != nil {
+					return nil, err
+				}
+				p50, p99 := run.percentiles()
+				r.logf("  %s %s round %d: %.0f tps, p99 %.2f ms", w, s.name, round+1, run.tps, ms(p99))
+				if err := runs.Add([]string{w + " -M prepared", s.name}, float64(round+1), run.tps, ms(p50), ms(p99),
+					float64(run.transactions), float64(run.fails)); err != nil {
+					return nil, err
+				}
+				add(tps, w, s.name, run.tps)
+				add(p99s, w, s.name, ms(p99))
+			}
+		}
+	}
+
+	// Foreground p99 during VACUUM of pgbench_accounts after a bloating UPDATE of half its
+	// rows, unthrottled and at a 10 ms cost delay (limit 200).
+	vacs := NewTable("exp7_vacuum", 2, "vacuum", "system", "cost_delay_ms", "vacuum_s", "fg_p99_before_ms",
+		"fg_p99_during_ms", "fg_samples_during")
+	vacP99 := map[string]map[string][]float64{}
+	for i, delay := range []time.Duration{0, sz.SrvVacuumDelay} {
+		label := "unthrottled"
+		if delay > 0 {
+			label = fmt.Sprintf("cost delay %s", delay)
+		}
+		for _, s := range order(i) {
+			row, err := r.vacuumBeside(ctx, s, delay, clients, threads)
+			if err != nil {
+				return nil, err
+			}
+			r.logf("  VACUUM %s %s: %.2f s, foreground p99 %.2f ms before, %.2f ms during (%d samples)",
+				label, s.name, row.vacuum.Seconds(), ms(row.before), ms(row.during), row.samples)
+			if err := vacs.Add([]string{label, s.name}, ms(delay), row.vacuum.Seconds(), ms(row.before), ms(row.during),
+				float64(row.samples)); err != nil {
+				return nil, err
+			}
+			add(vacP99, label, s.name, ms(row.during))
+		}
+	}
+
+	ratios := NewTable("exp7_ratios", 1, "measure", "engine_server", "postgresql_15", "ratio")
+	mean := func(v []float64) float64 {
+		var s float64
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	ratio := func(name string, a, b float64) error {
+		q := 0.0
+		if b > 0 {
+			q = a / b
+		}
+		return ratios.Add([]string{name}, a, b, q)
+	}
+	for _, w := range workloads {
+		if err := ratio(w+" tps", mean(tps[w][sysOurs]), mean(tps[w][sysPostgres])); err != nil {
+			return nil, err
+		}
+		if err := ratio(w+" p99_ms", mean(p99s[w][sysOurs]), mean(p99s[w][sysPostgres])); err != nil {
+			return nil, err
+		}
+	}
+	for _, label := range []string{"unthrottled", fmt.Sprintf("cost delay %s", sz.SrvVacuumDelay)} {
+		if err := ratio("p99_ms during VACUUM "+label, mean(vacP99[label][sysOurs]), mean(vacP99[label][sysPostgres])); err != nil {
+			return nil, err
+		}
+	}
+	sec := &Section{
+		Title: "The engine server against PostgreSQL 15 under pgbench",
+		Claim: "(the engine-server issue's goals) pgbench select-only -M prepared at least PostgreSQL's TPS, " +
+			"tpcb-like at least 0.8 of it; the foreground p99 during VACUUM, ours against PostgreSQL's.",
+		Tables: []*Table{ratios, runs, vacs},
+		Setup: []string{
+			sentence("PostgreSQL 15's pgbench (Debian), scale %d, %d clients on %d threads, %s per run, -M prepared, "+
+				"%d rounds, the two systems interleaved (order alternating by round); p50/p99 from pgbench -l",
+				sz.SrvScale, sz.SrvClients, sz.SrvThreads, sz.SrvDuration, sz.SrvRounds),
+			sentence("engine-server in this process (SCRAM, loopback, --buffer-pool %s); PostgreSQL 15 (Debian) as "+
+				"user nobody with shared_buffers %s, fsync, synchronous_commit and full_page_writes on, autovacuum off",
+				mib(sz.SrvPoolBytes), mib(sz.SrvPoolBytes)),
+			"VACUUM rows: UPDATE of every second account (aid % 2 = 0), then pgbench select-only in the foreground " +
+				"and, after 1 s, VACUUM pgbench_accounts from another session, unthrottled and at vacuum_cost_delay " +
+				sentence("%s with limit 200; p99 of the foreground transactions that ended while it ran", sz.SrvVacuumDelay),
+		},
+		Caveats: []string{
+			"One machine for the servers and pgbench: the client's CPU is part of every figure, the same for both.",
+			"The two VACUUMs last different times (exp7_vacuum's vacuum_s), so each p99 during VACUUM covers its own " +
+				"window; a short window holds few samples (fg_samples_during), and its p99 is noisier.",
+			"Both commit durably (PostgreSQL with fsync and synchronous_commit on; the engine flushes its WAL at " +
+				"every commit).",
+		},
+	}
+	sec.Rules = serverRules(tablesOf(sec.Tables))
+	return sec, nil
+}
+
+// vacuumRow is one VACUUM beside the foreground.
+type vacuumRow struct {
+	vacuum, before, during time.Duration
+	samples                int
+}
+
+func (r *runner) vacuumBeside(ctx context.Context, s *srvSystem, delay time.Duration, clients, threads string) (vacuumRow, error) {
+	var row vacuumRow
+	c, err := pgx.Connect(ctx, s.url())
+	if err != nil {
+		return row, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	if _, err := c.Exec(ctx, "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 2 = 0"); err != nil {
+		return row, fmt.Errorf("%s: bloating UPDATE: %w", s.name, err)
+	}
+	if _, err := c.Exec(ctx, fmt.Sprintf("SET vacuum_cost_delay = %d", delay.Milliseconds())); err != nil {
+		return row, err
+	}
+	if _, err := c.Exec(ctx, "SET vacuum_cost_limit = 200"); err != nil {
+		return row, err
+	}
+	fg := make(chan error, 1)
+	var run pgbenchRun
+	window := strconv.Itoa(int(r.sz.SrvVacuumWindow / time.Second))
+	go func() {
+		var err error
+		run, err = r.pgbench(ctx, s, true, "-b", "select-only", "-M", "prepared", "-c", clients, "-j", threads, "-T", window)
+		fg <- err
+	}()
+	// The foreground is measured from when all its sessions are in, then 1 s alone.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'").Scan(&n); err != nil {
+			return row, fmt.Errorf("%s: pg_stat_activity: %w", s.name, err)
+		}
+		if n >= int64(r.sz.SrvClients) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return row, fmt.Errorf("%s: %d of pgbench's %d sessions connected within 30 s", s.name, n, r.sz.SrvClients)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	start := time.Now()
+	_, verr := c.Exec(ctx, "VACUUM pgbench_accounts")
+	end := time.Now()
+	if err := <-fg; err != nil {
+		return row, err
+	}
+	if verr != nil {
+		return row, fmt.Errorf("%s: VACUUM: %w", s.name, verr)
+	}
+	if end.After(start.Add(r.sz.SrvVacuumWindow - time.Second)) {
+		r.warn("experiment 7: %s's VACUUM outlasted the %s foreground run; its p99 covers the overlap only", s.name, r.sz.SrvVacuumWindow)
+	}
+	row.vacuum = end.Sub(start)
+	row.before, _ = run.between(start.Add(-time.Hour), start)
+	row.during, row.samples = run.between(start, end)
+	return row, nil
+}
+
+// Goals of experiment 7 (the engine-server issue).
+const (
+	srvSelectGoal = 1.0
+	srvTPCBGoal   = 0.8
+)
+
+func serverRules(ts tables) []Rule {
+	c := &cells{ts: ts}
+	const t = "exp7_ratios"
+	sel := c.num(t, c.row(t, "select-only tps"), "ratio")
+	tpcb := c.num(t, c.row(t, "tpcb-like tps"), "ratio")
+	return []Rule{
+		{Statement: sentence("select-only -M prepared meets its goal when its TPS ratio is at least %.1f", srvSelectGoal),
+			Holds: sel >= srvSelectGoal, Then: sentence("Met: %.2f.", sel), Else: sentence("Not met: %.2f.", sel)},
+		{Statement: sentence("tpcb-like -M prepared meets its goal when its TPS ratio is at least %.1f", srvTPCBGoal),
+			Holds: tpcb >= srvTPCBGoal, Then: sentence("Met: %.2f.", tpcb), Else: sentence("Not met: %.2f.", tpcb)},
+	}
+}
+
+func serverHeadline(ts tables) (string, error) {
+	c := &cells{ts: ts}
+	const t = "exp7_ratios"
+	var parts []string
+	for _, m := range c.rows(t, "") {
+		if c.err != nil {
+			break
+		}
+		name := m[0]
+		ours, pg, q := c.num(t, m, "engine_server"), c.num(t, m, "postgresql_15"), c.num(t, m, "ratio")
+		if strings.HasSuffix(name, " tps") {
+			parts = append(parts, sentence("%s %.0f against %.0f (ratio %.2f)", name, ours, pg, q))
+		} else {
+			parts = append(parts, sentence("%s %.2f against %.2f (ratio %.2f)", name, ours, pg, q))
+		}
+	}
+	if c.err != nil {
+		return "", c.err
+	}
+	return "engine-server against PostgreSQL 15: " + joinComma(parts) + ".", nil
+}
