@@ -40,15 +40,15 @@ func isAdaptiveSetting(name string) bool {
 
 // adaptiveTargets are a VACUUM's adaptive settings; zero targets are off.
 type adaptiveTargets struct {
-	latency    time.Duration // the foreground percentile's target
-	perMille   int           // which percentile: 990 = p99
-	lagBytes   int64         // the largest standby lag in bytes
-	lagSeconds time.Duration // the largest standby replay lag
-	floor      int           // per mille of the ceiling
+	latency  time.Duration // the foreground percentile's target
+	perMille int           // which percentile: 990 = p99
+	lagBytes int64         // the largest standby lag in bytes
+	lagDelay time.Duration // the largest standby replay lag
+	floor    int           // per mille of the ceiling
 }
 
 // on reports whether a target is set.
-func (t adaptiveTargets) on() bool { return t.latency > 0 || t.lagBytes > 0 || t.lagSeconds > 0 }
+func (t adaptiveTargets) on() bool { return t.latency > 0 || t.lagBytes > 0 || t.lagDelay > 0 }
 
 func defaultAdaptiveTargets() adaptiveTargets { return adaptiveTargets{perMille: 990, floor: 100} }
 
@@ -91,7 +91,7 @@ func applyAdaptiveSetting(t adaptiveTargets, name, value string) (adaptiveTarget
 		if perr != nil {
 			err = badAdaptive(name, value, "seconds such as 5, 1.5 or 500ms, or 0 for off")
 		} else {
-			t.lagSeconds = d
+			t.lagDelay = d
 		}
 	default:
 		err = pgerr.New(pgerr.InvalidParameterValue, "\"%s\" is not an adaptive setting (one of %v)", name, adaptiveSettings)
@@ -333,8 +333,8 @@ func (t adaptiveTargets) signals() []adaptive.Signal {
 	if t.lagBytes > 0 {
 		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: float64(t.lagBytes)})
 	}
-	if t.lagSeconds > 0 {
-		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: t.lagSeconds.Seconds()})
+	if t.lagDelay > 0 {
+		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: t.lagDelay.Seconds()})
 	}
 	return out
 }
@@ -364,7 +364,7 @@ func (a *adaptiveRun) sample(t adaptiveTargets) []adaptive.Sample {
 		}
 		out = append(out, s)
 	}
-	if t.lagBytes > 0 || t.lagSeconds > 0 {
+	if t.lagBytes > 0 || t.lagDelay > 0 {
 		var lag ReplicationLag
 		if a.lag != nil {
 			lag = a.lag()
@@ -372,7 +372,7 @@ func (a *adaptiveRun) sample(t adaptiveTargets) []adaptive.Sample {
 		if t.lagBytes > 0 {
 			out = append(out, adaptive.Sample{Value: float64(lag.Bytes), Fresh: lag.Standbys > 0})
 		}
-		if t.lagSeconds > 0 {
+		if t.lagDelay > 0 {
 			out = append(out, adaptive.Sample{Value: lag.Delay.Seconds(), Fresh: lag.Standbys > 0 && lag.Delay >= 0})
 		}
 	}

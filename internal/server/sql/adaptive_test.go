@@ -39,9 +39,9 @@ func TestAdaptiveSettingsParseAsDecidedAndRefuseBadValuesWith22023(t *testing.T)
 		{"vacuum_adaptive_max_lag_bytes", "4096", adaptiveTargets{lagBytes: 4096, perMille: 990, floor: 100}, ""},
 		{"vacuum_adaptive_max_lag_bytes", "16 parsecs", adaptiveTargets{}, "valid units"},
 		{"vacuum_adaptive_max_lag_bytes", "-1", adaptiveTargets{}, "valid units"},
-		{"vacuum_adaptive_max_lag_seconds", "5", adaptiveTargets{lagSeconds: 5 * time.Second, perMille: 990, floor: 100}, ""},
-		{"vacuum_adaptive_max_lag_seconds", "0.5", adaptiveTargets{lagSeconds: 500 * time.Millisecond, perMille: 990, floor: 100}, ""},
-		{"vacuum_adaptive_max_lag_seconds", "250ms", adaptiveTargets{lagSeconds: 250 * time.Millisecond, perMille: 990, floor: 100}, ""},
+		{"vacuum_adaptive_max_lag_seconds", "5", adaptiveTargets{lagDelay: 5 * time.Second, perMille: 990, floor: 100}, ""},
+		{"vacuum_adaptive_max_lag_seconds", "0.5", adaptiveTargets{lagDelay: 500 * time.Millisecond, perMille: 990, floor: 100}, ""},
+		{"vacuum_adaptive_max_lag_seconds", "250ms", adaptiveTargets{lagDelay: 250 * time.Millisecond, perMille: 990, floor: 100}, ""},
 		{"vacuum_adaptive_max_lag_seconds", "-2", adaptiveTargets{}, "seconds"},
 		{"vacuum_adaptive_max_lag_seconds", "soon", adaptiveTargets{}, "seconds"},
 	} {
@@ -66,7 +66,7 @@ func TestAdaptiveSettingsParseAsDecidedAndRefuseBadValuesWith22023(t *testing.T)
 			if err != nil || got != tc.want {
 				t.Fatalf("targets %+v (%v), want %+v", got, err, tc.want)
 			}
-			if tc.want.on() != (tc.want.latency > 0 || tc.want.lagBytes > 0 || tc.want.lagSeconds > 0) {
+			if tc.want.on() != (tc.want.latency > 0 || tc.want.lagBytes > 0 || tc.want.lagDelay > 0) {
 				t.Fatal("on() disagrees with the targets")
 			}
 		})

@@ -166,7 +166,7 @@ func TestAdaptiveThrottleCutsTheBudgetLiveWhenTheForegroundMissesItsTarget(t *te
 	if r.finished || r.budget == nil || *r.budget >= 1000 || r.binding == nil {
 		t.Fatalf("3 s after a target below the foreground's p99: %s, want a budget below 1000", r)
 	}
-	if want := int64(20000 * 1000 / int64(*r.budget)); r.costDly < want*9/10 || r.costDly > want*11/10 {
+	if want := 20000 * 1000 / int64(*r.budget); r.costDly < want*9/10 || r.costDly > want*11/10 {
 		t.Fatalf("cost delay %d µs at budget %d‰, want the ceiling's 20000 µs stretched to ~%d", r.costDly, *r.budget, want)
 	}
 	// A bad value is refused with 22023 and changes nothing.
