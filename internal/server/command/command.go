@@ -29,6 +29,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/replication"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
+	"github.com/vacuumops/vacuum-operator/internal/server/sql"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
 
@@ -196,6 +197,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer primary.Close()
 	cfg.Replication, cfg.Views = primary, primary.Views()
+	cfg.ReplicationLag = func() sql.ReplicationLag { return furthestBehind(primary.Standbys()) }
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on %s: %w", f.listen, err), db.Close())
@@ -329,3 +331,14 @@ var (
 	Stdout io.Writer = os.Stdout
 	Stderr io.Writer = os.Stderr
 )
+
+// furthestBehind is the adaptive throttle's lag signal: the most replay bytes and the
+// longest replay delay over the connected standbys (a delay not known yet is -1).
+func furthestBehind(ss []replication.Standby) sql.ReplicationLag {
+	lag := sql.ReplicationLag{Delay: -1, Standbys: len(ss)}
+	for _, s := range ss {
+		lag.Bytes = max(lag.Bytes, s.ReplayBytes)
+		lag.Delay = max(lag.Delay, s.ReplayLag)
+	}
+	return lag
+}

@@ -45,7 +45,17 @@ type Recorder struct {
 
 	mu    sync.Mutex
 	kinds map[string]*window
+	// recent is every foreground statement over the last Recent, in RecentSlot slots: the
+	// adaptive throttle's signal, which the one-second slots are too coarse for.
+	recent *window
 }
+
+// Recent is the span RecentQuantile covers, in slots of RecentSlot. The adaptive throttle
+// steps every 100 ms, so it judges a change after Recent/RecentSlot periods at the soonest.
+const (
+	Recent     = 500 * time.Millisecond
+	RecentSlot = 100 * time.Millisecond
+)
 
 // window is one kind's sliding window: slot 0 (Current) covers the second that started at
 // start, older slots the seconds before.
@@ -72,16 +82,35 @@ func newAt(now func() time.Time) *Recorder {
 // Collector is the /metrics histogram.
 func (r *Recorder) Collector() prometheus.Collector { return r.prom }
 
-// advance rotates w's slots up to now (r.mu is held).
-func (w *window) advance(now time.Time) {
-	n := int(now.Sub(w.start) / time.Second)
-	if n <= 0 {
+// advance rotates w's one-second slots up to now (r.mu is held).
+func (w *window) advance(now time.Time) { w.advanceBy(now, time.Second, slots) }
+
+// advanceBy rotates w's n slots of width slot up to now.
+func (w *window) advanceBy(now time.Time, slot time.Duration, n int) {
+	k := int(now.Sub(w.start) / slot)
+	if k <= 0 {
 		return
 	}
-	for i := 0; i < min(n, slots); i++ {
+	for i := 0; i < min(k, n); i++ {
 		w.h.Rotate()
 	}
-	w.start = w.start.Add(time.Duration(n) * time.Second)
+	w.start = w.start.Add(time.Duration(k) * slot)
+}
+
+const recentSlots = int(Recent / RecentSlot)
+
+// RecentQuantile returns the foreground's latency at quantile q (0..100) over the last
+// Recent, and the number of statements it covers (0: none, the figure is then 0).
+func (r *Recorder) RecentQuantile(q float64) (time.Duration, int64) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil {
+		return 0, 0
+	}
+	r.recent.advanceBy(now, RecentSlot, recentSlots)
+	h := r.recent.h.Merge()
+	return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, h.TotalCount()
 }
 
 // Observe records one statement of kind (one of Kinds; anything else counts as "other").
@@ -103,6 +132,11 @@ func (r *Recorder) Observe(kind string, d time.Duration) {
 		w.advance(now)
 		_ = w.h.Current.RecordValue(us) // in range by construction
 	}
+	if r.recent == nil {
+		r.recent = &window{h: hdrhistogram.NewWindowed(recentSlots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(RecentSlot)}
+	}
+	r.recent.advanceBy(now, RecentSlot, recentSlots)
+	_ = r.recent.h.Current.RecordValue(us)
 }
 
 func known(kind string) bool {

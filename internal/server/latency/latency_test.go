@@ -135,3 +135,33 @@ func TestAllRowIsOneHistogramOfEveryKindsStatements(t *testing.T) {
 		t.Errorf("a window later: %+v, want no row, all included", rows)
 	}
 }
+
+// TestRecentQuantileCoversTheLastHalfSecondInTenthsOfASecond checks the adaptive
+// throttle's signal: statements older than Recent leave it one 100 ms slot at a time.
+func TestRecentQuantileCoversTheLastHalfSecondInTenthsOfASecond(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	r := newAt(c.now)
+	if d, n := r.RecentQuantile(99); d != 0 || n != 0 {
+		t.Fatalf("empty recorder: %v over %d statements, want 0 over 0", d, n)
+	}
+	for range 100 {
+		r.Observe("select", 50*time.Millisecond)
+	}
+	c.add(300 * time.Millisecond)
+	for range 100 {
+		r.Observe("update", time.Millisecond)
+	}
+	within := func(d, want time.Duration) bool { return d >= want*999/1000 && d <= want*1001/1000 }
+	if d, n := r.RecentQuantile(99); n != 200 || !within(d, 50*time.Millisecond) {
+		t.Fatalf("p99 over both bursts: %v over %d, want 50ms over 200", d, n)
+	}
+	// 500 ms after the slow burst its slot has left the window; the fast one stays.
+	c.add(200 * time.Millisecond)
+	if d, n := r.RecentQuantile(99); n != 100 || !within(d, time.Millisecond) {
+		t.Fatalf("p99 after 500 ms: %v over %d, want 1ms over 100", d, n)
+	}
+	c.add(time.Second)
+	if d, n := r.RecentQuantile(99); d != 0 || n != 0 {
+		t.Fatalf("after 1.5 s: %v over %d, want nothing", d, n)
+	}
+}

@@ -23,7 +23,8 @@ const DatabaseOID = 5
 type Vacuums struct {
 	mu   sync.Mutex
 	runs map[uint32]*runningVacuum
-	done map[uint32]vacuumed // by table OID, since the server started
+	done map[uint32]vacuumed   // by table OID, since the server started
+	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
 }
 
 // vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.
@@ -65,6 +66,8 @@ type runningVacuum struct {
 	run  *vacuum.Batch
 	full bool
 	mwm  int64 // maintenance_work_mem in bytes
+	// adapt is the run's adaptive throttle (adaptive.go; nil in tests that build a run by hand).
+	adapt *adaptiveRun
 
 	mu    sync.Mutex
 	table string
@@ -178,7 +181,7 @@ const maxHeapTuplesPerPage = 291
 
 // progressVacuumColumns are pg_stat_progress_vacuum's columns: PostgreSQL 15's, in its
 // order, then this server's own (rates, usage, time slept and the throttle in force).
-var progressVacuumColumns = []column{
+var progressVacuumColumns = append([]column{
 	{name: "pid", t: types.Int4},
 	{name: "datid", t: types.Oid},
 	{name: "datname", t: types.Text},
@@ -207,10 +210,22 @@ var progressVacuumColumns = []column{
 	{name: "max_wal_rate", t: types.Int8},
 	{name: "paused", t: types.Bool},
 	{name: "time_paused_ms", t: types.Int8},
+}, adaptiveColumns...)
+
+// adaptiveColumns are both progress views' last columns: the adaptive throttle's binding
+// signal, its budget and the time bound by each binding (NULL while no target was set).
+var adaptiveColumns = []column{
+	{name: "adaptive_binding", t: types.Text},
+	{name: "adaptive_budget_per_mille", t: types.Int4},
+	{name: "adaptive_foreground_latency_ms", t: types.Int8},
+	{name: "adaptive_replication_lag_ms", t: types.Int8},
+	{name: "adaptive_ceiling_ms", t: types.Int8},
+	{name: "adaptive_floor_ms", t: types.Int8},
+	{name: "adaptive_hard_stop_ms", t: types.Int8},
 }
 
 // progressClusterColumns are PostgreSQL 15's pg_stat_progress_cluster columns.
-var progressClusterColumns = []column{
+var progressClusterColumns = append([]column{
 	{name: "pid", t: types.Int4},
 	{name: "datid", t: types.Oid},
 	{name: "datname", t: types.Text},
@@ -226,7 +241,7 @@ var progressClusterColumns = []column{
 	// This server's own: vacuum_pause.
 	{name: "paused", t: types.Bool},
 	{name: "time_paused_ms", t: types.Int8},
-}
+}, adaptiveColumns...)
 
 // progressVacuumRows are the rows of pg_stat_progress_vacuum: one per lazy VACUUM running.
 func (s *Session) progressVacuumRows(*execCtx) ([][]any, error) {
@@ -242,13 +257,13 @@ func (s *Session) progressVacuumRows(*execCtx) ([][]any, error) {
 		if bound := tp.HeapBlocksTotal * maxHeapTuplesPerPage; tp.HeapBlocksTotal > 0 && bound < maxDead {
 			maxDead = bound
 		}
-		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
+		rows = append(rows, append([]any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), lazyPhase(tp.Phase),
 			tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.HeapBlocksVacuumed, tp.IndexPasses,
 			maxDead, tp.DeadTIDs, rv.mwm, tp.DeadTIDBytes, tp.TuplesRemoved,
 			int64(snap.PagesPerSecond), tp.Usage.ReadBytes, tp.Usage.WriteBytes, tp.Usage.WALBytes,
 			tp.Slept.Milliseconds(), th.CostDelay.Microseconds(), int64(th.CostLimit),
 			th.MaxReadBytesPerSecond, th.MaxWriteBytesPerSecond, th.MaxWALBytesPerSecond,
-			st.Paused, st.PausedFor.Milliseconds()})
+			st.Paused, st.PausedFor.Milliseconds()}, rv.adapt.view().columns()...))
 	}
 	return rows, nil
 }
@@ -264,9 +279,9 @@ func (s *Session) progressClusterRows(*execCtx) ([][]any, error) {
 		}
 		tp, _, _, relid := rv.current()
 		st := rv.run.ThrottleStats()
-		rows = append(rows, []any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", clusterPhase(tp.Phase),
+		rows = append(rows, append([]any{int64(rv.pid), int64(DatabaseOID), s.database, int64(relid), "VACUUM FULL", clusterPhase(tp.Phase),
 			int64(0), nil, nil, tp.HeapBlocksTotal, tp.HeapBlocksScanned, tp.IndexPasses,
-			st.Paused, st.PausedFor.Milliseconds()})
+			st.Paused, st.PausedFor.Milliseconds()}, rv.adapt.view().columns()...))
 	}
 	return rows, nil
 }
@@ -317,18 +332,36 @@ func applyThrottleSetting(th throttle.Settings, name, value string) (throttle.Se
 		}
 		return th, nil
 	}
-	return th, pgerr.New(pgerr.InvalidParameterValue, "vacuum_set_throttle cannot change \"%s\" (one of %v)", name, throttleSettings)
+	return th, pgerr.New(pgerr.InvalidParameterValue, "vacuum_set_throttle cannot change \"%s\" (one of %v, %v)", name, throttleSettings, adaptiveSettings)
 }
 
 // setThrottle changes the throttle of the VACUUM session pid runs, at its next delay
 // point (false: that session runs no VACUUM).
 func (v *Vacuums) setThrottle(pid uint32, name, value string) (bool, error) {
+	if isAdaptiveSetting(name) {
+		if _, err := applyAdaptiveSetting(defaultAdaptiveTargets(), name, value); err != nil {
+			return false, err
+		}
+		rv := v.get(pid)
+		if rv == nil || rv.adapt == nil {
+			return false, nil
+		}
+		return true, rv.adapt.setTarget(name, value)
+	}
 	if _, err := applyThrottleSetting(throttle.Settings{}, name, value); err != nil {
 		return false, err
 	}
 	rv := v.get(pid)
 	if rv == nil {
 		return false, nil
+	}
+	if rv.adapt != nil {
+		// The static throttle is the adaptive throttle's ceiling.
+		th, err := applyThrottleSetting(rv.adapt.ceilingSettings(), name, value)
+		if err != nil {
+			return false, err
+		}
+		return true, rv.adapt.setCeiling(th)
 	}
 	th, err := applyThrottleSetting(rv.run.Settings(), name, value)
 	if err != nil {
@@ -347,6 +380,9 @@ func (v *Vacuums) setPaused(pid uint32, paused bool) bool {
 	rv := v.get(pid)
 	if rv == nil {
 		return false
+	}
+	if rv.adapt != nil {
+		rv.adapt.setUserPaused(paused)
 	}
 	if paused {
 		rv.run.Pause()

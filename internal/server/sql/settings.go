@@ -57,6 +57,12 @@ var knownSettings = []setting{
 	{name: "vacuum_max_read_rate", def: "0"},
 	{name: "vacuum_max_write_rate", def: "0"},
 	{name: "vacuum_max_wal_rate", def: "0"},
+	// The adaptive throttle's targets (adaptive.go).
+	{name: "vacuum_adaptive_latency_target", def: "0", check: checkAdaptive("vacuum_adaptive_latency_target")},
+	{name: "vacuum_adaptive_latency_percentile_per_mille", def: "990", check: checkAdaptive("vacuum_adaptive_latency_percentile_per_mille")},
+	{name: "vacuum_adaptive_max_lag_bytes", def: "0", check: checkAdaptive("vacuum_adaptive_max_lag_bytes")},
+	{name: "vacuum_adaptive_max_lag_seconds", def: "0", check: checkAdaptive("vacuum_adaptive_max_lag_seconds")},
+	{name: "vacuum_adaptive_floor_per_mille", def: "100", check: checkAdaptive("vacuum_adaptive_floor_per_mille")},
 }
 
 func checkEncoding(v string) (string, error) {

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -101,6 +102,13 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		if err := s.vacuumSettings(&opts); err != nil {
 			return nil, err
 		}
+		targets, err := s.adaptiveSettingsOf()
+		if err != nil {
+			return nil, err
+		}
+		if targets.on() && !hasCeiling(*opts.Throttle) {
+			return nil, errNoCeiling()
+		}
 		names := tables
 		if len(names) == 0 {
 			all, err := s.db.Tables()
@@ -116,6 +124,11 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 			return nil, vacuumError(x, "", err)
 		}
 		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
+		rv.adapt = newAdaptiveRun(run, targets, *opts.Throttle, s.latency, s.vacuums.replicationLag)
+		steerCtx, stopSteering := context.WithCancel(x.ctx)
+		steered := make(chan struct{})
+		go func() { defer close(steered); rv.adapt.steer(steerCtx) }()
+		defer func() { stopSteering(); <-steered }()
 		s.vacuums.add(rv)
 		defer s.vacuums.remove(s.pid)
 		res := &Result{Tag: "VACUUM"}

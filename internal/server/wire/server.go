@@ -58,7 +58,10 @@ type Config struct {
 	Replication ReplicationHandler
 	// Views are system views other packages provide (sql.Config.Views).
 	Views map[string]sql.View
-	Logf  func(format string, args ...any)
+	// ReplicationLag is the standbys' lag, the adaptive throttle's lag signal (nil: no
+	// standby is ever seen).
+	ReplicationLag func() sql.ReplicationLag
+	Logf           func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
@@ -88,6 +91,7 @@ func New(cfg Config) *Server {
 		cfg.Logf = func(string, ...any) {}
 	}
 	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
+	s.vacuums.SetReplicationLag(cfg.ReplicationLag)
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
 }

@@ -1,0 +1,488 @@
+package sql
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/adaptive"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
+	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
+)
+
+// The adaptive throttle inside the server: a VACUUM whose session set a vacuum_adaptive_*
+// target runs with a goroutine beside it that, every adaptivePeriod, reads the server's
+// own foreground latency (package latency's recent window) and the standbys' replication
+// lag, steps an adaptive.Controller and applies its decision through the throttle's live
+// re-throttle (the static settings' rates scaled by the budget: the static throttle stays
+// the ceiling) and its pause primitive (HardStop).
+
+// adaptivePeriod is the control period.
+const adaptivePeriod = 100 * time.Millisecond
+
+// adaptiveSettings are the targets' setting names, as SET and vacuum_set_throttle take them.
+var adaptiveSettings = []string{"vacuum_adaptive_latency_target", "vacuum_adaptive_latency_percentile_per_mille",
+	"vacuum_adaptive_max_lag_bytes", "vacuum_adaptive_max_lag_seconds", "vacuum_adaptive_floor_per_mille"}
+
+func isAdaptiveSetting(name string) bool {
+	for _, n := range adaptiveSettings {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// adaptiveTargets are a VACUUM's adaptive settings; zero targets are off.
+type adaptiveTargets struct {
+	latency  time.Duration // the foreground percentile's target
+	perMille int           // which percentile: 990 = p99
+	lagBytes int64         // the largest standby lag in bytes
+	lagDelay time.Duration // the largest standby replay lag
+	floor    int           // per mille of the ceiling
+}
+
+// on reports whether a target is set.
+func (t adaptiveTargets) on() bool { return t.latency > 0 || t.lagBytes > 0 || t.lagDelay > 0 }
+
+func defaultAdaptiveTargets() adaptiveTargets { return adaptiveTargets{perMille: 990, floor: 100} }
+
+func badAdaptive(name, value, why string) error {
+	return pgerr.New(pgerr.InvalidParameterValue, "invalid value for parameter \"%s\": \"%s\" (%s)", name, value, why)
+}
+
+// applyAdaptiveSetting returns t with one setting changed, parsed as SET parses it.
+func applyAdaptiveSetting(t adaptiveTargets, name, value string) (adaptiveTargets, error) {
+	v := strings.TrimSpace(value)
+	perMille := func(lo, hi int) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return 0, badAdaptive(name, value, "an integer between "+strconv.Itoa(lo)+" and "+strconv.Itoa(hi))
+		}
+		return n, nil
+	}
+	var err error
+	switch name {
+	case "vacuum_adaptive_latency_target":
+		var d time.Duration
+		if d, err = durationSetting(name, v); err == nil {
+			t.latency = d
+		} else {
+			err = badAdaptive(name, value, "a duration such as 5ms or 0 for off; a bare number is milliseconds")
+		}
+	case "vacuum_adaptive_latency_percentile_per_mille":
+		t.perMille, err = perMille(500, 999)
+	case "vacuum_adaptive_floor_per_mille":
+		t.floor, err = perMille(1, 1000)
+	case "vacuum_adaptive_max_lag_bytes":
+		var b int64
+		if b, err = memoryBytes(v, 1); err == nil {
+			t.lagBytes = b
+		} else {
+			err = badAdaptive(name, value, "a size such as 16MB or 0 for off; valid units are B, kB, MB, GB and TB")
+		}
+	case "vacuum_adaptive_max_lag_seconds":
+		d, perr := secondsSetting(v)
+		if perr != nil {
+			err = badAdaptive(name, value, "seconds such as 5, 1.5 or 500ms, or 0 for off")
+		} else {
+			t.lagDelay = d
+		}
+	default:
+		err = pgerr.New(pgerr.InvalidParameterValue, "\"%s\" is not an adaptive setting (one of %v)", name, adaptiveSettings)
+	}
+	return t, err
+}
+
+// secondsSetting parses a time in seconds: a bare number is seconds, a unit (ms, s, min
+// as Go spells it: m) is taken as given.
+func secondsSetting(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if n < 0 || math.IsNaN(n) || n > 1e9 {
+			return 0, strconv.ErrRange
+		}
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, strconv.ErrSyntax
+	}
+	return d, nil
+}
+
+// checkAdaptive is SET's check of an adaptive setting: the value is kept as written.
+func checkAdaptive(name string) func(string) (string, error) {
+	return func(v string) (string, error) {
+		if _, err := applyAdaptiveSetting(defaultAdaptiveTargets(), name, v); err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(v), nil
+	}
+}
+
+// adaptiveSettingsOf reads the session's targets.
+func (s *Session) adaptiveSettingsOf() (adaptiveTargets, error) {
+	t := defaultAdaptiveTargets()
+	for _, name := range adaptiveSettings {
+		v, _ := s.settings.get(name)
+		var err error
+		if t, err = applyAdaptiveSetting(t, name, v); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// hasCeiling reports whether th limits anything: the budget scales its rates, so an
+// unthrottled ceiling leaves the adaptive throttle nothing to scale.
+func hasCeiling(th throttle.Settings) bool {
+	return th.CostDelay > 0 || th.MaxReadBytesPerSecond > 0 || th.MaxWriteBytesPerSecond > 0 || th.MaxWALBytesPerSecond > 0
+}
+
+func errNoCeiling() error {
+	return pgerr.New(pgerr.InvalidParameterValue,
+		"adaptive throttling needs a static throttle as its ceiling: set vacuum_cost_delay above 0 or a vacuum_max_*_rate")
+}
+
+// scaled is the ceiling's rates multiplied by budget (in (0, 1]): the cost delay
+// stretched, the byte rates cut (at least 1 byte/s, so a limit stays a limit).
+func scaled(ceiling throttle.Settings, budget float64) throttle.Settings {
+	if budget >= 1 || budget <= 0 {
+		return ceiling
+	}
+	th := ceiling
+	if th.CostDelay > 0 {
+		th.CostDelay = time.Duration(float64(th.CostDelay) / budget)
+	}
+	for _, r := range []*int64{&th.MaxReadBytesPerSecond, &th.MaxWriteBytesPerSecond, &th.MaxWALBytesPerSecond} {
+		if *r > 0 {
+			*r = max(1, int64(float64(*r)*budget))
+		}
+	}
+	return th
+}
+
+// ReplicationLag is the lag of the standby furthest behind, as the adaptive throttle reads
+// it: bytes of WAL not yet replayed, and the replay delay (negative: not known yet).
+// Standbys is 0 when none is connected (the signal is then stale).
+type ReplicationLag struct {
+	Bytes    int64
+	Delay    time.Duration
+	Standbys int
+}
+
+// SetReplicationLag gives the registry the server's replication lag (package replication's
+// standbys, wired by the server that runs both). Without it the lag targets see no standby.
+func (v *Vacuums) SetReplicationLag(fn func() ReplicationLag) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.lag = fn
+	v.mu.Unlock()
+}
+
+func (v *Vacuums) replicationLag() ReplicationLag {
+	if v == nil {
+		return ReplicationLag{}
+	}
+	v.mu.Lock()
+	fn := v.lag
+	v.mu.Unlock()
+	if fn == nil {
+		return ReplicationLag{}
+	}
+	return fn()
+}
+
+// adaptiveRun is one VACUUM's adaptive state, shared by its control goroutine, the
+// progress views and vacuum_set_throttle.
+type adaptiveRun struct {
+	run *vacuum.Batch
+	lat *latency.Recorder
+	lag func() ReplicationLag
+
+	mu         sync.Mutex
+	targets    adaptiveTargets
+	ceiling    throttle.Settings
+	rebuild    bool // targets or ceiling changed since the goroutine last looked
+	on         bool // a controller steers the run now
+	ever       bool // one did at some time (the views show the columns from then on)
+	dec        adaptive.Decision
+	bound      map[adaptive.Binding]time.Duration
+	ownPause   bool // the run is paused by HardStop
+	userPaused bool // vacuum_pause holds the run: HardStop's end does not resume it
+}
+
+func newAdaptiveRun(run *vacuum.Batch, t adaptiveTargets, ceiling throttle.Settings, lat *latency.Recorder, lag func() ReplicationLag) *adaptiveRun {
+	return &adaptiveRun{run: run, lat: lat, lag: lag, targets: t, ceiling: ceiling, rebuild: true,
+		dec: adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}, bound: map[adaptive.Binding]time.Duration{}}
+}
+
+// setTarget changes one target live (vacuum_set_throttle); the controller restarts at the
+// ceiling with the new targets.
+func (a *adaptiveRun) setTarget(name, value string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, err := applyAdaptiveSetting(a.targets, name, value)
+	if err != nil {
+		return err
+	}
+	if t.on() && !hasCeiling(a.ceiling) {
+		return errNoCeiling()
+	}
+	a.targets, a.rebuild = t, true
+	return nil
+}
+
+// ceilingSettings is the static throttle in force (the ceiling the budget scales).
+func (a *adaptiveRun) ceilingSettings() throttle.Settings {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ceiling
+}
+
+// setCeiling changes the static throttle live and applies it scaled by the budget now.
+func (a *adaptiveRun) setCeiling(th throttle.Settings) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := th.Validate(); err != nil {
+		return pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
+	}
+	if a.targets.on() && !hasCeiling(th) {
+		return errNoCeiling()
+	}
+	budget := 1.0
+	if a.on {
+		budget = a.dec.Budget
+	}
+	if err := a.run.UpdateThrottle(scaled(th, budget)); err != nil {
+		return pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
+	}
+	a.ceiling = th
+	return nil
+}
+
+// setUserPaused records vacuum_pause/vacuum_resume, so that HardStop leaves a user's pause
+// alone.
+func (a *adaptiveRun) setUserPaused(p bool) {
+	a.mu.Lock()
+	a.userPaused = p
+	if !p {
+		a.ownPause = false // the user resumed the run: a HardStop in force is over
+	}
+	a.mu.Unlock()
+}
+
+// adaptiveView is what the progress views show of a run's adaptive throttle.
+type adaptiveView struct {
+	on      bool
+	binding adaptive.Binding
+	budget  float64
+	bound   map[adaptive.Binding]time.Duration
+}
+
+func (a *adaptiveRun) view() adaptiveView {
+	if a == nil {
+		return adaptiveView{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.ever {
+		return adaptiveView{}
+	}
+	b := make(map[adaptive.Binding]time.Duration, len(a.bound))
+	for k, d := range a.bound {
+		b[k] = d
+	}
+	v := adaptiveView{on: true, binding: a.dec.Binding, budget: a.dec.Budget, bound: b}
+	if !a.on {
+		v.binding, v.budget = adaptive.Ceiling, 1
+	}
+	return v
+}
+
+// adaptiveBindings are the bindings the views show the time bound by, in column order.
+var adaptiveBindings = []adaptive.Binding{adaptive.ForegroundLatency, adaptive.ReplicationLag,
+	adaptive.Ceiling, adaptive.Floor, adaptive.HardStop}
+
+// columns are the views' adaptive columns (all NULL while no target was ever set).
+func (v adaptiveView) columns() []any {
+	out := make([]any, 2+len(adaptiveBindings))
+	if !v.on {
+		return out
+	}
+	out[0], out[1] = string(v.binding), int64(math.Round(v.budget*1000))
+	for i, b := range adaptiveBindings {
+		out[2+i] = v.bound[b].Milliseconds()
+	}
+	return out
+}
+
+// signals builds the controller's signals for t, in the order sample reads them.
+func (t adaptiveTargets) signals() []adaptive.Signal {
+	var out []adaptive.Signal
+	if t.latency > 0 {
+		out = append(out, adaptive.Signal{Binding: adaptive.ForegroundLatency, Kind: adaptive.Level, Target: t.latency.Seconds()})
+	}
+	if t.lagBytes > 0 {
+		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: float64(t.lagBytes)})
+	}
+	if t.lagDelay > 0 {
+		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: t.lagDelay.Seconds()})
+	}
+	return out
+}
+
+// controller returns a fresh controller for t (nil when no target is set). The latency
+// signal is a percentile over latency.Recent: the controller dwells that long after a
+// change, so it judges the change on a window the change has filled.
+func (t adaptiveTargets) controller() (*adaptive.Controller, error) {
+	if !t.on() {
+		return nil, nil
+	}
+	cfg := adaptive.Config{Signals: t.signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod}
+	if t.latency > 0 {
+		cfg.Dwell = int(latency.Recent / adaptivePeriod)
+	}
+	return adaptive.New(cfg)
+}
+
+// sample reads one period's signals for t.
+func (a *adaptiveRun) sample(t adaptiveTargets) []adaptive.Sample {
+	var out []adaptive.Sample
+	if t.latency > 0 {
+		var s adaptive.Sample
+		if a.lat != nil {
+			d, n := a.lat.RecentQuantile(float64(t.perMille) / 10)
+			s = adaptive.Sample{Value: d.Seconds(), Fresh: n > 0}
+		}
+		out = append(out, s)
+	}
+	if t.lagBytes > 0 || t.lagDelay > 0 {
+		var lag ReplicationLag
+		if a.lag != nil {
+			lag = a.lag()
+		}
+		if t.lagBytes > 0 {
+			out = append(out, adaptive.Sample{Value: float64(lag.Bytes), Fresh: lag.Standbys > 0})
+		}
+		if t.lagDelay > 0 {
+			out = append(out, adaptive.Sample{Value: lag.Delay.Seconds(), Fresh: lag.Standbys > 0 && lag.Delay >= 0})
+		}
+	}
+	return out
+}
+
+// usage is the throttle's consumption per limit, to measure the share of the budget used.
+type usage [4]float64
+
+func consumed(st throttle.Stats) usage {
+	var u usage
+	for k := range min(len(u), len(st.Limits)) {
+		u[k] = st.Limits[k].Consumed
+	}
+	return u
+}
+
+// used is the share of the budget the vacuum used over dt: the largest, over the limits
+// on, of the units consumed per second over the limit's rate (0 when paused).
+func used(st throttle.Stats, prev usage, dt time.Duration) float64 {
+	if st.Paused || dt <= 0 {
+		return 0
+	}
+	best := 0.0
+	for k := range min(len(prev), len(st.Limits)) {
+		l := st.Limits[k]
+		if !l.Active || l.Configured <= 0 {
+			continue
+		}
+		best = max(best, (l.Consumed-prev[k])/dt.Seconds()/l.Configured)
+	}
+	return best
+}
+
+// steer runs the control loop until ctx ends (the VACUUM's end), then resumes a run its
+// HardStop paused.
+func (a *adaptiveRun) steer(ctx context.Context) {
+	tick := time.NewTicker(adaptivePeriod)
+	defer tick.Stop()
+	var ctl *adaptive.Controller
+	var targets adaptiveTargets
+	last := time.Now()
+	prev := consumed(a.run.ThrottleStats())
+	for {
+		select {
+		case <-ctx.Done():
+			a.mu.Lock()
+			if a.ownPause && !a.userPaused {
+				a.run.Resume()
+			}
+			a.ownPause = false
+			a.mu.Unlock()
+			return
+		case now := <-tick.C:
+			dt := now.Sub(last)
+			last = now
+			st := a.run.ThrottleStats()
+			u := used(st, prev, dt)
+			prev = consumed(st)
+
+			a.mu.Lock()
+			if a.rebuild {
+				a.rebuild, targets = false, a.targets
+				c, err := targets.controller()
+				if err != nil {
+					c = nil // the settings were validated when set: not reached
+				}
+				ctl = c
+				a.on = ctl != nil
+				a.ever = a.ever || a.on
+				a.dec = adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}
+				_ = a.run.UpdateThrottle(a.ceiling)
+				if ctl == nil && a.ownPause && !a.userPaused {
+					a.run.Resume()
+				}
+				if ctl == nil {
+					a.ownPause = false
+				}
+			}
+			a.mu.Unlock()
+			if ctl == nil {
+				continue
+			}
+			d := ctl.Step(a.sample(targets), u)
+			a.apply(d, dt)
+		}
+	}
+}
+
+// apply puts a decision in force: the ceiling scaled by its budget, HardStop's pause.
+func (a *adaptiveRun) apply(d adaptive.Decision, dt time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rebuild {
+		return // the targets changed under this step: the next one starts afresh
+	}
+	a.bound[a.dec.Binding] += dt
+	if d.Budget != a.dec.Budget {
+		// Validated when the ceiling was set; a scaled ceiling is as valid.
+		_ = a.run.UpdateThrottle(scaled(a.ceiling, d.Budget))
+	}
+	switch {
+	case d.Paused && !a.ownPause && !a.userPaused:
+		a.run.Pause()
+		a.ownPause = true
+	case !d.Paused && a.ownPause:
+		if !a.userPaused {
+			a.run.Resume()
+		}
+		a.ownPause = false
+	}
+	a.dec = d
+}
