@@ -83,7 +83,7 @@ func TestResumedVacuumAfterPowerLossesRemovesEveryDeadTuple(t *testing.T) {
 	vo.Resume = true
 	var last *vacuum.Report
 	cuts := 0
-	for iter := 0; last == nil; iter++ {
+	for iter := 0; ; iter++ { // until a vacuum finishes (break below)
 		if iter == 60 {
 			t.Fatalf("no vacuum finished in %d power cycles", iter)
 		}
