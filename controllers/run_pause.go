@@ -1,11 +1,8 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
-	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Pause. spec.paused is sent to the running pod as PUT /pause {"paused": true|false}, beside
@@ -39,28 +35,7 @@ type pauseBody struct {
 
 // sendPause sends paused to the run's pod (PUT /pause with the run's token).
 func sendPause(ctx context.Context, hc *http.Client, token, podIP string, paused bool) error {
-	body, err := json.Marshal(pauseBody{Paused: paused})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, runnerwire.URL(podIP, "/pause"), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("put pause=%t to %s: %w", paused, podIP, err)
-	}
-	return nil
+	return putRunner(ctx, hc, token, podIP, "/pause", fmt.Sprintf("pause=%t", paused), pauseBody{Paused: paused})
 }
 
 // pushPause makes the running pod take spec.paused and records it in status once taken; it

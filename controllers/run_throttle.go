@@ -20,11 +20,17 @@ import (
 // reconcile at once, which starts it, so a `kubectl patch` reaches the pod within a second or
 // two; a failed push is retried soon.
 func (r *RunReconciler) sendThrottle(ctx context.Context, hc *http.Client, token, podIP string, t *vacuumv1alpha1.Throttle) error {
-	body, err := json.Marshal(wireThrottle(t))
+	return putRunner(ctx, hc, token, podIP, "/throttle", "throttle", wireThrottle(t))
+}
+
+// putRunner sends body as JSON to a running pod's control endpoint path (PUT with the run's
+// bearer token), naming what it sent in its error.
+func putRunner(ctx context.Context, hc *http.Client, token, podIP, path, what string, body any) error {
+	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, runnerwire.URL(podIP, "/throttle"), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, runnerwire.URL(podIP, path), bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -39,7 +45,7 @@ func (r *RunReconciler) sendThrottle(ctx context.Context, hc *http.Client, token
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("put throttle to %s: %w", podIP, err)
+		return fmt.Errorf("put %s to %s: %w", what, podIP, err)
 	}
 	return nil
 }

@@ -126,40 +126,28 @@ func newHandlers(s *runState, token []byte, metricsOnControl bool) (control, met
 	if len(token) > 0 {
 		sum = sha256.Sum256(token)
 	}
-	mux.HandleFunc("/throttle", func(w http.ResponseWriter, r *http.Request) {
-		if len(token) == 0 {
-			httpError(w, http.StatusForbidden, "the control endpoint is disabled (no --control-token-file)")
-			return
+	// guarded guards the endpoints that change the run: PUT only, with the run's bearer token.
+	guarded := func(put func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if len(token) == 0 {
+				httpError(w, http.StatusForbidden, "the control endpoint is disabled (no --control-token-file)")
+				return
+			}
+			if r.Method != http.MethodPut {
+				w.Header().Set("Allow", http.MethodPut)
+				httpError(w, http.StatusMethodNotAllowed, "use PUT")
+				return
+			}
+			if !authorized(r, sum) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vacuum-runner"`)
+				httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+				return
+			}
+			put(w, r)
 		}
-		if r.Method != http.MethodPut {
-			w.Header().Set("Allow", http.MethodPut)
-			httpError(w, http.StatusMethodNotAllowed, "use PUT")
-			return
-		}
-		if !authorized(r, sum) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vacuum-runner"`)
-			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		s.putThrottle(w, r)
-	})
-	mux.HandleFunc("/pause", func(w http.ResponseWriter, r *http.Request) {
-		if len(token) == 0 {
-			httpError(w, http.StatusForbidden, "the control endpoint is disabled (no --control-token-file)")
-			return
-		}
-		if r.Method != http.MethodPut {
-			w.Header().Set("Allow", http.MethodPut)
-			httpError(w, http.StatusMethodNotAllowed, "use PUT")
-			return
-		}
-		if !authorized(r, sum) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vacuum-runner"`)
-			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		s.putPause(w, r)
-	})
+	}
+	mux.HandleFunc("/throttle", guarded(s.putThrottle))
+	mux.HandleFunc("/pause", guarded(s.putPause))
 	return mux, mmux
 }
 

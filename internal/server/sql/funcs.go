@@ -188,6 +188,27 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 		args[i] = e
 		return nil
 	}
+	// pidCall is a boolean function of one backend pid (pg_cancel_backend, vacuum_pause, ...):
+	// NULL gives NULL, any other pid act's answer (validPID says whether a backend can have it).
+	pidCall := func(act func(e *env, pid int64) bool) (*expr, error) {
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		if err := typed(0, types.Int4); err != nil {
+			return nil, err
+		}
+		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
+			v, err := args[0].eval(e)
+			if err != nil || v == nil {
+				return nil, err
+			}
+			pid, err := asInt(v)
+			if err != nil {
+				return nil, err
+			}
+			return act(e, pid), nil
+		}}, nil
+	}
 	switch name {
 	case "version":
 		if err := argc(0); err != nil {
@@ -339,29 +360,15 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 		if len(args) == 2 && name == "pg_terminate_backend" {
 			args = args[:1] // the timeout: the session is told to end, not waited for
 		}
-		if err := argc(1); err != nil {
-			return nil, err
-		}
-		if err := typed(0, types.Int4); err != nil {
-			return nil, err
-		}
 		terminate := name == "pg_terminate_backend"
-		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
-			v, err := args[0].eval(e)
-			if err != nil || v == nil {
-				return nil, err
-			}
-			pid, err := asInt(v)
-			if err != nil {
-				return nil, err
-			}
-			if e.sess.signal == nil || pid <= 0 || pid > math.MaxUint32 || !e.sess.signal(uint32(pid), terminate) {
+		return pidCall(func(e *env, pid int64) bool {
+			if !validPID(pid) || e.sess.signal == nil || !e.sess.signal(uint32(pid), terminate) {
 				w := warning(pgerr.WarningCode, fmt.Sprintf("PID %d is not a PostgreSQL backend process", pid))
 				e.sess.pending = append(e.sess.pending, w)
-				return false, nil
+				return false
 			}
-			return true, nil
-		}}, nil
+			return true
+		})
 	case "vacuum_set_throttle":
 		if err := argc(3); err != nil {
 			return nil, err
@@ -386,33 +393,14 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			pid, _ := asInt(vals[0])
 			setting, _ := asString(vals[1])
 			value, _ := asString(vals[2])
-			if pid <= 0 || pid > math.MaxUint32 {
+			if !validPID(pid) {
 				return false, nil
 			}
 			return e.sess.vacuums.setThrottle(uint32(pid), strings.ToLower(setting), value)
 		}}, nil
 	case "vacuum_pause", "vacuum_resume":
-		if err := argc(1); err != nil {
-			return nil, err
-		}
-		if err := typed(0, types.Int4); err != nil {
-			return nil, err
-		}
 		pause := name == "vacuum_pause"
-		return &expr{t: types.Bool, col: -1, eval: func(e *env) (any, error) {
-			v, err := args[0].eval(e)
-			if err != nil || v == nil {
-				return nil, err
-			}
-			pid, err := asInt(v)
-			if err != nil {
-				return nil, err
-			}
-			if pid <= 0 || pid > math.MaxUint32 {
-				return false, nil
-			}
-			return e.sess.vacuums.setPaused(uint32(pid), pause), nil
-		}}, nil
+		return pidCall(func(e *env, pid int64) bool { return validPID(pid) && e.sess.vacuums.setPaused(uint32(pid), pause) })
 	case "set_config":
 		if err := argc(3); err != nil {
 			return nil, err
@@ -489,3 +477,6 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 // runner's online driver detects the server by; server_version (15.0) is what PostgreSQL
 // clients parse.
 const Version = "vacuumops engine-server (PostgreSQL 15.0 protocol) on " + runtime.GOARCH + "-" + runtime.GOOS + ", compiled by Go"
+
+// validPID reports whether a backend can have pid (a positive 32-bit number).
+func validPID(pid int64) bool { return pid > 0 && pid <= math.MaxUint32 }
