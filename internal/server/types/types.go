@@ -25,6 +25,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -290,7 +291,24 @@ func formatTimestamptz(t time.Time) string {
 	return fmt.Sprintf("%s%c%02d:%02d", s, sign, off/3600, (off%3600)/60)
 }
 
-var binaryMap = pgtype.NewMap()
+// codecs holds pgtype Maps for the binary formats. A Map caches encode and scan plans in
+// itself and is not safe for concurrent use, while every connection formats and parses at
+// once, so each call borrows one.
+var codecs = sync.Pool{New: func() any { return pgtype.NewMap() }}
+
+// encodeBinary is v in the binary format of type oid.
+func encodeBinary(oid uint32, v any) ([]byte, error) {
+	m := codecs.Get().(*pgtype.Map)
+	defer codecs.Put(m)
+	return m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
+}
+
+// scan decodes b, of type oid in the given format, into dst.
+func scan(oid uint32, format int16, b []byte, dst any) error {
+	m := codecs.Get().(*pgtype.Map)
+	defer codecs.Put(m)
+	return m.Scan(oid, format, b, dst)
+}
 
 // FormatBinary is v in PostgreSQL's binary format for type t (v is not nil).
 func FormatBinary(t *T, v any) ([]byte, error) {
@@ -308,7 +326,7 @@ func FormatBinary(t *T, v any) ([]byte, error) {
 			v = uint32(x)
 		}
 	}
-	buf, err := binaryMap.Encode(t.OID, pgtype.BinaryFormatCode, v, nil)
+	buf, err := encodeBinary(t.OID, v)
 	if err != nil {
 		return nil, pgerr.Wrap(err, pgerr.InternalError, "encode %s in binary: %v", t.Name, err)
 	}
@@ -338,12 +356,12 @@ func Parse(t *T, format int16, b []byte) (any, error) {
 	switch t {
 	case Int2, Int4, Int8:
 		var v int64
-		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+		if err = scan(t.OID, format, b, &v); err == nil {
 			return v, nil
 		}
 	case Bool:
 		var v bool
-		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+		if err = scan(t.OID, format, b, &v); err == nil {
 			return v, nil
 		}
 	case Text, Unknown, Bpchar, Varchar:
@@ -352,19 +370,19 @@ func Parse(t *T, format int16, b []byte) (any, error) {
 		return append([]byte{}, b...), nil
 	case Timestamptz, Timestamp:
 		var v time.Time
-		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+		if err = scan(t.OID, format, b, &v); err == nil {
 			return v.UTC(), nil
 		}
 	case Oid:
 		var v uint32
-		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+		if err = scan(t.OID, format, b, &v); err == nil {
 			return int64(v), nil
 		}
 	case Int4Array, Int8Array:
 		return parseArray(t, format, b)
 	case Numeric:
 		var v pgtype.Numeric
-		if err = binaryMap.Scan(t.OID, format, b, &v); err == nil {
+		if err = scan(t.OID, format, b, &v); err == nil {
 			if v.Exp != 0 || !v.Valid || v.NaN || v.InfinityModifier != 0 {
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "numeric values with a fraction are not supported by engine-server")
 			}
@@ -472,7 +490,7 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 // and more than one dimension are refused.
 func parseArray(t *T, format int16, b []byte) (any, error) {
 	var elems []*int64
-	if err := binaryMap.Scan(t.OID, format, b, &elems); err != nil {
+	if err := scan(t.OID, format, b, &elems); err != nil {
 		return nil, pgerr.Wrap(err, pgerr.InvalidTextRepresentation, "malformed array literal for type %s: %v", t.Name, err)
 	}
 	out := make([]int64, len(elems))
