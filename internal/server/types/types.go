@@ -296,16 +296,24 @@ func formatTimestamptz(t time.Time) string {
 // once, so each call borrows one.
 var codecs = sync.Pool{New: func() any { return pgtype.NewMap() }}
 
+// borrow takes a Map from codecs; give it back with codecs.Put.
+func borrow() *pgtype.Map {
+	if m, ok := codecs.Get().(*pgtype.Map); ok {
+		return m
+	}
+	return pgtype.NewMap()
+}
+
 // encodeBinary is v in the binary format of type oid.
 func encodeBinary(oid uint32, v any) ([]byte, error) {
-	m := codecs.Get().(*pgtype.Map)
+	m := borrow()
 	defer codecs.Put(m)
 	return m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
 }
 
 // scan decodes b, of type oid in the given format, into dst.
 func scan(oid uint32, format int16, b []byte, dst any) error {
-	m := codecs.Get().(*pgtype.Map)
+	m := borrow()
 	defer codecs.Put(m)
 	return m.Scan(oid, format, b, dst)
 }
