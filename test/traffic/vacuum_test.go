@@ -139,7 +139,7 @@ func TestVacuumFullBesidePgbenchMakesItWaitAndNeverFail(t *testing.T) {
 	initPgbench(t, s, "2")
 	c := s.connect(t)
 	logs := t.TempDir()
-	wait := background(t, s, logs, "-n", "-l", "-b", "tpcb-like", "-c", "8", "-j", "2", "-T", "8")
+	wait := background(t, s, logs, "-n", "-l", "--failures-detailed", "--verbose-errors", "-b", "tpcb-like", "-c", "8", "-j", "2", "-T", "8")
 	time.Sleep(2 * time.Second)
 	if _, err := c.Exec(context.Background(), "SET vacuum_max_read_rate = '16MB'"); err != nil {
 		t.Fatal(err)
