@@ -154,5 +154,6 @@ var _ = Describe("Installing the operator", Ordered, func() {
 		expectUsersThroughAggregatedRoles("team-installer")
 	})
 
+	describeWaitRecipes() // before the metrics specs start a manager, which would reconcile its runs
 	describeMetrics()
 })

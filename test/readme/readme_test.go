@@ -63,7 +63,7 @@ var coverage = map[string]string{
 	"kubectl create namespace vacuum-demo": "TestReadmeKindQuickstartOnTheRealClusterLane",
 	"sudo make test-e2e-real     # image-tar, up, test/e2e-real, always down (fails on any host leftover)": "exempt: make test-e2e-real is the real-cluster lane .ci/run runs; make demo-real is run by TestReadmeKindQuickstartOnTheRealClusterLane (hack/realcluster/demo on the same cluster)",
 	"go build -o bin/vacuum-runner ./cmd/vacuum-runner":                                                    "TestReadmeLaptopCommandsRun",
-	"kubectl wait vacuumrun/orders-once --for=condition=Complete --timeout=2h    # succeeded":              "test/install's \"The README's kubectl wait recipes\": the run recipes (Complete, Failed, Cancelled, Progressing=false) with the real kubectl on runs the spec ends; not the LastRunSucceeded line (that suite runs no manager)",
+	"kubectl wait vacuumrun/orders-once --for=condition=Complete --timeout=2h    # succeeded":              "test/install's \"runs the README's kubectl wait recipes\": the run recipes (Complete, Failed, Cancelled, Progressing=false) with the real kubectl on runs the spec ends; not the LastRunSucceeded line (that suite runs no manager)",
 }
 
 // TestEveryReadmeCommandBlockIsRunByATestOrListedExempt fails when the README gains a command
