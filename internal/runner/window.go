@@ -56,7 +56,7 @@ func fullPagesPerSecond(l runnerwire.Limits) float64 {
 // 1/WindowCycles of the heap blocks its throttle lets it scan (and dirty) in the time left,
 // so a stop loses at most about that share of the window's work, at the cost of one pass
 // over every index per cycle.
-const WindowCycles = 4
+const WindowCycles = 2
 
 // windowCycleBlocks is the vacuum.Options.CycleBlocks of a run that stops at stopAt (0,
 // memory decides, without a window or a limit).
