@@ -41,6 +41,7 @@ type options struct {
 	workers                int
 	progressInterval       time.Duration
 	logLevel               int
+	windowSeconds          bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -76,6 +77,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", controllers.DefaultWorkers,
 		"how many runs, and how many policies, are reconciled at once; no reconcile waits on a runner pod")
 	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
+	fs.BoolVar(&o.windowSeconds, "window-schedule-seconds", false,
+		"for tests: spec.window.schedule may have a leading seconds field (six fields), so windows can open seconds apart")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -161,6 +164,7 @@ func run(ctx context.Context, o options) error {
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := (&controllers.PolicyReconciler{
 		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers, Metrics: m,
+		WindowScheduleSeconds: o.windowSeconds,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up policy controller: %w", err)
 	}
