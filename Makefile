@@ -235,11 +235,11 @@ docker-build: ## Build the image IMG with Docker (needs a Docker engine; image-t
 	docker build -t '$(IMG)' .
 
 .PHONY: test-e2e-real
-test-e2e-real: image-tar ## E2E suite on a real single-node cluster (root): up, test/e2e-real, always down.
+test-e2e-real: image-tar helm ## E2E suite on a real single-node cluster (root): up, test/e2e-real, always down.
 	@rc=0; \
 	hack/realcluster/up --image $(IMAGE_TAR) >/dev/null || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
-		E2E_REAL=1 KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig E2E_REAL_IMAGE=$(IMAGE) \
+		E2E_REAL=1 KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig E2E_REAL_IMAGE=$(IMAGE) E2E_REAL_HELM=$(HELM) \
 			go test ./test/e2e-real/ -count=1 -timeout 20m -v $(E2E_REAL_ARGS) -ginkgo.v || rc=$$?; \
 	fi; \
 	REALCLUSTER_SAVE_LOGS=$(LOCALBIN)/realcluster-logs hack/realcluster/down || rc=$${rc/#0/1}; \
