@@ -21,8 +21,8 @@ import (
 // runner's online face (package online, what a runner pod runs for a server target), against
 // the same VACUUM done the old way, offline with the application quiesced (the server stopped
 // for the whole run, the data directory vacuumed by the engine, the server started again). At
-// each cost delay of experiment 1: online, what the foreground's p99 rises to; quiesced, how
-// long the application cannot be reached at all.
+// each cost delay of experiment 1 (two of them in the quick sizes): online, what the
+// foreground's p99 rises to; quiesced, how long the application cannot be reached at all.
 
 const (
 	exp8Table    = "pgbench_accounts"
@@ -41,9 +41,9 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 		return nil, err
 	}
 	clients, threads := strconv.Itoa(sz.SrvClients), strconv.Itoa(sz.SrvThreads)
-	tb := NewTable("exp8_online", 2, "mode", "cost_delay_ms", "vacuum_s", "unavailable_s", "fg_p99_before_ms",
+	tb := NewTable("exp8_online", 2, "mode", "delay", "cost_delay_ms", "vacuum_s", "unavailable_s", "fg_p99_before_ms",
 		"fg_p99_during_ms", "p99_vs_before", "server_p99_during_ms", "fg_samples_during", "fg_failed")
-	for _, d := range sz.Delays {
+	for _, d := range sz.OnlineDelays {
 		row, err := r.onlineBeside(ctx, srv, d, clients, threads)
 		if err != nil {
 			return nil, fmt.Errorf("online, %s: %w", delayName(d), err)
@@ -59,7 +59,7 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 			return nil, err
 		}
 	}
-	for _, d := range sz.Delays {
+	for _, d := range sz.OnlineDelays {
 		var vac, down time.Duration
 		srv, vac, down, err = r.quiescedVacuum(ctx, srv, d)
 		if err != nil {
@@ -248,7 +248,7 @@ func onlineRules(ts tables) []Rule {
 	if c.err != nil || len(rows) == 0 {
 		return nil
 	}
-	unthrottled := c.num(t, rows[0], "vacuum_s") // sz.Delays starts with 0
+	unthrottled := c.num(t, rows[0], "vacuum_s") // OnlineDelays starts with 0
 	chosen := ""
 	for _, m := range rows {
 		if c.num(t, m, "p99_vs_before") <= onlineP99Goal && c.num(t, m, "vacuum_s") <= onlineTimeGoal*unthrottled {
