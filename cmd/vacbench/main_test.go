@@ -37,6 +37,7 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp7_ratios", 1, 6, 0},
 		{"exp7_pgbench", 2, 2 * 2 * sz.SrvRounds, 0},
 		{"exp7_vacuum", 2, 4, 0},
+		{"exp8_online", 2, 2 * len(sz.OnlineDelays), 0},
 		{"exp9_windows", 1, 1 + (len(sz.WinSplits)-1)*len(sz.WinCycles), 0},
 	}
 }

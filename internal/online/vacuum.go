@@ -25,6 +25,11 @@ type Run struct {
 	target Target
 	cfg    *pgx.ConnConfig
 	ctl    *pgx.Conn
+	// thr is the session UpdateThrottle sends vacuum_set_throttle on (the engine server),
+	// opened at the first change and kept, so a change costs statements, not a new SCRAM
+	// session each time; tmu serialises its use.
+	tmu    sync.Mutex
+	thr    *pgx.Conn
 	server Server
 	opts   Options
 	tables []Table
@@ -125,8 +130,14 @@ func (r *Run) Server() Server { return r.server }
 // Tables are the tables picked, in the order they are vacuumed (skipped ones included).
 func (r *Run) Tables() []Table { return append([]Table(nil), r.tables...) }
 
-// Close closes the control session.
+// Close closes the control session (and the throttle session, if opened).
 func (r *Run) Close() error {
+	r.tmu.Lock()
+	if r.thr != nil {
+		_ = r.thr.Close(context.Background()) // it only sent settings
+		r.thr = nil
+	}
+	r.tmu.Unlock()
 	return r.ctl.Close(context.Background())
 }
 
@@ -167,15 +178,21 @@ func (r *Run) UpdateThrottle(l runnerwire.Limits) error {
 	names, values := throttleSettings(r.server, l)
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	// A session of its own: the control session belongs to the progress poller.
-	conn, err := Connect(ctx, r.target, r.cfg.Copy())
-	if err != nil {
-		return err
+	r.tmu.Lock()
+	defer r.tmu.Unlock()
+	if r.thr == nil {
+		// A session of its own: the control session belongs to the progress poller.
+		conn, err := Connect(ctx, r.target, r.cfg.Copy())
+		if err != nil {
+			return err
+		}
+		r.thr = conn
 	}
-	defer func() { _ = conn.Close(context.Background()) }() // only sent settings
 	for _, b := range running {
 		for i, n := range names {
-			if _, err := conn.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(b.pid), n, values[i]); err != nil {
+			if _, err := r.thr.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(b.pid), n, values[i]); err != nil {
+				_ = r.thr.Close(context.Background()) // the next change starts a fresh session
+				r.thr = nil
 				return fmt.Errorf("vacuum_set_throttle(%d, %s, %v) for %s: %w", b.pid, n, values[i], b.table, err)
 			}
 		}
