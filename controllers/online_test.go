@@ -198,11 +198,7 @@ var _ = Describe("An online run", func() {
 		clock *clocktesting.FakeClock
 		r     *RunReconciler
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, _ = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, _ = runSpecStart() })
 
 	It("waits for a ready endpoint, then identifies the server at the Service's target port of a ready one", func() {
 		onlineRun(ns, "wait", "db", nil)

@@ -138,7 +138,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	}
 	h := fnv.New32a()
 	h.Write([]byte(v))
-	if err := r.createRun(ctx, p, fmt.Sprintf("%s-now-%08x", p.Name, h.Sum32()), metav1.NewTime(now), runNowWindow(p, now)); err != nil {
+	if err := r.createRun(ctx, p, fmt.Sprintf("%s-now-%08x", p.Name, h.Sum32()), metav1.NewTime(now), runNowWindow(p, r.windowParser(), now)); err != nil {
 		return err
 	}
 	p.Status.RunNowHandled = v

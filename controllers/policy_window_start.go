@@ -17,7 +17,7 @@ import (
 // tick in its window slot, or waits for the slot, and records when the next run will start.
 func (r *PolicyReconciler) startWindowedRuns(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, now time.Time) (ctrl.Result, error) {
 	st, gen := &p.Status, p.Generation
-	w, ticks, err := windowAndTicks(p)
+	w, ticks, err := windowAndTicks(p, r.windowParser())
 	if err != nil {
 		r.invalidSchedule(p, err)
 		return ctrl.Result{}, nil // a spec edit triggers the next reconcile
@@ -50,8 +50,8 @@ func (r *PolicyReconciler) startWindowedRuns(ctx context.Context, p *vacuumv1alp
 
 // windowAndTicks returns the policy's window and the schedule of its ticks: spec.schedule,
 // or the window's openings when there is none.
-func windowAndTicks(p *vacuumv1alpha1.VacuumPolicy) (*window, cron.Schedule, error) {
-	w, err := parseWindow(p)
+func windowAndTicks(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser) (*window, cron.Schedule, error) {
+	w, err := parseWindow(p, parser)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,6 +113,15 @@ func (r *PolicyReconciler) startInWindow(ctx context.Context, p *vacuumv1alpha1.
 	return true, time.Time{}, nil
 }
 
+// windowParser reads window schedules: cronParser's five fields, or with
+// WindowScheduleSeconds an optional leading seconds field too.
+func (r *PolicyReconciler) windowParser() cron.Parser {
+	if r.WindowScheduleSeconds {
+		return windowSecondsParser
+	}
+	return cronParser
+}
+
 // windowStatus returns the policy's status.window, made when absent.
 func windowStatus(p *vacuumv1alpha1.VacuumPolicy) *vacuumv1alpha1.PolicyWindowStatus {
 	if p.Status.Window == nil {
@@ -123,11 +132,11 @@ func windowStatus(p *vacuumv1alpha1.VacuumPolicy) *vacuumv1alpha1.PolicyWindowSt
 
 // runNowWindow is the window a run-now run of a policy with windows is given: the one open
 // now, if any (such a run otherwise runs to its end, as a run-now does without windows).
-func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, now time.Time) func(*vacuumv1alpha1.VacuumRun) {
+func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser, now time.Time) func(*vacuumv1alpha1.VacuumRun) {
 	if !p.HasWindow() {
 		return nil
 	}
-	w, err := parseWindow(p)
+	w, err := parseWindow(p, parser)
 	if err != nil {
 		return nil
 	}
