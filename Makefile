@@ -128,7 +128,7 @@ verify-generated: manifests generate docs chart monitoring-crds ## Fail if gener
 	fi
 
 ## Sub-fields not listed in docs/api.md: embedded Kubernetes types, documented upstream.
-CRDDOC_COLLAPSE ?= spec.runner.affinity,spec.runner.resources
+CRDDOC_COLLAPSE ?= spec.runner.affinity,spec.runner.resources,spec.runner.topologySpreadConstraints
 
 .PHONY: docs
 docs: ## Write docs/api.md (the API field tables) from the CRDs in config/crd/bases.
