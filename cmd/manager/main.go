@@ -28,19 +28,20 @@ import (
 
 // options are the manager's flags.
 type options struct {
-	metricsAddr      string
-	metricsSecure    bool
-	probeAddr        string
-	leaderElect      bool
-	namespace        string
-	keySecret        string
-	runnerImage      string
-	allowedImages    []string
-	watchNamespaces  []string
-	workers          int
-	progressInterval time.Duration
-	logLevel         int
-	windowSeconds    bool
+	metricsAddr            string
+	metricsSecure          bool
+	probeAddr              string
+	leaderElect            bool
+	namespace              string
+	keySecret              string
+	runnerImage            string
+	allowedImages          []string
+	allowedPriorityClasses []string
+	watchNamespaces        []string
+	workers                int
+	progressInterval       time.Duration
+	logLevel               int
+	windowSeconds          bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -60,6 +61,11 @@ func parseFlags(args []string) (options, error) {
 	fs.Func("allowed-runner-images", "comma-separated images a run may name in spec.runner.image besides --runner-image (default: none)",
 		func(v string) error {
 			o.allowedImages = splitList(v)
+			return nil
+		})
+	fs.Func("allowed-priority-classes", "comma-separated PriorityClasses a run may name in spec.runner.priorityClassName (default: none)",
+		func(v string) error {
+			o.allowedPriorityClasses = splitList(v)
 			return nil
 		})
 	fs.Func("watch-namespaces", "comma-separated namespaces the manager watches and acts in (default: all); "+
@@ -165,8 +171,9 @@ func run(ctx context.Context, o options) error {
 	if err := (&controllers.RunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
 		Key: key, RunnerImage: o.runnerImage, AllowedImages: o.allowedImages, ProgressInterval: o.progressInterval,
-		Workers: o.workers,
-		Metrics: m,
+		AllowedPriorityClasses: o.allowedPriorityClasses,
+		Workers:                o.workers,
+		Metrics:                m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
 	}
