@@ -14,7 +14,7 @@ import (
 func TestStopAfterThenResumeRemovesEveryDeadTupleAcrossInvocations(t *testing.T) {
 	dir := copyFixture(t)
 	before := stats(t, dir)
-	args := []string{"vacuum", "--data", dir, "--json", "--stop-after", "300ms", "--cost-limit", "250",
+	args := []string{"vacuum", "--data", dir, "--json", "--stop-after", "300ms", "--cost-limit", "150",
 		"--maintenance-work-mem", "1Mi"}
 	var removed, reached int64
 	stops, unreached := 0, 0
