@@ -61,9 +61,10 @@ var coverage = map[string]string{
 	"export GOTOOLCHAIN=go1.27.3   # go.mod's toolchain; make, .ci/run and hack/ scripts set it themselves": "exempt: invokes make test (its make demo is the e2e suite's own path)",
 	"make image-tar                                  # bin/vacuum-operator.tar, tagged vacuum-operator:dev": "TestReadmeKindQuickstartOnTheRealClusterLane",
 	"kubectl create namespace vacuum-demo": "TestReadmeKindQuickstartOnTheRealClusterLane",
-	"sudo make test-e2e-real     # image-tar, up, test/e2e-real, always down (fails on any host leftover)": "exempt: make test-e2e-real is the real-cluster lane .ci/run runs; make demo-real is run by TestReadmeKindQuickstartOnTheRealClusterLane (hack/realcluster/demo on the same cluster)",
-	"go build -o bin/vacuum-runner ./cmd/vacuum-runner":                                                    "TestReadmeLaptopCommandsRun",
-	"kubectl wait vacuumrun/orders-once --for=condition=Complete --timeout=2h    # succeeded":              "test/install's \"runs the README's kubectl wait recipes\": the run recipes (Complete, Failed, Cancelled, Progressing=false) with the real kubectl on runs the spec ends; not the LastRunSucceeded line (that suite runs no manager)",
+	"sudo make test-e2e-real     # image-tar, up, test/e2e-real, always down (fails on any host leftover)":                                                         "exempt: make test-e2e-real is the real-cluster lane .ci/run runs; make demo-real is run by TestReadmeKindQuickstartOnTheRealClusterLane (hack/realcluster/demo on the same cluster)",
+	"go install ./cmd/kubectl-vacuum          # or: go install github.com/vacuumops/vacuum-operator/cmd/kubectl-vacuum@latest (with $(go env GOPATH)/bin on PATH)": "internal/kubectlvacuum's \"The README's kubectl vacuum block\": every kubectl vacuum line in-process against envtest with the manager running (go install only with README_RUN=1); the logs line by test/e2e-real's kubectl vacuum spec on the real-cluster lane",
+	"go build -o bin/vacuum-runner ./cmd/vacuum-runner":                                                                                                            "TestReadmeLaptopCommandsRun",
+	"kubectl wait vacuumrun/orders-once --for=condition=Complete --timeout=2h    # succeeded":                                                                      "test/install's \"runs the README's kubectl wait recipes\": the run recipes (Complete, Failed, Cancelled, Progressing=false) with the real kubectl on runs the spec ends; not the LastRunSucceeded line (that suite runs no manager)",
 }
 
 // TestEveryReadmeCommandBlockIsRunByATestOrListedExempt fails when the README gains a command
