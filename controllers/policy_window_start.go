@@ -102,7 +102,8 @@ func (r *PolicyReconciler) startInWindow(ctx context.Context, p *vacuumv1alpha1.
 	}
 	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && len(ws.SpanningTables) > 0
 	err := r.createRun(ctx, p, scheduledRunName(p, due.Tick), metav1.NewTime(due.Tick), func(run *vacuumv1alpha1.VacuumRun) {
-		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(s.StopAt), StopGracePeriodSeconds: int64(w.grace / time.Second)}
+		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(s.StopAt), StopGracePeriodSeconds: int64(w.grace / time.Second),
+			FullPagesPerSecond: ws.LastFullPagesPerSecond}
 		run.Spec.Resume = resume
 	})
 	if err != nil {
@@ -144,15 +145,21 @@ func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser, now time.T
 	if !ok {
 		return nil
 	}
-	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && p.Status.Window != nil && len(p.Status.Window.SpanningTables) > 0
+	ws := p.Status.Window
+	if ws == nil {
+		ws = &vacuumv1alpha1.PolicyWindowStatus{}
+	}
+	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && len(ws.SpanningTables) > 0
 	return func(run *vacuumv1alpha1.VacuumRun) {
-		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(w.end(open)), StopGracePeriodSeconds: int64(w.grace / time.Second)}
+		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(w.end(open)), StopGracePeriodSeconds: int64(w.grace / time.Second),
+			FullPagesPerSecond: ws.LastFullPagesPerSecond}
 		run.Spec.Resume = resume
 	}
 }
 
 // observeWindows counts the tables of the newest ended run into status.window: a table the
-// run left unfinished spans one more window, one it finished leaves the list. Each run is
+// run left unfinished spans one more window, one it finished leaves the list; a succeeded
+// FULL's pages per second become the estimate of the next FULLs (lastFullPagesPerSecond). Each run is
 // counted once (status.window.observedRun), so repeated reconciles change nothing.
 func observeWindows(p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.VacuumRun) {
 	if !p.HasWindow() && p.Status.Window == nil {
@@ -170,6 +177,9 @@ func observeWindows(p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.Vacuum
 		return
 	}
 	ws.ObservedRun = last.Name
+	if last.Spec.Mode == vacuumv1alpha1.VacuumModeFull && last.Status.Phase == vacuumv1alpha1.RunSucceeded && last.Status.PagesPerSecond > 0 {
+		ws.LastFullPagesPerSecond = last.Status.PagesPerSecond
+	}
 	prev := map[string]vacuumv1alpha1.SpanningTable{}
 	for _, t := range ws.SpanningTables {
 		prev[t.Name] = t

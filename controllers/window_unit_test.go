@@ -300,3 +300,41 @@ func TestASecondsWindowScheduleOpensWindowsSecondsApartEachWithItsOwnRun(t *test
 		t.Errorf("a five-field schedule reads differently with seconds allowed: %v", err)
 	}
 }
+
+func TestASucceededFullsRateIsGivenToTheNextWindowsRunForItsEstimate(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.TimeZone = "UTC"
+	p.Spec.Mode = vacuumv1alpha1.VacuumModeFull
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	ended := func(name string, phase vacuumv1alpha1.RunPhase, pagesPerSecond int64) vacuumv1alpha1.VacuumRun {
+		r := vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
+		r.Spec.Mode = vacuumv1alpha1.VacuumModeFull
+		r.Status.Phase, r.Status.PagesPerSecond = phase, pagesPerSecond
+		return r
+	}
+	runs := []vacuumv1alpha1.VacuumRun{ended("nightly-1", vacuumv1alpha1.RunSucceeded, 120)}
+	observeWindows(p, runs)
+	if got := p.Status.Window.LastFullPagesPerSecond; got != 120 {
+		t.Fatalf("lastFullPagesPerSecond %d after a FULL at 120 pages/s, want 120", got)
+	}
+	// A FULL refused as too long (no pages processed) keeps the measured rate.
+	runs = append(runs, ended("nightly-2", vacuumv1alpha1.RunInterrupted, 0))
+	observeWindows(p, runs)
+	if got := p.Status.Window.LastFullPagesPerSecond; got != 120 {
+		t.Fatalf("lastFullPagesPerSecond %d after a refused FULL, want 120 kept", got)
+	}
+	edit := runNowWindow(p, cronParser, time.Date(2026, 12, 2, 2, 30, 0, 0, time.UTC))
+	if edit == nil {
+		t.Fatal("no window for a run made inside one")
+	}
+	run := &vacuumv1alpha1.VacuumRun{}
+	edit(run)
+	if run.Spec.Window.FullPagesPerSecond != 120 {
+		t.Fatalf("the run's window says %d pages/s, want 120", run.Spec.Window.FullPagesPerSecond)
+	}
+	var rs runnerwire.RunSpec
+	applyWindow(run, &rs)
+	if rs.FullPagesPerSecond != 120 || rs.StopAt == nil {
+		t.Errorf("RunSpec fullPagesPerSecond %d stopAt %v, want 120 and the window's end", rs.FullPagesPerSecond, rs.StopAt)
+	}
+}
