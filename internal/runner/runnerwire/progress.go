@@ -80,6 +80,9 @@ type Progress struct {
 	// it has spent paused in all (not counted in SleptSeconds).
 	Paused        bool    `json:"paused"`
 	PausedSeconds float64 `json:"pausedSeconds"`
+	// Adaptive is the adaptive throttle's binding, budget and time bound by each (the
+	// engine server, while a target is set).
+	Adaptive *AdaptiveProgress `json:"adaptive,omitempty"`
 }
 
 // Foreground is the engine server's foreground over the window of its
