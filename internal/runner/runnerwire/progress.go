@@ -81,8 +81,8 @@ type Progress struct {
 	Paused        bool    `json:"paused"`
 	PausedSeconds float64 `json:"pausedSeconds"`
 	// Adaptive is the adaptive throttle's binding, budget and time bound by each (the
-	// engine server, while a target is set).
-	Adaptive *AdaptiveProgress `json:"adaptive,omitempty"`
+	// engine server, once a target was set; null before).
+	Adaptive *AdaptiveProgress `json:"adaptive"`
 }
 
 // Foreground is the engine server's foreground over the window of its
