@@ -105,3 +105,18 @@ func (a *Adaptive) resolve(errs *fieldErrors, prefix string, base AdaptiveTarget
 	}
 	return out
 }
+
+// AdaptiveProgress is what the engine server reports of a run's adaptive throttle: the
+// binding signal and budget now (of the running table bound tightest), and the time spent
+// bound by each binding over the run, in seconds. Absent while no target is set.
+type AdaptiveProgress struct {
+	// Binding is ForegroundLatency, ReplicationLag, Ceiling, Floor or HardStop.
+	Binding string `json:"binding"`
+	// BudgetPerMille is the rate now in thousandths of the static ceiling.
+	BudgetPerMille int32 `json:"budgetPerMille"`
+	// BoundSeconds is the time bound by each binding, by its name.
+	BoundSeconds map[string]float64 `json:"boundSeconds"`
+}
+
+// AdaptiveBindings are the bindings, in the order the server's progress columns give them.
+var AdaptiveBindings = []string{"ForegroundLatency", "ReplicationLag", "Ceiling", "Floor", "HardStop"}
