@@ -280,7 +280,7 @@ func windowsHeadline(ts tables) (string, error) {
 
 var windowsText = struct{ title, claim string }{
 	title: "A vacuum split over maintenance windows",
-	claim: "Issue 21: PostgreSQL starts a cancelled VACUUM again from block 0; here a vacuum stopped at a " +
+	claim: "PostgreSQL starts a cancelled VACUUM again from block 0; here a vacuum stopped at a " +
 		"window's end resumes where it stopped. What resuming costs: the pages a split vacuum scans in all " +
 		"and the time it takes, against one uninterrupted vacuum of the same table.",
 }
