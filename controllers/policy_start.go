@@ -135,7 +135,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	if ok, err := r.mayStart(ctx, p, active, "the run-now request", nil); !ok || err != nil {
 		return err
 	}
-	if err := r.createRun(ctx, p, RunNowRunName(p.Name, v), metav1.NewTime(now), runNowWindow(p, now)); err != nil {
+	if err := r.createRun(ctx, p, RunNowRunName(p.Name, v), metav1.NewTime(now), runNowWindow(p, r.windowParser(), now)); err != nil {
 		return err
 	}
 	p.Status.RunNowHandled = v

@@ -91,6 +91,10 @@ type Config struct {
 	// Horizon is how far ahead an integrating signal is predicted from its
 	// trend; default 1s.
 	Horizon time.Duration
+	// Start is the budget the law starts at, in (0, 1]; default 1 (the
+	// ceiling). A controller that replaces another (the targets changed)
+	// starts at the budget in force, raised to the floor if below it.
+	Start float64
 }
 
 func (c Config) withDefaults() Config {
@@ -117,6 +121,7 @@ func (c Config) withDefaults() Config {
 	if c.Horizon == 0 {
 		c.Horizon = time.Second
 	}
+	def(&c.Start, 1)
 	return c
 }
 
@@ -138,6 +143,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("adaptive: largest raise %g is not positive", c.MaxRaise)
 	case c.HardStopFactor <= 1:
 		return fmt.Errorf("adaptive: hard-stop factor %g is not above 1", c.HardStopFactor)
+	case c.Start < 0 || c.Start > 1 || math.IsNaN(c.Start):
+		return fmt.Errorf("adaptive: start budget %g is not in (0, 1]", c.Start)
 	}
 	for i, s := range c.Signals {
 		if !(s.Target > 0) || math.IsInf(s.Target, 0) {
@@ -195,14 +202,20 @@ type signalState struct {
 // is convex, as a queue near saturation is.
 const initialElasticity = 2
 
-// New returns a controller that starts at the ceiling. It fails on a
-// configuration Validate refuses.
+// New returns a controller that starts at Config.Start (the ceiling by
+// default). It fails on a configuration Validate refuses.
 func New(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Controller{cfg: cfg, budget: 1, binding: Ceiling, sigs: make([]signalState, len(cfg.Signals))}
+	c := &Controller{cfg: cfg, budget: max(cfg.Floor, cfg.Start), binding: Ceiling, sigs: make([]signalState, len(cfg.Signals))}
+	switch {
+	case c.budget <= cfg.Floor:
+		c.binding = Floor
+	case c.budget < 1:
+		c.binding = cfg.Signals[0].Binding // what held it there is not known; the first judgement says
+	}
 	for i := range c.sigs {
 		c.sigs[i].elasticity = initialElasticity
 	}

@@ -441,3 +441,29 @@ func TestConfigValidateRefusesOutOfRangeSettings(t *testing.T) {
 		t.Fatalf("defaults refused: %v", err)
 	}
 }
+
+// TestAControllerStartsAtItsStartBudgetRaisedToTheFloor: Config.Start sets the first
+// budget (a controller that replaces another keeps the budget in force), never below the
+// floor, and a start outside (0, 1] is refused.
+func TestAControllerStartsAtItsStartBudgetRaisedToTheFloor(t *testing.T) {
+	sig := []Signal{{Binding: ForegroundLatency, Kind: Level, Target: 1}}
+	for _, tc := range []struct {
+		start, want float64
+		binding     Binding
+	}{
+		{0, 1, Ceiling}, {1, 1, Ceiling}, {0.4, 0.4, ForegroundLatency}, {0.05, 0.1, Floor},
+	} {
+		c, err := New(Config{Signals: sig, Start: tc.start})
+		if err != nil {
+			t.Fatalf("start %g: %v", tc.start, err)
+		}
+		if d := c.Budget(); d.Budget != tc.want || d.Binding != tc.binding {
+			t.Errorf("start %g: %+v, want budget %g bound by %s", tc.start, d, tc.want, tc.binding)
+		}
+	}
+	for _, bad := range []float64{-0.1, 1.5} {
+		if _, err := New(Config{Signals: sig, Start: bad}); err == nil {
+			t.Errorf("start %g accepted", bad)
+		}
+	}
+}

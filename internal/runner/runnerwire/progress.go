@@ -80,6 +80,8 @@ type Progress struct {
 	// it has spent paused in all (not counted in SleptSeconds).
 	Paused        bool    `json:"paused"`
 	PausedSeconds float64 `json:"pausedSeconds"`
+	// Replication is the standbys' largest lag, now and during the run (replication.go).
+	Replication *Replication `json:"replication"`
 }
 
 // Foreground is the engine server's foreground over the window of its

@@ -217,6 +217,10 @@ type adaptiveRun struct {
 	bound      map[adaptive.Binding]time.Duration
 	ownPause   bool // the run is paused by HardStop
 	userPaused bool // vacuum_pause holds the run: HardStop's end does not resume it
+
+	ctx     context.Context // the VACUUM's: the control goroutine ends with it (nil before start)
+	running bool            // the control goroutine runs (only while a target is set)
+	wg      sync.WaitGroup
 }
 
 func newAdaptiveRun(run *vacuum.Batch, t adaptiveTargets, ceiling throttle.Settings, lat *latency.Recorder, lag func() ReplicationLag) *adaptiveRun {
@@ -224,8 +228,9 @@ func newAdaptiveRun(run *vacuum.Batch, t adaptiveTargets, ceiling throttle.Setti
 		dec: adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}, bound: map[adaptive.Binding]time.Duration{}}
 }
 
-// setTarget changes one target live (vacuum_set_throttle); the controller restarts at the
-// ceiling with the new targets.
+// setTarget changes one target live (vacuum_set_throttle): the controller starts again
+// with the new targets from the budget in force (not from the ceiling), and the control
+// goroutine starts if this is the first target set.
 func (a *adaptiveRun) setTarget(name, value string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -237,7 +242,41 @@ func (a *adaptiveRun) setTarget(name, value string) error {
 		return errNoCeiling()
 	}
 	a.targets, a.rebuild = t, true
+	a.launchLocked()
 	return nil
+}
+
+// start runs the control goroutine beside the VACUUM whose context ctx is, if a target is
+// set (a target set later through vacuum_set_throttle starts it then). stop ends it.
+func (a *adaptiveRun) start(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ctx = ctx
+	a.launchLocked()
+}
+
+// launchLocked starts the control goroutine when a target is set, none runs and the
+// VACUUM has not ended. a.mu is held.
+func (a *adaptiveRun) launchLocked() {
+	if a.running || a.ctx == nil || a.ctx.Err() != nil || !a.targets.on() {
+		return
+	}
+	a.running = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.steer(a.ctx)
+	}()
+}
+
+// stop waits for the control goroutine to end; the caller has cancelled start's context.
+func (a *adaptiveRun) stop() { a.wg.Wait() }
+
+// steering reports whether the control goroutine runs.
+func (a *adaptiveRun) steering() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running
 }
 
 // ceilingSettings is the static throttle in force (the ceiling the budget scales).
@@ -339,14 +378,15 @@ func (t adaptiveTargets) signals() []adaptive.Signal {
 	return out
 }
 
-// controller returns a fresh controller for t (nil when no target is set). The latency
-// signal is a percentile over latency.Recent: the controller dwells that long after a
-// change, so it judges the change on a window the change has filled.
-func (t adaptiveTargets) controller() (*adaptive.Controller, error) {
+// controller returns a fresh controller for t (nil when no target is set), starting at
+// budget start (1: the ceiling). The latency signal is a percentile over latency.Recent:
+// the controller dwells that long after a change, so it judges the change on a window the
+// change has filled.
+func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error) {
 	if !t.on() {
 		return nil, nil
 	}
-	cfg := adaptive.Config{Signals: t.signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod}
+	cfg := adaptive.Config{Signals: t.signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod, Start: start}
 	if t.latency > 0 {
 		cfg.Dwell = int(latency.Recent / adaptivePeriod)
 	}
@@ -407,8 +447,8 @@ func used(st throttle.Stats, prev usage, dt time.Duration) float64 {
 	return best
 }
 
-// steer runs the control loop until ctx ends (the VACUUM's end), then resumes a run its
-// HardStop paused.
+// steer runs the control loop until ctx ends (the VACUUM's end) or the targets are all
+// set to 0 (the ceiling is then restored), then resumes a run its HardStop paused.
 func (a *adaptiveRun) steer(ctx context.Context) {
 	tick := time.NewTicker(adaptivePeriod)
 	defer tick.Stop()
@@ -416,14 +456,19 @@ func (a *adaptiveRun) steer(ctx context.Context) {
 	var targets adaptiveTargets
 	last := time.Now()
 	prev := consumed(a.run.ThrottleStats())
+	// end stops steering: a HardStop pause ends (not a user's), the goroutine is no longer
+	// running. a.mu is held.
+	end := func() {
+		if a.ownPause && !a.userPaused {
+			a.run.Resume()
+		}
+		a.ownPause, a.running, a.on = false, false, false
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			a.mu.Lock()
-			if a.ownPause && !a.userPaused {
-				a.run.Resume()
-			}
-			a.ownPause = false
+			end()
 			a.mu.Unlock()
 			return
 		case now := <-tick.C:
@@ -436,20 +481,29 @@ func (a *adaptiveRun) steer(ctx context.Context) {
 			a.mu.Lock()
 			if a.rebuild {
 				a.rebuild, targets = false, a.targets
-				c, err := targets.controller()
+				if !targets.on() {
+					// Every target is off: back to the ceiling, and no goroutine until one is set.
+					a.dec = adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}
+					_ = a.run.UpdateThrottle(a.ceiling)
+					end()
+					a.mu.Unlock()
+					return
+				}
+				start := 1.0
+				if ctl != nil {
+					start = a.dec.Budget // a changed target keeps the budget in force
+				}
+				c, err := targets.controller(start)
 				if err != nil {
-					c = nil // the settings were validated when set: not reached
+					// The settings were validated when set: not reached. Hold the budget.
+					a.mu.Unlock()
+					continue
 				}
 				ctl = c
-				a.on = ctl != nil
-				a.ever = a.ever || a.on
-				a.dec = adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}
-				_ = a.run.UpdateThrottle(a.ceiling)
-				if ctl == nil && a.ownPause && !a.userPaused {
-					a.run.Resume()
-				}
-				if ctl == nil {
-					a.ownPause = false
+				a.on, a.ever = true, true
+				if start == 1 {
+					a.dec = adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}
+					_ = a.run.UpdateThrottle(a.ceiling)
 				}
 			}
 			a.mu.Unlock()

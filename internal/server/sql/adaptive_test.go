@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 )
@@ -105,5 +107,111 @@ func TestScaledStretchesTheCostDelayAndCutsByteRatesByTheBudget(t *testing.T) {
 	}
 	if r := want.Rate(throttle.Cost) / ceiling.Rate(throttle.Cost); r < 0.2499 || r > 0.2501 {
 		t.Fatalf("cost rate ratio %g, want 0.25", r)
+	}
+}
+
+// newIdleAdaptiveRun is an adaptive throttle on a batch that vacuums nothing, steered by
+// a replication lag the test sets (bytes, one standby).
+func newIdleAdaptiveRun(t *testing.T, lag *atomic.Int64) (*adaptiveRun, throttle.Settings) {
+	t.Helper()
+	ceiling := throttle.Settings{CostDelay: 2 * time.Millisecond, CostLimit: 200, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}
+	run, err := vacuum.NewBatch(vacuum.Options{Throttle: &ceiling})
+	if err != nil {
+		t.Fatalf("new batch: %v", err)
+	}
+	a := newAdaptiveRun(run, defaultAdaptiveTargets(), ceiling, nil, func() ReplicationLag {
+		return ReplicationLag{Bytes: lag.Load(), Delay: -1, Standbys: 1}
+	})
+	return a, ceiling
+}
+
+// waitFor polls cond every 10 ms for up to 3 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 3 s: %s", what)
+		}
+	}
+}
+
+// TestAdaptiveLoopRunsOnlyWhileATargetIsSet: a VACUUM with no target runs no control
+// goroutine; setting a target live starts it, setting every target to 0 ends it with the
+// ceiling back in force, and the VACUUM's end ends it too.
+func TestAdaptiveLoopRunsOnlyWhileATargetIsSet(t *testing.T) {
+	var lag atomic.Int64
+	a, ceiling := newIdleAdaptiveRun(t, &lag)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.start(ctx)
+	time.Sleep(3 * adaptivePeriod)
+	if a.steering() {
+		t.Fatal("the control goroutine runs with no target set")
+	}
+	lag.Store(3 << 20) // 1.5 times the target: the law cuts
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "2MB"); err != nil {
+		t.Fatalf("set the lag target: %v", err)
+	}
+	if !a.steering() {
+		t.Fatal("no control goroutine after a target was set")
+	}
+	waitFor(t, "no cut below the ceiling", func() bool { return a.run.Settings().CostDelay > ceiling.CostDelay })
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "0"); err != nil {
+		t.Fatalf("set the lag target to 0: %v", err)
+	}
+	waitFor(t, "the goroutine still runs with every target 0", func() bool { return !a.steering() })
+	if got := a.run.Settings(); got != ceiling {
+		t.Fatalf("throttle after every target went to 0: %+v, want the ceiling %+v", got, ceiling)
+	}
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "2MB"); err != nil {
+		t.Fatalf("set the lag target again: %v", err)
+	}
+	cancel()
+	a.stop()
+	if a.steering() {
+		t.Fatal("the control goroutine outlived the VACUUM")
+	}
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "4MB"); err != nil || a.steering() {
+		t.Fatalf("a target set after the VACUUM's end: err %v, steering %v; want no goroutine", err, a.steering())
+	}
+}
+
+// TestAChangedAdaptiveTargetKeepsTheBudgetInForce: once the law has cut the budget, a
+// changed target starts the law again from that budget, not from the ceiling: the
+// throttle never goes back to the ceiling's rate in between.
+func TestAChangedAdaptiveTargetKeepsTheBudgetInForce(t *testing.T) {
+	var lag atomic.Int64
+	a, ceiling := newIdleAdaptiveRun(t, &lag)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); a.stop() }()
+	a.start(ctx)
+	lag.Store(8 << 20) // four times the target: HardStop, then the floor
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "2MB"); err != nil {
+		t.Fatalf("set the lag target: %v", err)
+	}
+	waitFor(t, "no cut below half the ceiling", func() bool { v := a.view(); return v.on && v.budget < 0.5 })
+	lag.Store(3 << 20) // within twice the new target: no HardStop
+	shortest := ceiling.CostDelay * 1000
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(time.Millisecond):
+				shortest = min(shortest, a.run.Settings().CostDelay)
+			}
+		}
+	}()
+	if err := a.setTarget("vacuum_adaptive_max_lag_bytes", "1800kB"); err != nil {
+		t.Fatalf("change the lag target: %v", err)
+	}
+	time.Sleep(5 * adaptivePeriod)
+	close(stopWatch)
+	<-watched
+	if v := a.view(); v.budget >= 0.5 || shortest <= 2*ceiling.CostDelay {
+		t.Fatalf("after a changed target: budget %.3f, shortest cost delay seen %v; want the cut budget kept (below 0.5, delay above %v)",
+			v.budget, shortest, 2*ceiling.CostDelay)
 	}
 }

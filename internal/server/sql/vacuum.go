@@ -126,15 +126,14 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
 		rv.adapt = newAdaptiveRun(run, targets, *opts.Throttle, s.latency, s.vacuums.replicationLag)
 		steerCtx, stopSteering := context.WithCancel(x.ctx)
-		steered := make(chan struct{})
-		go func() { defer close(steered); rv.adapt.steer(steerCtx) }()
-		defer func() { stopSteering(); <-steered }()
+		rv.adapt.start(steerCtx)
+		defer func() { stopSteering(); rv.adapt.stop() }()
 		s.vacuums.add(rv)
 		defer s.vacuums.remove(s.pid)
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
 			rep, err := s.vacuumTable(x, rv, name)
-			if errors.Is(err, vacuum.ErrVacuumInProgress) {
+			if errors.Is(err, vacuum.ErrVacuumInProgress) || opts.NoWait && errors.Is(err, engine.ErrTableInUse) {
 				res.Notices = append(res.Notices, warning("55P03", fmt.Sprintf("skipping vacuum of \"%s\" --- lock not available", name)))
 				continue
 			}
