@@ -86,6 +86,21 @@ func newPolicyReconciler(clock *clocktesting.FakeClock) (*PolicyReconciler, *rec
 	return &PolicyReconciler{Client: k8sClient, Scheme: scheme, Recorder: rec, Clock: clock}, rec
 }
 
+// runSpecStart is what a run spec's BeforeEach sets up: a namespace of its own, a fake clock
+// at now, and a run controller on that clock with its event recorder.
+func runSpecStart() (string, *clocktesting.FakeClock, *RunReconciler, *recorder) {
+	clock := clocktesting.NewFakeClock(time.Now())
+	r, rec := newRunReconciler(clock)
+	return newNamespace(), clock, r, rec
+}
+
+// policySpecStart is runSpecStart for a policy spec.
+func policySpecStart() (string, *clocktesting.FakeClock, *PolicyReconciler, *recorder) {
+	clock := clocktesting.NewFakeClock(time.Now())
+	r, rec := newPolicyReconciler(clock)
+	return newNamespace(), clock, r, rec
+}
+
 func reconcileRun(r *RunReconciler, ns, name string) ctrl.Result {
 	res, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key(ns, name)})
 	Expect(err).NotTo(HaveOccurred())

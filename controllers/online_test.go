@@ -198,11 +198,7 @@ var _ = Describe("An online run", func() {
 		clock *clocktesting.FakeClock
 		r     *RunReconciler
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, _ = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, _ = runSpecStart() })
 
 	It("waits for a ready endpoint, then identifies the server at the Service's target port of a ready one", func() {
 		onlineRun(ns, "wait", "db", nil)
@@ -275,12 +271,13 @@ var _ = Describe("An online run", func() {
 		}, 10*time.Second, 100*time.Millisecond).Should(BeTrue())
 	})
 
-	It("shows the foreground and when a throttle change applies, from the runner's progress", func() {
+	It("shows the foreground, the standbys' lag and when a throttle change applies, from the runner's progress", func() {
 		serveDatabase(ns, "db", "db-1", map[string]bool{"10.0.0.9": true})
 		onlineRun(ns, "fg", "db", nil)
 		identified(reconcileUntilIdentifyPod(r, ns, "fg"), "7301234567890123456")
 		pod := reconcileUntilPod(r, ns, "fg", 1)
 		Expect(getRun(ns, "fg").Status.Foreground).To(BeNil(), "nothing before the runner reports")
+		Expect(getRun(ns, "fg").Status.Replication).To(BeNil(), "nothing before the runner reports")
 		ip := freshIP()
 		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "fg").UID))
 		defer runner.Close()
@@ -292,6 +289,9 @@ var _ = Describe("An online run", func() {
 		Expect(run.Status.Foreground).To(Equal(&vacuumv1alpha1.ForegroundStatus{P50: "312µs", P99: "2.65ms",
 			StatementsPerSecond: 421, BaselineP99: "2.04ms", P99VsBaselinePerMille: ptr.To(int64(1299)), P99VsBaseline: "1.3x"}))
 		Expect(run.Status.Server.ThrottleApplies).To(Equal(runnerwire.ThrottleAppliesImmediately))
+		// progress.json: one standby 64 KiB and 250 ms behind now, at most 1 MiB and 1.5 s.
+		Expect(run.Status.Replication).To(Equal(&vacuumv1alpha1.ReplicationStatus{Standbys: 1, LagBytes: 65536,
+			ReplayLag: "250ms", MaxLagBytes: 1 << 20, MaxReplayLag: "1.5s", Lag: "64.0KiB/250ms", MaxLag: "1.0MiB/1.5s"}))
 	})
 
 	It("fails at once with BadInput when the runner is refused by the server", func() {

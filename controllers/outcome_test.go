@@ -30,11 +30,7 @@ var _ = Describe("A run's outcome", func() {
 		r     *RunReconciler
 		rec   *recorder
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, rec = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, rec = runSpecStart() })
 
 	It("ends Cancelled=True alone, then deletes the hand-made run ttlSecondsAfterFinished after its end, not before", func() {
 		newRun(ns, "ttl", "data", func(run *vacuumv1alpha1.VacuumRun) { run.Spec.TTLSecondsAfterFinished = ptr.To(int32(600)) })
@@ -84,11 +80,7 @@ var _ = Describe("A policy's view of its runs", func() {
 		r     *PolicyReconciler
 		rec   *recorder
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, rec = newPolicyReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, rec = policySpecStart() })
 
 	It("emits one RunSkipped event per waiting tick, not one per reconcile", func() {
 		p := newPolicy(ns, "skips", func(p *vacuumv1alpha1.VacuumPolicy) { p.Spec.Schedule = "* * * * *" })

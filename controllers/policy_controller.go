@@ -30,6 +30,10 @@ type PolicyReconciler struct {
 	Workers int
 	// Metrics gets the policy's gauges, rebuilt from its status on every reconcile (nil: none).
 	Metrics *Metrics
+	// WindowScheduleSeconds lets spec.window.schedule have a leading seconds field, so an
+	// end-to-end test can open windows seconds apart (the manager's test flag
+	// --window-schedule-seconds); five-field schedules read the same either way.
+	WindowScheduleSeconds bool
 }
 
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies,verbs=get;list;watch
@@ -90,7 +94,7 @@ func (r *PolicyReconciler) scheduleInterval(p *vacuumv1alpha1.VacuumPolicy) time
 	var sched cron.Schedule
 	var err error
 	if p.Spec.Schedule == "" {
-		_, sched, err = windowAndTicks(p) // each window opening is a tick
+		_, sched, err = windowAndTicks(p, r.windowParser()) // each window opening is a tick
 	} else {
 		sched, err = parseSchedule(p)
 	}

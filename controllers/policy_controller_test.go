@@ -84,11 +84,7 @@ var _ = Describe("VacuumPolicy controller", func() {
 		r     *PolicyReconciler
 		rec   *recorder
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, rec = newPolicyReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, rec = policySpecStart() })
 
 	It("makes one run named <policy>-once for a policy without schedule, and never recreates it", func() {
 		newPolicy(ns, "once", nil)

@@ -22,6 +22,10 @@ const maxCountedTicks = 100
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// windowSecondsParser is cronParser with an optional leading seconds field (a test's windows,
+// PolicyReconciler.WindowScheduleSeconds).
+var windowSecondsParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
 // timeZoneError is a policy time zone the controller cannot load.
 type timeZoneError struct {
 	zone string
@@ -93,6 +97,12 @@ func latestTickBefore(sched cron.Schedule, now time.Time) time.Time {
 }
 
 // scheduledRunName is the run of a tick: derived from the tick, so a retry never duplicates.
+// A tick on a whole minute is named by its minute, as a CronJob's jobs are; one between
+// minutes (an @every schedule, or a test's window with seconds) by its second, so two ticks
+// of one minute get two runs.
 func scheduledRunName(p *vacuumv1alpha1.VacuumPolicy, tick time.Time) string {
+	if tick.Second() != 0 {
+		return fmt.Sprintf("%s-%d", p.Name, tick.Unix())
+	}
 	return fmt.Sprintf("%s-%d", p.Name, tick.Unix()/60)
 }

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -136,9 +135,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	if ok, err := r.mayStart(ctx, p, active, "the run-now request", nil); !ok || err != nil {
 		return err
 	}
-	h := fnv.New32a()
-	h.Write([]byte(v))
-	if err := r.createRun(ctx, p, fmt.Sprintf("%s-now-%08x", p.Name, h.Sum32()), metav1.NewTime(now), runNowWindow(p, now)); err != nil {
+	if err := r.createRun(ctx, p, RunNowRunName(p.Name, v), metav1.NewTime(now), runNowWindow(p, r.windowParser(), now)); err != nil {
 		return err
 	}
 	p.Status.RunNowHandled = v

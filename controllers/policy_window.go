@@ -33,8 +33,8 @@ type window struct {
 	grace    time.Duration
 }
 
-// parseWindow reads the policy's window in its time zone.
-func parseWindow(p *vacuumv1alpha1.VacuumPolicy) (*window, error) {
+// parseWindow reads the policy's window in its time zone, its schedule with parser.
+func parseWindow(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser) (*window, error) {
 	w := p.Spec.Window
 	loc, err := p.Location()
 	if err != nil {
@@ -44,7 +44,7 @@ func parseWindow(p *vacuumv1alpha1.VacuumPolicy) (*window, error) {
 	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
 		return nil, fmt.Errorf("window schedule %q: set the time zone in spec.timeZone, not in the schedule", s)
 	}
-	sched, err := cronParser.Parse("CRON_TZ=" + loc.String() + " " + s)
+	sched, err := parser.Parse("CRON_TZ=" + loc.String() + " " + s)
 	if err != nil {
 		return nil, fmt.Errorf("window schedule %q: %w", s, err)
 	}

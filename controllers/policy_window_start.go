@@ -17,7 +17,7 @@ import (
 // tick in its window slot, or waits for the slot, and records when the next run will start.
 func (r *PolicyReconciler) startWindowedRuns(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, now time.Time) (ctrl.Result, error) {
 	st, gen := &p.Status, p.Generation
-	w, ticks, err := windowAndTicks(p)
+	w, ticks, err := windowAndTicks(p, r.windowParser())
 	if err != nil {
 		r.invalidSchedule(p, err)
 		return ctrl.Result{}, nil // a spec edit triggers the next reconcile
@@ -50,8 +50,8 @@ func (r *PolicyReconciler) startWindowedRuns(ctx context.Context, p *vacuumv1alp
 
 // windowAndTicks returns the policy's window and the schedule of its ticks: spec.schedule,
 // or the window's openings when there is none.
-func windowAndTicks(p *vacuumv1alpha1.VacuumPolicy) (*window, cron.Schedule, error) {
-	w, err := parseWindow(p)
+func windowAndTicks(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser) (*window, cron.Schedule, error) {
+	w, err := parseWindow(p, parser)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -102,7 +102,8 @@ func (r *PolicyReconciler) startInWindow(ctx context.Context, p *vacuumv1alpha1.
 	}
 	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && len(ws.SpanningTables) > 0
 	err := r.createRun(ctx, p, scheduledRunName(p, due.Tick), metav1.NewTime(due.Tick), func(run *vacuumv1alpha1.VacuumRun) {
-		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(s.StopAt), StopGracePeriodSeconds: int64(w.grace / time.Second)}
+		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(s.StopAt), StopGracePeriodSeconds: int64(w.grace / time.Second),
+			FullPagesPerSecond: ws.LastFullPagesPerSecond}
 		run.Spec.Resume = resume
 	})
 	if err != nil {
@@ -111,6 +112,15 @@ func (r *PolicyReconciler) startInWindow(ctx context.Context, p *vacuumv1alpha1.
 	p.Status.LastScheduleTime = &metav1.Time{Time: due.Tick}
 	ws.WaitingTick = nil
 	return true, time.Time{}, nil
+}
+
+// windowParser reads window schedules: cronParser's five fields, or with
+// WindowScheduleSeconds an optional leading seconds field too.
+func (r *PolicyReconciler) windowParser() cron.Parser {
+	if r.WindowScheduleSeconds {
+		return windowSecondsParser
+	}
+	return cronParser
 }
 
 // windowStatus returns the policy's status.window, made when absent.
@@ -123,11 +133,11 @@ func windowStatus(p *vacuumv1alpha1.VacuumPolicy) *vacuumv1alpha1.PolicyWindowSt
 
 // runNowWindow is the window a run-now run of a policy with windows is given: the one open
 // now, if any (such a run otherwise runs to its end, as a run-now does without windows).
-func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, now time.Time) func(*vacuumv1alpha1.VacuumRun) {
+func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, parser cron.Parser, now time.Time) func(*vacuumv1alpha1.VacuumRun) {
 	if !p.HasWindow() {
 		return nil
 	}
-	w, err := parseWindow(p)
+	w, err := parseWindow(p, parser)
 	if err != nil {
 		return nil
 	}
@@ -135,15 +145,21 @@ func runNowWindow(p *vacuumv1alpha1.VacuumPolicy, now time.Time) func(*vacuumv1a
 	if !ok {
 		return nil
 	}
-	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && p.Status.Window != nil && len(p.Status.Window.SpanningTables) > 0
+	ws := p.Status.Window
+	if ws == nil {
+		ws = &vacuumv1alpha1.PolicyWindowStatus{}
+	}
+	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && len(ws.SpanningTables) > 0
 	return func(run *vacuumv1alpha1.VacuumRun) {
-		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(w.end(open)), StopGracePeriodSeconds: int64(w.grace / time.Second)}
+		run.Spec.Window = &vacuumv1alpha1.RunWindow{StopAt: metav1.NewTime(w.end(open)), StopGracePeriodSeconds: int64(w.grace / time.Second),
+			FullPagesPerSecond: ws.LastFullPagesPerSecond}
 		run.Spec.Resume = resume
 	}
 }
 
 // observeWindows counts the tables of the newest ended run into status.window: a table the
-// run left unfinished spans one more window, one it finished leaves the list. Each run is
+// run left unfinished spans one more window, one it finished leaves the list; a succeeded
+// FULL's pages per second become the estimate of the next FULLs (lastFullPagesPerSecond). Each run is
 // counted once (status.window.observedRun), so repeated reconciles change nothing.
 func observeWindows(p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.VacuumRun) {
 	if !p.HasWindow() && p.Status.Window == nil {
@@ -161,6 +177,9 @@ func observeWindows(p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.Vacuum
 		return
 	}
 	ws.ObservedRun = last.Name
+	if last.Spec.Mode == vacuumv1alpha1.VacuumModeFull && last.Status.Phase == vacuumv1alpha1.RunSucceeded && last.Status.PagesPerSecond > 0 {
+		ws.LastFullPagesPerSecond = last.Status.PagesPerSecond
+	}
 	prev := map[string]vacuumv1alpha1.SpanningTable{}
 	for _, t := range ws.SpanningTables {
 		prev[t.Name] = t

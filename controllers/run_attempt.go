@@ -35,6 +35,11 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			fmt.Sprintf("runner.image %q is not one the operator allows (its --runner-image or --allowed-runner-images)", img))
 		return ctrl.Result{}, nil
 	}
+	if pc := run.Spec.Runner.PriorityClassName; !r.priorityClassAllowed(pc) {
+		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonPriorityClassNotAllowed,
+			fmt.Sprintf("runner.priorityClassName %q is not one the operator allows (its --allowed-priority-classes)", pc))
+		return ctrl.Result{}, nil
+	}
 	if run.Spec.Target.Server != nil {
 		return r.advanceOnline(ctx, run)
 	}
@@ -123,6 +128,13 @@ func (r *RunReconciler) runAttempt(ctx context.Context, run *vacuumv1alpha1.Vacu
 // the run's token, so a VacuumPolicy author does not get to choose it.
 func (r *RunReconciler) imageAllowed(image string) bool {
 	return image == "" || image == r.RunnerImage || slices.Contains(r.AllowedImages, image)
+}
+
+// priorityClassAllowed says whether a run may name this priority class: none, or one the
+// operator's admin allowed. A priority can preempt other tenants' pods, so a VacuumPolicy
+// author does not get to choose it.
+func (r *RunReconciler) priorityClassAllowed(name string) bool {
+	return name == "" || slices.Contains(r.AllowedPriorityClasses, name)
 }
 
 // waitToStart marks the run Pending with msg, or fails it with reason PodNotStarted once it

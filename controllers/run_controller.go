@@ -52,6 +52,10 @@ type RunReconciler struct {
 	// AllowedImages are the other images a run may name in spec.runner.image; a run naming
 	// any other fails with reason ImageNotAllowed.
 	AllowedImages []string
+	// AllowedPriorityClasses are the priority classes a run may name in
+	// spec.runner.priorityClassName; a run naming any other fails with reason
+	// PriorityClassNotAllowed.
+	AllowedPriorityClasses []string
 	// ProgressInterval is how often a running pod's /progress is polled.
 	ProgressInterval time.Duration
 	// Workers is how many runs are reconciled at once (DefaultWorkers when 0).

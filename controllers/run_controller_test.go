@@ -40,11 +40,7 @@ var _ = Describe("VacuumRun controller", func() {
 		r     *RunReconciler
 		rec   *recorder
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, rec = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, rec = runSpecStart() })
 
 	It("runs one pod, folds its /progress into status, and ends Succeeded from its termination message", func() {
 		newRun(ns, "happy", "data", nil)

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,10 +76,19 @@ func (r *RunReconciler) runnerPodNamed(run *vacuumv1alpha1.VacuumRun, name strin
 	if run.Spec.PolicyName != "" {
 		labels[vacuumv1alpha1.LabelPolicy] = run.Spec.PolicyName
 	}
+	annotations := map[string]string{vacuumv1alpha1.AnnotationRunSpec: string(specJSON)}
+	opts := &spec.Runner.RunnerPodOptions
+	// The API refuses the operator's prefixes in podLabels and podAnnotations; the
+	// operator's own keys are still set last, so no key of the user's can replace them.
+	labels = withUserKeys(opts.PodLabels, labels)
+	annotations = withUserKeys(opts.PodAnnotations, annotations)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: name, Labels: labels,
-			Annotations: map[string]string{vacuumv1alpha1.AnnotationRunSpec: string(specJSON)}},
+			Annotations: annotations},
 		Spec: corev1.PodSpec{
+			PriorityClassName:             opts.PriorityClassName,
+			ImagePullSecrets:              opts.ImagePullSecrets,
+			TopologySpreadConstraints:     opts.TopologySpreadConstraints,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
@@ -184,5 +194,16 @@ func runnerResources(user corev1.ResourceRequirements, mem64 int64) corev1.Resou
 	if _, ok := out.Requests[corev1.ResourceMemory]; !ok {
 		out.Requests[corev1.ResourceMemory] = out.Limits[corev1.ResourceMemory]
 	}
+	return out
+}
+
+// withUserKeys is the user's keys with the operator's own set over them.
+func withUserKeys(user, own map[string]string) map[string]string {
+	if len(user) == 0 {
+		return own
+	}
+	out := make(map[string]string, len(user)+len(own))
+	maps.Copy(out, user)
+	maps.Copy(out, own)
 	return out
 }

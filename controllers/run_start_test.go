@@ -69,11 +69,7 @@ var _ = Describe("A run that cannot start", func() {
 		clock *clocktesting.FakeClock
 		r     *RunReconciler
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, _ = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, _ = runSpecStart() })
 
 	DescribeTable("fails at once when the API server refuses its pod, without ever scaling its app down",
 		func(setup func(ns string), edit func(*vacuumv1alpha1.VacuumRun), wantMsg string) {

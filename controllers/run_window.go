@@ -37,6 +37,7 @@ func applyWindow(run *vacuumv1alpha1.VacuumRun, rs *runnerwire.RunSpec) {
 	if w := run.Spec.Window; w != nil {
 		at := metav1.NewTime(w.StopAt.UTC().Truncate(time.Second))
 		rs.StopAt = &at
+		rs.FullPagesPerSecond = w.FullPagesPerSecond
 	}
 }
 

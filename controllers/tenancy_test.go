@@ -67,11 +67,7 @@ var _ = Describe("Tenancy", func() {
 		r     *RunReconciler
 		rec   *recorder
 	)
-	BeforeEach(func() {
-		ns = newNamespace()
-		clock = clocktesting.NewFakeClock(time.Now())
-		r, rec = newRunReconciler(clock)
-	})
+	BeforeEach(func() { ns, clock, r, rec = runSpecStart() })
 
 	It("runs only the operator's image or one its admin allowed", func() {
 		r.AllowedImages = []string{"registry.example/vacuum-runner:v2"}

@@ -21,7 +21,7 @@ func mustWindow(t *testing.T, schedule, tz string, seconds int64, jitter bool) *
 	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
 	p.Spec.TimeZone = tz
 	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: schedule, DurationSeconds: seconds, Jitter: jitter}
-	w, err := parseWindow(p)
+	w, err := parseWindow(p, cronParser)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +261,80 @@ func TestAWindowOnlyPolicysIntervalIsTheTimeBetweenOpenings(t *testing.T) {
 	r := &PolicyReconciler{Clock: realClock}
 	if got := r.scheduleInterval(p); got != 24*time.Hour {
 		t.Errorf("interval %s, want 24h (the time between two openings)", got)
+	}
+}
+
+func TestASecondsWindowScheduleOpensWindowsSecondsApartEachWithItsOwnRun(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.TimeZone = "UTC"
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "*/12 * * * * *", DurationSeconds: 9}
+	if _, err := parseWindow(p, cronParser); err == nil {
+		t.Fatal("a six-field window schedule parsed without WindowScheduleSeconds")
+	}
+	r := &PolicyReconciler{WindowScheduleSeconds: true}
+	w, err := parseWindow(p, r.windowParser())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 2, 5, 0, 5, 0, time.UTC)
+	s := w.slotFor(at)
+	if want := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC); !s.Open.Equal(want) || !s.StopAt.Equal(want.Add(9*time.Second)) {
+		t.Errorf("slot at %s is %+v, want the window 05:00:00-05:00:09", at, s)
+	}
+	next := w.slotFor(at.Add(5 * time.Second)) // 05:00:10, between windows
+	if want := time.Date(2026, 12, 2, 5, 0, 12, 0, time.UTC); !next.Start.Equal(want) {
+		t.Errorf("slot at 05:00:10 starts %s, want %s", next.Start, want)
+	}
+	names := map[string]bool{}
+	for _, tick := range []time.Time{s.Open, next.Open, next.Open.Add(12 * time.Second)} {
+		names[scheduledRunName(p, tick)] = true
+	}
+	if len(names) != 3 {
+		t.Errorf("three windows of one minute got the runs %v, want three names", names)
+	}
+	if got, want := scheduledRunName(p, s.Open), fmt.Sprintf("nightly-%d", s.Open.Unix()/60); got != want {
+		t.Errorf("a tick on a whole minute is %s, want %s (named by its minute)", got, want)
+	}
+	p.Spec.Window.Schedule = "0 2 * * *"
+	if w5, err := parseWindow(p, r.windowParser()); err != nil || !w5.openings.Next(at).Equal(time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)) {
+		t.Errorf("a five-field schedule reads differently with seconds allowed: %v", err)
+	}
+}
+
+func TestASucceededFullsRateIsGivenToTheNextWindowsRunForItsEstimate(t *testing.T) {
+	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
+	p.Spec.TimeZone = "UTC"
+	p.Spec.Mode = vacuumv1alpha1.VacuumModeFull
+	p.Spec.Window = &vacuumv1alpha1.Window{Schedule: "0 2 * * *", DurationSeconds: 3600}
+	ended := func(name string, phase vacuumv1alpha1.RunPhase, pagesPerSecond int64) vacuumv1alpha1.VacuumRun {
+		r := vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
+		r.Spec.Mode = vacuumv1alpha1.VacuumModeFull
+		r.Status.Phase, r.Status.PagesPerSecond = phase, pagesPerSecond
+		return r
+	}
+	runs := []vacuumv1alpha1.VacuumRun{ended("nightly-1", vacuumv1alpha1.RunSucceeded, 120)}
+	observeWindows(p, runs)
+	if got := p.Status.Window.LastFullPagesPerSecond; got != 120 {
+		t.Fatalf("lastFullPagesPerSecond %d after a FULL at 120 pages/s, want 120", got)
+	}
+	// A FULL refused as too long (no pages processed) keeps the measured rate.
+	runs = append(runs, ended("nightly-2", vacuumv1alpha1.RunInterrupted, 0))
+	observeWindows(p, runs)
+	if got := p.Status.Window.LastFullPagesPerSecond; got != 120 {
+		t.Fatalf("lastFullPagesPerSecond %d after a refused FULL, want 120 kept", got)
+	}
+	edit := runNowWindow(p, cronParser, time.Date(2026, 12, 2, 2, 30, 0, 0, time.UTC))
+	if edit == nil {
+		t.Fatal("no window for a run made inside one")
+	}
+	run := &vacuumv1alpha1.VacuumRun{}
+	edit(run)
+	if run.Spec.Window.FullPagesPerSecond != 120 {
+		t.Fatalf("the run's window says %d pages/s, want 120", run.Spec.Window.FullPagesPerSecond)
+	}
+	var rs runnerwire.RunSpec
+	applyWindow(run, &rs)
+	if rs.FullPagesPerSecond != 120 || rs.StopAt == nil {
+		t.Errorf("RunSpec fullPagesPerSecond %d stopAt %v, want 120 and the window's end", rs.FullPagesPerSecond, rs.StopAt)
 	}
 }

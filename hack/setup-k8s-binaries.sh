@@ -4,7 +4,7 @@
 #   hack/setup-k8s-binaries.sh [COMPONENT...]
 #
 # COMPONENT is any of: kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet
-# kube-proxy etcd
+# kube-proxy kubeadm etcd
 # (default: kube-apiserver kubectl etcd, the envtest set). Binaries land in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/vacuum-operator/k8s-${K8S_VERSION}/
 # and that directory is printed on stdout as the last line; progress goes to stderr.
@@ -26,7 +26,7 @@ CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/vacuum-operator
 DEST=${CACHE_ROOT}/k8s-${K8S_VERSION#v}
 WRAPPERS=${CACHE_ROOT}/wrappers
 
-K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
+K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm)
 DEFAULT_COMPONENTS=(kube-apiserver kubectl etcd)
 
 log() { echo "setup-k8s-binaries: $*" >&2; }
@@ -50,6 +50,8 @@ version_ok() {
           grep -q "etcd Version: ${ETCD_VERSION#v}\$" <<<"$out" ;;
     kubectl) out=$("$bin" version --client 2>/dev/null) || return 1
              grep -q "Client Version: ${K8S_VERSION}\$" <<<"$out" ;;
+    kubeadm) out=$("$bin" version -o short 2>/dev/null) || return 1
+             [[ $out == "${K8S_VERSION}" ]] ;;
     *) out=$("$bin" --version 2>/dev/null) || return 1
        [[ $out == "Kubernetes ${K8S_VERSION}" ]] ;;
   esac

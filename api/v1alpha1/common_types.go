@@ -322,6 +322,7 @@ type RunnerSpec struct {
 	// podSecurityContext sets the pod's user and group IDs (at least 1).
 	// +optional
 	PodSecurityContext *RunnerPodSecurityContext `json:"podSecurityContext,omitempty"`
+	RunnerPodOptions   `json:",inline"`
 }
 
 // RunnerPodSecurityContext is the part of the pod's security context a user may choose.

@@ -273,6 +273,10 @@ type VacuumRunStatus struct {
 	// pause is the user's pause (spec.paused) as the runner took it, with the time paused.
 	// +optional
 	Pause *PauseStatus `json:"pause,omitempty"`
+	// replication is the largest lag of the server's standbys (pg_stat_replication), now
+	// and during the run; absent for a volume and while no standby was seen.
+	// +optional
+	Replication *ReplicationStatus `json:"replication,omitempty"`
 }
 
 // ServerStatus is the server an online run works on.
@@ -355,6 +359,8 @@ type OwnedObject struct {
 // +kubebuilder:printcolumn:name="WAL/s",type=string,JSONPath=`.status.walRate`
 // +kubebuilder:printcolumn:name="FG-P99",type=string,JSONPath=`.status.foreground.p99`
 // +kubebuilder:printcolumn:name="vs-Base",type=string,JSONPath=`.status.foreground.p99VsBaseline`,priority=1
+// +kubebuilder:printcolumn:name="Lag",type=string,JSONPath=`.status.replication.lag`,priority=1
+// +kubebuilder:printcolumn:name="Max-Lag",type=string,JSONPath=`.status.replication.maxLag`,priority=1
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="True")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

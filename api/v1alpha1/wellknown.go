@@ -88,6 +88,9 @@ const (
 	ReasonForeignObject = "ForeignObject"
 	// ReasonImageNotAllowed: the run names a runner image the operator does not allow.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonPriorityClassNotAllowed: the run names a runner priority class the operator
+	// does not allow.
+	ReasonPriorityClassNotAllowed = "PriorityClassNotAllowed"
 	// ReasonManagerUpgraded: the run was started by the manager version before this one;
 	// a runner pod of that version, which serves no pinned HTTPS endpoint, is stopped.
 	ReasonManagerUpgraded = "ManagerUpgraded"

@@ -95,6 +95,14 @@ type RunWindow struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	StopGracePeriodSeconds int64 `json:"stopGracePeriodSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: the policy always writes it; 0 means stop at stopAt, as absent does
+
+	// fullPagesPerSecond is the heap pages per second the policy's last complete VACUUM FULL
+	// achieved (status.window.lastFullPagesPerSecond), absent when there was none. A FULL's
+	// estimate for WindowTooShort is its table's pages divided by it when set, else by the
+	// pages per second the run's throttle allows.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FullPagesPerSecond int64 `json:"fullPagesPerSecond,omitempty"` //nolint:kubeapilinter // optionalfields: 0 means no FULL was measured, as absent does
 }
 
 // PolicyWindowStatus is what the policy knows of its windows and of the vacuums that span
@@ -113,6 +121,12 @@ type PolicyWindowStatus struct {
 	// observedRun is the latest ended run whose tables were counted below.
 	// +optional
 	ObservedRun string `json:"observedRun,omitempty"`
+
+	// lastFullPagesPerSecond is the heap pages per second the policy's latest run that
+	// completed a VACUUM FULL achieved; each later run is given it (spec.window.
+	// fullPagesPerSecond) for its WindowTooShort estimate.
+	// +optional
+	LastFullPagesPerSecond int64 `json:"lastFullPagesPerSecond,omitempty"`
 
 	// spanningTables are the tables a window closed on before their vacuum was done, so
 	// that it spans several windows, at most 1024; a table leaves the list once a run

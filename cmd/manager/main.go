@@ -28,18 +28,20 @@ import (
 
 // options are the manager's flags.
 type options struct {
-	metricsAddr      string
-	metricsSecure    bool
-	probeAddr        string
-	leaderElect      bool
-	namespace        string
-	keySecret        string
-	runnerImage      string
-	allowedImages    []string
-	watchNamespaces  []string
-	workers          int
-	progressInterval time.Duration
-	logLevel         int
+	metricsAddr            string
+	metricsSecure          bool
+	probeAddr              string
+	leaderElect            bool
+	namespace              string
+	keySecret              string
+	runnerImage            string
+	allowedImages          []string
+	allowedPriorityClasses []string
+	watchNamespaces        []string
+	workers                int
+	progressInterval       time.Duration
+	logLevel               int
+	windowSeconds          bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -61,6 +63,11 @@ func parseFlags(args []string) (options, error) {
 			o.allowedImages = splitList(v)
 			return nil
 		})
+	fs.Func("allowed-priority-classes", "comma-separated PriorityClasses a run may name in spec.runner.priorityClassName (default: none)",
+		func(v string) error {
+			o.allowedPriorityClasses = splitList(v)
+			return nil
+		})
 	fs.Func("watch-namespaces", "comma-separated namespaces the manager watches and acts in (default: all); "+
 		"with a namespaced install (config/namespaced) its RBAC covers only these", func(v string) error {
 		o.watchNamespaces = splitList(v)
@@ -70,6 +77,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", controllers.DefaultWorkers,
 		"how many runs, and how many policies, are reconciled at once; no reconcile waits on a runner pod")
 	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
+	fs.BoolVar(&o.windowSeconds, "window-schedule-seconds", false,
+		"for tests: spec.window.schedule may have a leading seconds field (six fields), so windows can open seconds apart")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -155,14 +164,16 @@ func run(ctx context.Context, o options) error {
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := (&controllers.PolicyReconciler{
 		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers, Metrics: m,
+		WindowScheduleSeconds: o.windowSeconds,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up policy controller: %w", err)
 	}
 	if err := (&controllers.RunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: recorder,
 		Key: key, RunnerImage: o.runnerImage, AllowedImages: o.allowedImages, ProgressInterval: o.progressInterval,
-		Workers: o.workers,
-		Metrics: m,
+		AllowedPriorityClasses: o.allowedPriorityClasses,
+		Workers:                o.workers,
+		Metrics:                m,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
 	}

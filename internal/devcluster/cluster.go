@@ -25,6 +25,11 @@ import (
 // it to Options.BinDir.
 const RunnerImage = "localhost/vacuum-operator:dev"
 
+// SampleImage is the image config/samples and `make image-tar` name (the engine server's
+// StatefulSet, the load generator); the local node maps it to Options.BinDir too, so the
+// samples apply to the dev cluster unchanged.
+const SampleImage = "vacuum-operator:dev"
+
 // ManagerNamespace is where the dev cluster's manager keeps its key Secret.
 const ManagerNamespace = "vacuum-operator-system"
 
@@ -34,7 +39,8 @@ type Options struct {
 	RepoRoot string
 	// BinDir holds manager and vacuum-runner (default RepoRoot/bin).
 	BinDir string
-	// Build builds ./cmd/manager and ./cmd/vacuum-runner into BinDir first.
+	// Build builds ./cmd/manager, ./cmd/vacuum-runner and ./cmd/engine-server (the samples'
+	// server) into BinDir first.
 	Build bool
 	// StateDir holds the kubeconfig, the node's state and the logs (default: a new temp dir).
 	StateDir string
@@ -122,8 +128,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, fmt.Errorf("devcluster: %w", err)
 	}
 	if o.Build {
-		_, _ = fmt.Fprintln(o.Log, "building manager and vacuum-runner into", o.BinDir)
-		if err := Build(ctx, o.RepoRoot, o.BinDir, "manager", "vacuum-runner"); err != nil {
+		_, _ = fmt.Fprintln(o.Log, "building manager, vacuum-runner and engine-server into", o.BinDir)
+		if err := Build(ctx, o.RepoRoot, o.BinDir, "manager", "vacuum-runner", "engine-server"); err != nil {
 			return c, err
 		}
 	}
@@ -191,7 +197,7 @@ func (c *Cluster) startControlPlane() error {
 func (c *Cluster) startNode() error {
 	c.NodeStateDir = filepath.Join(c.StateDir, "node")
 	n, err := localnode.New(c.Config, localnode.Config{
-		Images:   map[string]string{RunnerImage: c.opts.BinDir},
+		Images:   map[string]string{RunnerImage: c.opts.BinDir, SampleImage: c.opts.BinDir},
 		StateDir: c.NodeStateDir,
 		AllPods:  true, // the only node: it runs the pods of Deployments and StatefulSets too
 		Log:      c.opts.NodeLog,

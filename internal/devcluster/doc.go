@@ -24,7 +24,8 @@
 //   - The manager's metrics and probe endpoints bind to 127.0.0.1 on free ports, so they never
 //     collide with runner pods listening on their own addresses (see internal/localnode).
 //   - Runner pods use the image RunnerImage, which the local node maps to Options.BinDir (the
-//     locally built vacuum-runner): a container command /X runs BinDir/X, so an app of that
-//     image (the engine server's StatefulSet, command /engine-server) needs BinDir/engine-server
-//     built too (Build(ctx, root, binDir, "engine-server")).
+//     locally built vacuum-runner), and so is SampleImage, the samples' name of the same image:
+//     a container command /X runs BinDir/X, so an app of that image (the engine server's
+//     StatefulSet, command /engine-server) needs BinDir/engine-server built too, which
+//     Options.Build does.
 package devcluster

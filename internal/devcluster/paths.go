@@ -58,17 +58,23 @@ func Kubectl(assetsDir string) (string, error) {
 	return p, nil
 }
 
-// Build builds the named commands (./cmd/NAME) into binDir.
+// Build builds the named commands (./cmd/NAME) into binDir, in one go build (one
+// invocation compiles the packages they share once and links them in parallel).
 func Build(ctx context.Context, repoRoot, binDir string, names ...string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", binDir, err)
 	}
+	if len(names) == 0 {
+		return nil
+	}
+	args := []string{"build", "-o", binDir + string(filepath.Separator)}
 	for _, name := range names {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, name), "./cmd/"+name)
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/%s: %w\n%s", name, err, out)
-		}
+		args = append(args, "./cmd/"+name)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ type DB struct {
 	// A hot standby's replay (standby.go): the end of the last record
 	// replayed, when, and the transactions it cancelled.
 	replayEnd      atomic.Uint64
+	receivedEnd    atomic.Uint64 // what Follow last saw the receiver make durable
 	replayAt       atomic.Pointer[time.Time]
 	standbyCancels atomic.Int64
 

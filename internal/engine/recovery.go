@@ -151,6 +151,9 @@ func (db *DB) start() error {
 	db.gate.log.Store(db.log)
 	db.txns.SetLog(db.log)
 
+	if err := db.resolveTruncations(); err != nil {
+		return err
+	}
 	// Every relation the catalog names must exist before anything else
 	// is touched: orphans are deleted only from a consistent directory.
 	missing, err := db.missingRelations()

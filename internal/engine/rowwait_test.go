@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 )
 
 var balanceCols = []Column{{Name: "id", Type: Int4, NotNull: true}, {Name: "balance", Type: Int8, NotNull: true}}
@@ -288,4 +289,103 @@ func TestConcurrentIncrementsOnHotRowsAddUp(t *testing.T) {
 		t.Log("no update had to wait (the goroutines never overlapped)")
 	}
 	checkClean(t, db)
+}
+
+// VACUUM FULL takes the table as PostgreSQL's ACCESS EXCLUSIVE lock does:
+// it waits for the open transactions that used the table (here one holding
+// an updated row and one waiting for that row), and a transaction that had
+// not used the table waits for the rewrite before its first use. None of
+// them fails: the waiting update would otherwise wake to a rewritten table
+// (every TID changed) and fail with ErrTableRewritten, which the server
+// turns into a serialization failure of a pgbench transaction.
+func TestVacuumFullWaitsForTransactionsThatUsedTheTableSoNoneSeesTheRewrite(t *testing.T) {
+	db, tids := newBalances(t, 50)
+	holder := mustTx(t, db)
+	if _, ok, err := holder.UpdateRow("acct", tids[0], add(1)); err != nil || !ok {
+		t.Fatalf("holder's update: %v %v", ok, err)
+	}
+	waiter := mustTx(t, db)
+	waited := make(chan error, 1)
+	go func() {
+		_, ok, err := waiter.UpdateRow("acct", tids[0], add(10))
+		if err == nil && !ok {
+			err = errors.New("the waiting update changed no row")
+		}
+		if err == nil {
+			err = waiter.Commit()
+		}
+		waited <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter reaches its row wait
+	full := make(chan error, 1)
+	go func() {
+		_, err := db.VacuumFull(context.Background(), "acct", vacuum.DefaultOptions())
+		full <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); db.uses.waiting("acct") == 0; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-full:
+			t.Fatalf("VACUUM FULL returned (%v) while transactions that used the table were open", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("VACUUM FULL never started waiting for the open transactions")
+		}
+	}
+	late := mustTx(t, db) // has not used acct: waits behind the FULL
+	read := make(chan error, 1)
+	go func() {
+		_, _, err := late.Get("acct", tids[1])
+		read <- err
+	}()
+	select {
+	case err := <-full:
+		t.Fatalf("VACUUM FULL returned (%v) while transactions that used the table were open", err)
+	case err := <-waited:
+		t.Fatalf("the waiting update returned (%v) before the holder ended", err)
+	case err := <-read:
+		t.Fatalf("a new transaction's read returned (%v) while the FULL waited", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the update that waited for the row beside VACUUM FULL: %v", err)
+	}
+	if err := <-full; err != nil {
+		t.Fatalf("VACUUM FULL: %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("the read that waited for the FULL: %v", err)
+	}
+	endTx(late)
+	if got := balanceOf(t, db, 1); got != 11 {
+		t.Fatalf("balance of row 1 after both updates and the FULL: %d, want 11", got)
+	}
+	checkClean(t, db)
+}
+
+// With SKIP_LOCKED (Options.NoWait) a VACUUM FULL of a table an open
+// transaction used fails at once with ErrTableInUse instead of waiting.
+func TestVacuumFullWithNoWaitFailsAtOnceWhileATransactionUsesTheTable(t *testing.T) {
+	db, tids := newBalances(t, 5)
+	holder := mustTx(t, db)
+	if _, ok, err := holder.UpdateRow("acct", tids[0], add(1)); err != nil || !ok {
+		t.Fatalf("holder's update: %v %v", ok, err)
+	}
+	opts := vacuum.DefaultOptions()
+	opts.NoWait = true
+	if _, err := db.VacuumFull(context.Background(), "acct", opts); !errors.Is(err, ErrTableInUse) {
+		t.Fatalf("VACUUM FULL with NoWait beside an open transaction: %v, want ErrTableInUse", err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.VacuumFull(context.Background(), "acct", opts); err != nil {
+		t.Fatalf("VACUUM FULL with NoWait once the transaction ended: %v", err)
+	}
+	if n := db.uses.waiting("acct"); n != 0 {
+		t.Fatalf("%d DDLs still registered on the table after the FULLs", n)
+	}
 }

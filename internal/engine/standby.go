@@ -56,6 +56,21 @@ func (db *DB) InRecovery() bool { return db.opts.Standby }
 // on a primary).
 func (db *DB) ReplayedLSN() wal.LSN { return wal.LSN(db.replayEnd.Load()) }
 
+// ReceivedLSN is the end of the WAL a standby's receiver has made durable, as Follow last
+// read it (pg_last_wal_receive_lsn()); never behind ReplayedLSN.
+func (db *DB) ReceivedLSN() wal.LSN {
+	return max(wal.LSN(db.receivedEnd.Load()), db.ReplayedLSN())
+}
+
+// CurrentLSN is the end of the WAL a primary has made durable (pg_current_wal_lsn()): what a
+// standby can be sent, so a caught-up standby's lag against it is 0.
+func (db *DB) CurrentLSN() wal.LSN {
+	if db.log == nil {
+		return db.ReplayedLSN()
+	}
+	return db.log.FlushedLSN()
+}
+
 // LastReplayTime is when a standby last replayed a record (zero before the first).
 func (db *DB) LastReplayTime() time.Time {
 	if p := db.replayAt.Load(); p != nil {
@@ -99,7 +114,9 @@ func (db *DB) Follow(ctx context.Context, flushed func() wal.LSN, poll time.Dura
 		if db.closed.Load() {
 			return ErrClosed
 		}
-		n, err := db.followOnce(ctx, env, skip, flushed())
+		limit := flushed()
+		db.receivedEnd.Store(uint64(limit))
+		n, err := db.followOnce(ctx, env, skip, limit)
 		if err != nil {
 			return err
 		}

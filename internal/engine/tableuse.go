@@ -23,6 +23,7 @@ type tableUses struct {
 	mu      sync.Mutex
 	users   map[string]map[*Tx]struct{}
 	ddl     map[string]int // DDL waiting for or holding the table
+	owner   map[string]*Tx // the transaction whose own DDL holds the table (Tx.Truncate)
 	changed chan struct{}  // closed (and replaced) at every change
 }
 
@@ -51,7 +52,7 @@ func (u *tableUses) use(ctx context.Context, tx *Tx, table string) error {
 		if _, ok := u.users[table][tx]; ok {
 			return nil
 		}
-		if u.ddl[table] == 0 {
+		if u.ddl[table] == 0 || u.owner[table] == tx {
 			break
 		}
 		ch := u.changedLocked()
@@ -96,6 +97,13 @@ func (u *tableUses) done(tx *Tx) {
 // uses it (or ctx is done: ErrTableInUse, and the DDL is unregistered).
 // On success the caller calls release once its DDL is over.
 func (u *tableUses) exclude(ctx context.Context, table string) (release func(), err error) {
+	return u.excludeFor(ctx, table, nil)
+}
+
+// excludeFor is exclude for a DDL of transaction self (nil: of none):
+// self's own use of the table does not count, and until release self
+// uses the table while the others wait.
+func (u *tableUses) excludeFor(ctx context.Context, table string, self *Tx) (release func(), err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.ddl == nil {
@@ -108,22 +116,38 @@ func (u *tableUses) exclude(ctx context.Context, table string) (release func(), 
 		if u.ddl[table]--; u.ddl[table] == 0 {
 			delete(u.ddl, table)
 		}
+		if self != nil && u.owner[table] == self {
+			delete(u.owner, table)
+		}
 		u.broadcastLocked()
 	}
-	for len(u.users[table]) > 0 {
+	others := func() int {
+		n := len(u.users[table])
+		if _, ok := u.users[table][self]; ok && self != nil {
+			n--
+		}
+		return n
+	}
+	for others() > 0 {
 		ch := u.changedLocked()
 		u.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			u.mu.Lock()
-			n := len(u.users[table])
+			n := others()
 			u.mu.Unlock()
 			release()
 			u.mu.Lock()
 			return nil, fmt.Errorf("table %q: %d open transactions use it: %w (%w)", table, n, ErrTableInUse, ctx.Err())
 		}
 		u.mu.Lock()
+	}
+	if self != nil {
+		if u.owner == nil {
+			u.owner = map[string]*Tx{}
+		}
+		u.owner[table] = self
 	}
 	return release, nil
 }

@@ -29,7 +29,8 @@ type Tx struct {
 	ctx    context.Context // cancels the transaction's waits (BeginTx)
 	done   bool
 	failed error
-	tables []string // tables used, until the end (DB.uses)
+	tables []string     // tables used, until the end (DB.uses)
+	truncs []truncation // tables truncated, held until the end (Truncate)
 }
 
 // Found is one row an index lookup returned.
@@ -485,6 +486,8 @@ func (tx *Tx) Commit() error {
 	if err != nil {
 		return err
 	}
+	committed := false
+	defer func() { tx.endTruncations(committed) }() // after the unlock below
 	locked := true
 	defer func() {
 		if locked {
@@ -505,6 +508,7 @@ func (tx *Tx) Commit() error {
 	if err := tx.db.txns.Commit(tx.t, &tx.db.usage); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	committed = true
 	tx.db.maybeCheckpoint()
 	if w := tx.db.commitWait.Load(); w != nil && tx.t.Written() {
 		// The commit record is flushed: wait (outside the DB's locks) for what
@@ -541,6 +545,7 @@ func (tx *Tx) Rollback() error {
 	if err != nil {
 		return err
 	}
+	defer tx.endTruncations(false) // after the unlock below
 	defer unlock()
 	tx.done = true
 	defer tx.db.uses.done(tx)

@@ -85,7 +85,18 @@ func (db *DB) vacuumLock(name string) chan struct{} {
 // table's Target, built under the lock (so a FULL that finished meanwhile
 // is seen). Its Table.Release lets the lock go; Batch.Vacuum and
 // Batch.VacuumFull call it when they return.
-func (db *DB) lockedTarget(ctx context.Context, name string, noWait bool) (*vacuum.Target, error) {
+//
+// For a FULL (full true) it then waits, as DROP and TRUNCATE do
+// (lockForDDL), for every open transaction that used the table to end,
+// and makes the transactions that have not used it yet wait before their
+// first use until the FULL is over: PostgreSQL's ACCESS EXCLUSIVE lock,
+// held to the end of the rewrite. Without it a statement of a transaction
+// that had the table open (an UPDATE between its index lookup and its row
+// change, a row change waiting for another transaction) would find every
+// TID changed under it and fail with ErrTableRewritten, where PostgreSQL's
+// sessions only wait. With noWait a FULL of a table in use fails at once
+// with ErrTableInUse (SKIP_LOCKED).
+func (db *DB) lockedTarget(ctx context.Context, name string, noWait, full bool) (*vacuum.Target, error) {
 	if _, err := db.Table(name); err != nil {
 		return nil, err
 	}
@@ -103,8 +114,26 @@ func (db *DB) lockedTarget(ctx context.Context, name string, noWait bool) (*vacu
 			return nil, fmt.Errorf("table %q: waiting for another vacuum of it: %w", name, ctx.Err())
 		}
 	}
+	excluded := func() {}
+	if full {
+		wctx := ctx
+		if noWait {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			wctx = c
+		}
+		release, err := db.uses.exclude(wctx, name)
+		if err != nil {
+			<-l
+			if noWait {
+				return nil, fmt.Errorf("table %q: %w (SKIP_LOCKED)", name, ErrTableInUse)
+			}
+			return nil, err
+		}
+		excluded = release
+	}
 	var once sync.Once
-	unlock := func() { once.Do(func() { <-l }) }
+	unlock := func() { once.Do(func() { excluded(); <-l }) }
 	t, vt, err := db.target(name)
 	if err != nil {
 		unlock()
@@ -148,19 +177,19 @@ func (db *DB) swapChecked(name string, was *tableHandle, newHeap storage.RelFile
 // pages are given back. Rows stay readable and writable meanwhile (only
 // the final truncation takes the table's lock briefly).
 func (db *DB) Vacuum(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	return db.vacuumOne(ctx, table, opts, (*vacuum.Batch).Vacuum)
+	return db.vacuumOne(ctx, table, opts, false, (*vacuum.Batch).Vacuum)
 }
 
 // VacuumFull rewrites one table and rebuilds its indexes (PostgreSQL's
 // VACUUM FULL), holding the table's exclusive lock throughout. It first
 // checks that the volume has room for the copy (vacuum.ErrNoSpace).
 func (db *DB) VacuumFull(ctx context.Context, table string, opts vacuum.Options) (*vacuum.Report, error) {
-	return db.vacuumOne(ctx, table, opts, (*vacuum.Batch).VacuumFull)
+	return db.vacuumOne(ctx, table, opts, true, (*vacuum.Batch).VacuumFull)
 }
 
 // vacuumOne vacuums one table in a batch of its own, with how (lazy or
 // FULL), under the table's vacuum lock.
-func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options,
+func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options, full bool,
 	how func(*vacuum.Batch, context.Context, *vacuum.Target) (*vacuum.Report, error),
 ) (*vacuum.Report, error) {
 	if db.opts.Standby {
@@ -170,7 +199,7 @@ func (db *DB) vacuumOne(ctx context.Context, table string, opts vacuum.Options,
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.lockedTarget(ctx, table, opts.NoWait)
+	t, err := db.lockedTarget(ctx, table, opts.NoWait, full)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +221,8 @@ func (db *DB) VacuumBatch(ctx context.Context, run *vacuum.Batch, tables []strin
 			return nil, err
 		}
 	}
-	noWait := run.Options().NoWait
+	noWait, full := run.Options().NoWait, run.Options().Full
 	return run.VacuumTables(ctx, tables, func(ctx context.Context, name string) (*vacuum.Target, error) {
-		return db.lockedTarget(ctx, name, noWait)
+		return db.lockedTarget(ctx, name, noWait, full)
 	})
 }

@@ -2,9 +2,7 @@ package load_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/load"
 	"github.com/vacuumops/vacuum-operator/internal/online"
+	"github.com/vacuumops/vacuum-operator/internal/server/servertest"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
 
@@ -23,35 +21,7 @@ import (
 
 func startServer(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := wire.New(wire.Config{DB: db, Auth: wire.AuthTrust, Logf: t.Logf})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, wire.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-		if err := db.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	return servertest.Start(t, wire.Config{}).Addr
 }
 
 func target(addr string) online.Target {

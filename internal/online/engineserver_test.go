@@ -53,18 +53,30 @@ func engineServerBinary(t *testing.T) string {
 // SCRAM user, app, and returns its address; extra are more flags of serve.
 func startEngineServer(t *testing.T, extra ...string) string {
 	t.Helper()
+	addr, _ := startEngineProcess(t, "app:"+enginePassword+"\n", true, extra...)
+	return addr
+}
+
+// startEngineProcess starts `engine-server serve` (with --init when init) on a free
+// loopback port with the given users file, and returns its address and process.
+func startEngineProcess(t *testing.T, usersFile string, init bool, extra ...string) (string, *os.Process) {
+	t.Helper()
 	bin := engineServerBinary(t)
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users")
-	writeFile(t, users, "app:"+enginePassword+"\n")
+	writeFile(t, users, usersFile)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close() // the server listens on it next; a test-only race with other listeners
-	cmd := osexec.Command(bin, append([]string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
-		"--auth", "scram", "--users-file", users, "--buffer-pool", "16Mi"}, extra...)...)
+	args := []string{"serve", "--data", filepath.Join(dir, "data"), "--listen", addr,
+		"--auth", "scram", "--users-file", users, "--buffer-pool", "16Mi"}
+	if init {
+		args = append(args, "--init")
+	}
+	cmd := osexec.Command(bin, append(args, extra...)...)
 	log, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +105,7 @@ func startEngineServer(t *testing.T, extra ...string) string {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = c.Close()
-			return addr
+			return addr, cmd.Process
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("engine-server did not listen on %s within 30 s: %v", addr, err)

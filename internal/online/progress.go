@@ -183,6 +183,9 @@ func (r *Run) poll(ctx context.Context) {
 		r.foreground = fg
 		r.mu.Unlock()
 	}
+	if now, ok := r.readReplication(ctx); ok {
+		r.noteReplication(now)
+	}
 	if r.opts.OnProgress != nil {
 		r.opts.OnProgress(r.Progress())
 	}
@@ -329,7 +332,8 @@ func (r *Run) Progress() runnerwire.Progress {
 	defer r.mu.Unlock()
 	p := runnerwire.Progress{Phase: runnerwire.PhaseInitializing, TablesTotal: int64(len(r.states)),
 		Tables: []runnerwire.TableProgress{}, ThrottleApplies: r.ThrottleApplies(),
-		Foreground: copyForeground(r.foreground), ForegroundBaseline: copyForeground(r.baseline)}
+		Foreground: copyForeground(r.foreground), ForegroundBaseline: copyForeground(r.baseline),
+		Replication: copyReplication(r.replication)}
 	p.ElapsedSeconds = r.elapsed().Seconds()
 	if r.started >= 0 {
 		p.Phase, p.Table = r.states[r.started].phase, r.states[r.started].table.Qualified()

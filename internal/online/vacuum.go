@@ -40,6 +40,8 @@ type Run struct {
 	updates  int64
 	// the engine server's foreground: read at each poll, and once before the first VACUUM
 	foreground, baseline *runnerwire.Foreground
+	// the standbys' largest lag, now and at any poll (replication.go); nil until one is seen
+	replication *runnerwire.Replication
 }
 
 // tableState is one table's progress and, once done, its result.

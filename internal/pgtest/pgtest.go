@@ -79,7 +79,7 @@ func (s *Server) Dir() string { return s.dir }
 // them: a benchmark asks for PostgreSQL's durable defaults back with "fsync=on",
 // "synchronous_commit=on", "full_page_writes=on".
 func Start(ctx context.Context, settings ...string) (*Server, error) {
-	if err := ensureInstalled(ctx); err != nil {
+	if err := EnsureInstalled(ctx); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
@@ -242,28 +242,50 @@ func (s *Server) writeFile(path, content string) error {
 	return nil
 }
 
-// ensureInstalled installs postgresql-15 with apt-get when its binaries are missing and we
-// are root, and fails otherwise.
-func ensureInstalled(ctx context.Context) error {
-	postgres := filepath.Join(BinDir, "postgres")
-	if _, err := os.Stat(postgres); err == nil {
+// EnsureInstalled makes sure Debian's postgresql-15 and postgresql-client-15 are installed:
+// when their programs are missing and we are root it installs them with apt-get, otherwise
+// it fails saying what to do.
+func EnsureInstalled(ctx context.Context) error {
+	var missing []string
+	for _, name := range []string{"postgres", "psql", "pgbench"} {
+		if _, err := os.Stat(filepath.Join(BinDir, name)); err != nil {
+			missing = append(missing, filepath.Join(BinDir, name))
+		}
+	}
+	if len(missing) == 0 {
 		return nil
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("PostgreSQL 15 is not installed (%s missing): install Debian's postgresql-15 "+
-			"(apt-get install postgresql-15) or run the tests as root, which installs it", postgres)
+		return fmt.Errorf("PostgreSQL 15 is not installed (%s missing): install Debian's postgresql-15 and "+
+			"postgresql-client-15 (apt-get install postgresql-15 postgresql-client-15) or run the tests as root, which installs them",
+			strings.Join(missing, ", "))
 	}
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "postgresql-15"}} {
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "postgresql-15", "postgresql-client-15"}} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	if _, err := os.Stat(postgres); err != nil {
-		return errors.New("apt-get installed postgresql-15 but " + postgres + " is still missing")
+	for _, p := range missing {
+		if _, err := os.Stat(p); err != nil {
+			return errors.New("apt-get installed postgresql-15 and postgresql-client-15 but " + p + " is still missing")
+		}
 	}
 	return nil
+}
+
+// Tool returns the path of the PostgreSQL 15 program name (psql, pgbench, initdb, ...),
+// installing the packages first when they are missing (EnsureInstalled).
+func Tool(ctx context.Context, name string) (string, error) {
+	if err := EnsureInstalled(ctx); err != nil {
+		return "", err
+	}
+	p := filepath.Join(BinDir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("PostgreSQL 15's %s: %w", name, err)
+	}
+	return p, nil
 }
 
 // freePort returns a loopback port nobody listens on now.

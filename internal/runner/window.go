@@ -64,10 +64,14 @@ func windowCycleBlocks(l runnerwire.Limits, stopAt, now time.Time) int64 {
 	return max(1, int64(rate*stopAt.Sub(now).Seconds()/4))
 }
 
-// fullEstimate is how long a VACUUM FULL of pages pages takes under the run's limits and the
-// table's own (decisions.md: table pages divided by the pages per second its throttle allows).
+// fullEstimate is how long a VACUUM FULL of pages pages takes: the table's pages divided by
+// the rate the policy's last complete FULL achieved (RunSpec fullPagesPerSecond) when there
+// is one, else by the pages per second the run's limits and the table's own allow.
 func fullEstimate(r runnerwire.Resolved, table string, pages int64) time.Duration {
 	rate := min(fullPagesPerSecond(r.Throttle), fullPagesPerSecond(r.LimitsFor(table)))
+	if r.FullPagesPerSecond > 0 {
+		rate = float64(r.FullPagesPerSecond)
+	}
 	if math.IsInf(rate, 1) || pages <= 0 {
 		return 0
 	}

@@ -1,6 +1,7 @@
 package e2ereal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
+	"github.com/vacuumops/vacuum-operator/internal/kubectlvacuum"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
@@ -96,6 +99,19 @@ var _ = Describe("The operator on a real single-node cluster", Ordered, Continue
 
 		By("checking the volume on the host")
 		vol.expectClean(ctx)
+	})
+
+	It("shows the sample policy's run with kubectl vacuum status and explain, and prints its runner pod's log with kubectl vacuum logs", func(ctx SpecContext) {
+		name := runOfPolicy(ctx, ns, "orders-lazy")
+		code, out, errOut := kubectlVacuum(ctx, ns, "logs", name)
+		Expect(code).To(Equal(kubectlvacuum.ExitOK), "stderr: %s", errOut)
+		Expect(out).To(ContainSubstring("vacuum-runner run: exit 0: "), "the runner's last log line, read through pods/log")
+		code, out, errOut = kubectlVacuum(ctx, ns, "status", "orders-lazy")
+		Expect(code).To(Equal(kubectlvacuum.ExitOK), "stderr: %s", errOut)
+		Expect(out).To(MatchRegexp(`(?m)^` + name + `\s+orders-lazy\s+Succeeded\s+Succeeded\s`))
+		code, out, errOut = kubectlVacuum(ctx, ns, "explain", name)
+		Expect(code).To(Equal(kubectlvacuum.ExitOK), "stderr: %s", errOut)
+		Expect(out).To(ContainSubstring("the runner's last exit code was 0"))
 	})
 
 	It("polls /progress over the pod network, runs the container non-root, read-only and without capabilities, and retries a runner pod deleted mid-run", func(ctx SpecContext) {
@@ -362,4 +378,12 @@ func terminalOtherThan(p vacuumv1alpha1.RunPhase) []vacuumv1alpha1.RunPhase {
 // HTTPS pinned to the run's certificate (e2eutil.Progress, as the other suites read it).
 func getProgress(ctx context.Context, pod *corev1.Pod) (runnerwire.Progress, error) {
 	return e2eutil.Progress(ctx, k8sClient, pod, 2*time.Second)
+}
+
+// kubectlVacuum runs the kubectl plugin in-process against the real cluster, in namespace ns.
+func kubectlVacuum(ctx context.Context, ns string, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	streams := genericiooptions.IOStreams{In: bytes.NewReader(nil), Out: &out, ErrOut: &errOut}
+	code := kubectlvacuum.Main(ctx, append(args, "--kubeconfig", env.kubeconfig, "-n", ns), streams)
+	return code, out.String(), errOut.String()
 }

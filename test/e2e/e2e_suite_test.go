@@ -49,7 +49,7 @@ var _ = BeforeSuite(func() {
 	By("starting the dev cluster")
 	cluster, err = devcluster.Start(suiteCtx, devcluster.Options{
 		RepoRoot: repoRoot, BinDir: binDir, StateDir: filepath.Join(GinkgoT().TempDir(), "cluster"),
-		ManagerArgs: []string{"--progress-interval=1s"}, Log: GinkgoWriter, NodeLog: GinkgoLogr,
+		ManagerArgs: []string{"--progress-interval=1s", "--window-schedule-seconds"}, Log: GinkgoWriter, NodeLog: GinkgoLogr,
 		RestartBackoff: time.Second,
 	})
 	Expect(err).NotTo(HaveOccurred())

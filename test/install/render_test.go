@@ -135,8 +135,9 @@ var _ = Describe("The Helm chart", func() {
 		sameObjects(chart, objects(kubectl(nil, "kustomize", "config/namespaced")))
 	})
 
-	It("passes the runner image allow-list, resources and leader election to the manager", func() {
+	It("passes the runner image and priority-class allow-lists, resources and leader election to the manager", func() {
 		objs := objects(helmTemplate("runner.allowedImages={registry.example/runner:1,registry.example/runner:2}",
+			"runner.allowedPriorityClasses={vacuum-low,batch}",
 			"manager.leaderElection=false", "manager.resources.limits.memory=512Mi", "watchNamespaces={team-a,team-b}"))
 		dep := objs["Deployment/"+releaseNamespace+"/vacuum-operator-controller-manager"]
 		Expect(dep).NotTo(BeNil())
@@ -145,7 +146,7 @@ var _ = Describe("The Helm chart", func() {
 		c, ok := containers[0].(map[string]any)
 		Expect(ok).To(BeTrue(), "container %v", containers[0])
 		Expect(c["args"]).To(ContainElements("--allowed-runner-images=registry.example/runner:1,registry.example/runner:2",
-			"--watch-namespaces=team-a,team-b"))
+			"--allowed-priority-classes=vacuum-low,batch", "--watch-namespaces=team-a,team-b"))
 		Expect(c["args"]).NotTo(ContainElement("--leader-elect"))
 		Expect(c["resources"]).To(HaveKeyWithValue("limits", HaveKeyWithValue("memory", "512Mi")))
 		Expect(objs).To(HaveKey("RoleBinding/team-b/vacuum-operator-manager-rolebinding"))

@@ -18,15 +18,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vacuumops/vacuum-operator/internal/pgtest"
 )
 
 var kills = flag.Int("traffic.kills", 5, "SIGKILLs of the server in the durability test (the issue's long variant: 20)")
 
 // password is user app's password on every server started here (SCRAM-SHA-256).
 const password = "traffic-secret"
-
-// pgBin is where Debian's postgresql-client-15 and postgresql-15 put their programs.
-const pgBin = "/usr/lib/postgresql/15/bin"
 
 var (
 	binOnce sync.Once
@@ -62,25 +61,15 @@ func engineServerBinary(t *testing.T) string {
 	return filepath.Join(binDir, "engine-server")
 }
 
-// pgTool returns the path of a PostgreSQL 15 program, installing Debian's packages when
-// they are missing and the test runs as root; otherwise the test fails saying what to do.
+// pgTool returns the path of a PostgreSQL 15 program (pgtest.Tool: installed when missing
+// and the test runs as root; otherwise the test fails saying what to do).
 func pgTool(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(pgBin, name)
-	if _, err := os.Stat(p); err == nil {
-		return p
+	p, err := pgtest.Tool(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		out, err := exec.Command("apt-get", "install", "-y", "postgresql-15", "postgresql-client-15").CombinedOutput()
-		if err == nil {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-		t.Fatalf("%s is missing and apt-get install postgresql-15 postgresql-client-15 failed: %v\n%s", p, err, out)
-	}
-	t.Fatalf("%s is missing: install Debian's postgresql-15 and postgresql-client-15 (as root)", p)
-	return ""
+	return p
 }
 
 // server is an engine-server process over a data directory of its own, on a free loopback

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
@@ -82,6 +83,19 @@ type Table struct {
 	Rel     storage.RelFileNode `json:"relfilenode"`
 	Columns []row.Column        `json:"columns"`
 	Indexes []Index             `json:"indexes"`
+	// Truncating is set while a transaction's TRUNCATE of the table is
+	// open: Rel and the indexes' files are then the new, emptied ones, and
+	// Truncating keeps the old ones, restored if the transaction does not
+	// commit (EndTruncate; the engine's Open decides it by the commit log).
+	Truncating *Truncation `json:"truncating,omitempty"`
+}
+
+// Truncation is an open transaction's TRUNCATE of a table: the
+// transaction and the files the table had before it.
+type Truncation struct {
+	XID     uint64                         `json:"xid"`
+	Rel     storage.RelFileNode            `json:"relfilenode"`
+	Indexes map[string]storage.RelFileNode `json:"indexes,omitempty"`
 }
 
 // ColumnIndex returns the position of the named column, or -1.
@@ -124,6 +138,11 @@ func (c *Catalog) Clone() *Catalog {
 		ct.Indexes = slices.Clone(t.Indexes)
 		for j := range ct.Indexes {
 			ct.Indexes[j].Columns = slices.Clone(t.Indexes[j].Columns)
+		}
+		if t.Truncating != nil {
+			tr := *t.Truncating
+			tr.Indexes = maps.Clone(t.Truncating.Indexes)
+			ct.Truncating = &tr
 		}
 		n.Tables[i] = &ct
 	}
@@ -220,6 +239,9 @@ func (c *Catalog) AddIndex(name, table string, columns []string, unique bool) (*
 	if err != nil {
 		return nil, err
 	}
+	if t.Truncating != nil {
+		return nil, fmt.Errorf("index %q: table %q has an open TRUNCATE: %w", name, table, ErrBadDef)
+	}
 	if name == "" {
 		return nil, fmt.Errorf("index name is empty: %w", ErrBadDef)
 	}
@@ -314,7 +336,8 @@ func (c *Catalog) SwapRelfilenodes(table string, newHeap storage.RelFileNode, ne
 	return old, nil
 }
 
-// Rels returns every relfilenode the catalog references.
+// Rels returns every relfilenode the catalog references, the files an
+// open TRUNCATE keeps (Table.Truncating) included.
 func (c *Catalog) Rels() map[storage.RelFileNode]bool {
 	m := map[storage.RelFileNode]bool{}
 	for _, t := range c.Tables {
@@ -322,8 +345,73 @@ func (c *Catalog) Rels() map[storage.RelFileNode]bool {
 		for _, ix := range t.Indexes {
 			m[ix.Rel] = true
 		}
+		if t.Truncating != nil {
+			m[t.Truncating.Rel] = true
+			for _, r := range t.Truncating.Indexes {
+				m[r] = true
+			}
+		}
 	}
 	return m
+}
+
+// BeginTruncate points table at the new, empty files (as
+// SwapRelfilenodes) for transaction xid's TRUNCATE, keeping the old ones
+// in Table.Truncating. A second TRUNCATE by the same transaction keeps the
+// first one's old files and returns the files it replaces (the
+// transaction's own, which the caller removes after saving); another
+// transaction's open TRUNCATE is an error.
+func (c *Catalog) BeginTruncate(table string, xid uint64, newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) ([]storage.RelFileNode, error) {
+	t, err := c.Table(table)
+	if err != nil {
+		return nil, err
+	}
+	prev := t.Truncating
+	if prev != nil && prev.XID != xid {
+		return nil, fmt.Errorf("truncate %q: transaction %d has an open TRUNCATE of it: %w", table, prev.XID, ErrBadDef)
+	}
+	old, err := c.SwapRelfilenodes(table, newHeap, newIndexes)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil {
+		return old, nil
+	}
+	tr := &Truncation{XID: xid, Rel: old[0], Indexes: map[string]storage.RelFileNode{}}
+	for i, ix := range t.Indexes {
+		tr.Indexes[ix.Name] = old[i+1]
+	}
+	t.Truncating = tr
+	return nil, nil
+}
+
+// EndTruncate ends table's open TRUNCATE: committed keeps the new files,
+// otherwise the old ones come back. It returns the files no longer named
+// (the old ones, or the new ones), for the caller to remove after saving.
+func (c *Catalog) EndTruncate(table string, committed bool) ([]storage.RelFileNode, error) {
+	t, err := c.Table(table)
+	if err != nil {
+		return nil, err
+	}
+	tr := t.Truncating
+	if tr == nil {
+		return nil, fmt.Errorf("end truncate %q: no open TRUNCATE: %w", table, ErrBadDef)
+	}
+	t.Truncating = nil
+	if committed {
+		out := []storage.RelFileNode{tr.Rel}
+		for _, ix := range t.Indexes {
+			out = append(out, tr.Indexes[ix.Name])
+		}
+		return out, nil
+	}
+	out := []storage.RelFileNode{t.Rel}
+	t.Rel = tr.Rel
+	for i := range t.Indexes {
+		out = append(out, t.Indexes[i].Rel)
+		t.Indexes[i].Rel = tr.Indexes[t.Indexes[i].Name]
+	}
+	return out, nil
 }
 
 // validate checks the invariants listed in the package doc.
@@ -375,6 +463,23 @@ func (c *Catalog) validate() error {
 			}
 			if err := id("relfilenode", uint32(ix.Rel)); err != nil {
 				return err
+			}
+		}
+		if tr := t.Truncating; tr != nil {
+			if err := id("relfilenode", uint32(tr.Rel)); err != nil {
+				return err
+			}
+			if len(tr.Indexes) != len(t.Indexes) {
+				return fmt.Errorf("table %q: open TRUNCATE keeps %d index files for %d indexes", t.Name, len(tr.Indexes), len(t.Indexes))
+			}
+			for _, ix := range t.Indexes {
+				r, ok := tr.Indexes[ix.Name]
+				if !ok {
+					return fmt.Errorf("table %q: open TRUNCATE keeps no file of index %q", t.Name, ix.Name)
+				}
+				if err := id("relfilenode", uint32(r)); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -93,6 +93,7 @@ func exampleProgress() Progress {
 		},
 		Foreground:         &Foreground{WindowSeconds: 10, Statements: 4210, StatementsPerSecond: 421, P50Microseconds: 312, P99Microseconds: 2650},
 		ForegroundBaseline: &Foreground{WindowSeconds: 10, Statements: 4380, StatementsPerSecond: 438, P50Microseconds: 298, P99Microseconds: 2040},
+		Replication:        &Replication{Standbys: 1, LagBytes: 65536, LagSeconds: 0.25, MaxLagBytes: 1048576, MaxLagSeconds: 1.5},
 	}
 }
 

@@ -84,7 +84,7 @@ func TestGoldenFilesDecodeStrictlyAndReencodeUnchanged(t *testing.T) {
 }
 
 func TestOutputTypesNeverOmitAFieldAndInputTypesAlwaysDo(t *testing.T) {
-	outputs := []any{Progress{}, TableProgress{}, Summary{}, Report{}, TableResult{}, Totals{}, Rate{}, IndexResult{}, ServerIdentity{}, Foreground{}}
+	outputs := []any{Progress{}, TableProgress{}, Summary{}, Report{}, TableResult{}, Totals{}, Rate{}, IndexResult{}, ServerIdentity{}, Foreground{}, Replication{}}
 	for _, v := range outputs {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {

@@ -83,6 +83,8 @@ type Progress struct {
 	// Adaptive is the adaptive throttle's binding, budget and time bound by each (the
 	// engine server, once a target was set; null before).
 	Adaptive *AdaptiveProgress `json:"adaptive"`
+	// Replication is the standbys' largest lag, now and during the run (replication.go).
+	Replication *Replication `json:"replication"`
 }
 
 // Foreground is the engine server's foreground over the window of its

@@ -97,9 +97,11 @@ type Resolved struct {
 	// RunID and AllowCrashRecovery are the RunSpec's, unchanged.
 	RunID              string
 	AllowCrashRecovery bool
-	// StopAt is when the run stops (zero = no window); Resume is the RunSpec's.
-	StopAt time.Time
-	Resume bool
+	// StopAt is when the run stops (zero = no window); Resume and FullPagesPerSecond are
+	// the RunSpec's.
+	StopAt             time.Time
+	Resume             bool
+	FullPagesPerSecond int64
 }
 
 // LimitsFor returns the limits that apply to table: its override, or the run's.
@@ -144,9 +146,12 @@ func ParseMode(s string) (Mode, error) {
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
 	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{}, TableAdaptive: map[string]AdaptiveTargets{},
-		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery, Resume: s.Resume}
+		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery, Resume: s.Resume, FullPagesPerSecond: s.FullPagesPerSecond}
 	if s.StopAt != nil {
 		r.StopAt = s.StopAt.Time
+	}
+	if s.FullPagesPerSecond < 0 {
+		errs.add("fullPagesPerSecond", "must not be negative, got %d", s.FullPagesPerSecond)
 	}
 	switch {
 	case s.Server != nil && s.DataDir != "":

@@ -70,6 +70,10 @@ type RunSpec struct {
 	// Resume continues each table's lazy vacuum from its saved position, or from block 0
 	// where there is none. PostgreSQL servers cannot resume: their tables start at block 0.
 	Resume bool `json:"resume,omitempty"`
+	// FullPagesPerSecond is the rate (heap pages per second) the last complete VACUUM FULL
+	// of the policy achieved, 0 when there was none: with StopAt, a FULL's estimate is its
+	// table's pages divided by it instead of by the pages per second the throttle allows.
+	FullPagesPerSecond int64 `json:"fullPagesPerSecond,omitempty"`
 }
 
 // Throttle is a set of vacuum limits. In a RunSpec or a PUT /throttle body an absent field

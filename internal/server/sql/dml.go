@@ -992,9 +992,10 @@ func (s *Session) planDrop(ds *pg.DropStmt) (*plan, error) {
 	}}, nil
 }
 
-// planTruncate plans TRUNCATE [TABLE] t, ...: the engine empties each table at once (its
-// TRUNCATE, like PostgreSQL's, is not MVCC-safe); in a transaction block it is not undone
-// by ROLLBACK (see docs/sql.md).
+// planTruncate plans TRUNCATE [TABLE] t, ...: in the statement's transaction (a block's or
+// the implicit one), as PostgreSQL's, so ROLLBACK keeps the rows. The engine switches each
+// table to new, empty files and holds it (other transactions wait before they use it)
+// until the transaction ends; like PostgreSQL's, it is not MVCC-safe.
 func (s *Session) planTruncate(ts *pg.TruncateStmt) (*plan, error) {
 	if ts.RestartSeqs {
 		return nil, pgerr.Unsupported("TRUNCATE ... RESTART IDENTITY")
@@ -1014,14 +1015,9 @@ func (s *Session) planTruncate(ts *pg.TruncateStmt) (*plan, error) {
 		}
 		names = append(names, ti.Name)
 	}
-	return &plan{noTx: true, run: func(x *execCtx) (*Result, error) {
+	return &plan{run: func(x *execCtx) (*Result, error) {
 		for _, n := range names {
-			if s.usedByOpenTx(n) {
-				return nil, pgerr.Unsupported("TRUNCATE of a table this transaction already used (the engine's TRUNCATE is not transactional and waits for the transactions that used the table)")
-			}
-		}
-		for _, n := range names {
-			if err := s.db.TruncateTable(x.ctx, n); err != nil {
+			if err := s.tx.Truncate(x.ctx, n); err != nil {
 				return nil, engineError(err)
 			}
 		}

@@ -220,6 +220,33 @@ func (c *compiler) funcCall(f *pg.FuncCall, hint *types.T) (*expr, error) {
 			return nil, err
 		}
 		return constExpr(types.Bool, c.sess.db.InRecovery()), nil
+	case "pg_current_wal_lsn":
+		// PostgreSQL's pg_lsn is text here (as in pg_stat_replication); a standby has no
+		// WAL of its own to write, so it refuses as PostgreSQL does.
+		if err := argc(0); err != nil {
+			return nil, err
+		}
+		if c.sess.db.InRecovery() {
+			return nil, pgerr.New(pgerr.ObjectNotInPrerequisiteState, "recovery is in progress")
+		}
+		db := c.sess.db
+		return &expr{t: types.Text, col: -1, eval: func(*env) (any, error) { return lsnText(uint64(db.CurrentLSN())), nil }}, nil
+	case "pg_last_wal_receive_lsn", "pg_last_wal_replay_lsn":
+		// A standby's received and replayed ends; NULL on a primary, which was started
+		// without recovery (as PostgreSQL's).
+		if err := argc(0); err != nil {
+			return nil, err
+		}
+		db, replay := c.sess.db, name == "pg_last_wal_replay_lsn"
+		return &expr{t: types.Text, col: -1, eval: func(*env) (any, error) {
+			if !db.InRecovery() {
+				return nil, nil
+			}
+			if replay {
+				return lsnText(uint64(db.ReplayedLSN())), nil
+			}
+			return lsnText(uint64(db.ReceivedLSN())), nil
+		}}, nil
 	case "pg_backend_pid":
 		if err := argc(0); err != nil {
 			return nil, err
@@ -480,3 +507,6 @@ const Version = "vacuumops engine-server (PostgreSQL 15.0 protocol) on " + runti
 
 // validPID reports whether a backend can have pid (a positive 32-bit number).
 func validPID(pid int64) bool { return pid > 0 && pid <= math.MaxUint32 }
+
+// lsnText writes a WAL position as PostgreSQL's pg_lsn prints it (16/B374D848).
+func lsnText(l uint64) string { return fmt.Sprintf("%X/%X", l>>32, uint32(l)) }

@@ -116,8 +116,8 @@ func (s *Session) noteUses() {
 	}
 }
 
-// usedByOpenTx reports whether this session's open transaction used table: TRUNCATE and
-// DROP of it would wait for that transaction, which is their own.
+// usedByOpenTx reports whether this session's open transaction used table: a DROP of it
+// would wait for that transaction, which is their own.
 func (s *Session) usedByOpenTx(table string) bool {
 	return s.tx != nil && s.usedTx == s.tx && s.used[table]
 }

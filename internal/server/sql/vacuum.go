@@ -133,7 +133,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
 			rep, err := s.vacuumTable(x, rv, name)
-			if errors.Is(err, vacuum.ErrVacuumInProgress) {
+			if errors.Is(err, vacuum.ErrVacuumInProgress) || opts.NoWait && errors.Is(err, engine.ErrTableInUse) {
 				res.Notices = append(res.Notices, warning("55P03", fmt.Sprintf("skipping vacuum of \"%s\" --- lock not available", name)))
 				continue
 			}

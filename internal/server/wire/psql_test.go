@@ -17,30 +17,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vacuumops/vacuum-operator/internal/pgtest"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
 
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-// pgTool returns the path of a PostgreSQL 15 program, installing Debian's packages when
-// they are missing and the test runs as root; otherwise the test fails saying what to do.
+// pgTool returns the path of a PostgreSQL 15 program (pgtest.Tool: installed when missing
+// and the test runs as root; otherwise the test fails saying what to do).
 func pgTool(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(pgBin, name)
-	if _, err := os.Stat(p); err == nil {
-		return p
+	p, err := pgtest.Tool(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		out, err := exec.Command("apt-get", "install", "-y", "postgresql-15", "postgresql-client-15").CombinedOutput()
-		if err == nil {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-		t.Fatalf("%s is missing and apt-get install postgresql-15 postgresql-client-15 failed: %v\n%s", p, err, out)
-	}
-	t.Fatalf("%s is missing: install Debian's postgresql-15 and postgresql-client-15 (as root)", p)
-	return ""
+	return p
 }
 
 // runPsql runs a psql script against addr and returns its stdout and stderr interleaved

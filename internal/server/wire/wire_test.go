@@ -22,6 +22,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
+	"github.com/vacuumops/vacuum-operator/internal/server/servertest"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
 
@@ -34,40 +35,8 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg wire.Config) *testServer {
 	t.Helper()
-	dir := t.TempDir()
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Auth == "" {
-		cfg.Auth = wire.AuthTrust
-	}
-	cfg.DB = db
-	cfg.Logf = t.Logf
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := wire.New(cfg)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, wire.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-		if err := db.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return &testServer{srv: srv, addr: ln.Addr().String(), db: db}
+	s := servertest.Start(t, cfg)
+	return &testServer{srv: s.Wire, addr: s.Addr, db: s.DB}
 }
 
 func (s *testServer) url(user, password, database string) string {
