@@ -78,11 +78,12 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 		Setup: []string{
 			sentence("engine-server in this process (SCRAM, loopback, --buffer-pool %s), pgbench -i -s %d; before each "+
 				"VACUUM an UPDATE of every second account (aid %% 2 = 0)", mib(sz.SrvPoolBytes), sz.SrvScale),
-			sentence("online: PostgreSQL 15's pgbench select-only -M prepared, %d clients on %d threads, for %s, and "+
-				"1 s into it VACUUM of %s through package online (the runner pod's online path: session settings, "+
+			sentence("online: PostgreSQL 15's pgbench select-only -M prepared, %d clients on %d threads, for %s plus "+
+				"the stretch before the VACUUM; after a 1 s warm-up and %s of foreground alone (its p99 is the "+
+				"baseline), VACUUM of %s through package online (the runner pod's online path: session settings, "+
 				"VACUUM (VERBOSE), progress and the server's latency view polled every second) at cost limit %d and "+
-				"each cost delay; p99 of the transactions that ended before and while it ran, from pgbench -l",
-				sz.SrvClients, sz.SrvThreads, sz.SrvVacuumWindow, exp8Table, sz.CostLimit),
+				"each cost delay; p99 of the transactions that ended in that stretch and while it ran, from pgbench -l",
+				sz.SrvClients, sz.SrvThreads, sz.SrvVacuumWindow, exp8Before(sz.SrvVacuumWindow), exp8Table, sz.CostLimit),
 			"quiesced: the server stopped (the application quiesced), the data directory opened by the engine and " +
 				"the table vacuumed at the same throttle, the server started again; unavailable_s is from the stop " +
 				"to the first accepted session",
@@ -140,7 +141,10 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 		SSLMode: online.SSLDisable, NoEnvironment: true}
 	fg := make(chan error, 1)
 	var run pgbenchRun
-	window := strconv.Itoa(int(r.sz.SrvVacuumWindow / time.Second))
+	// The p99 before the VACUUM is taken over a steady stretch: the first second after
+	// pgbench's sessions are in (prepares, cold caches) is left out of it.
+	warm, steady := time.Second, exp8Before(r.sz.SrvVacuumWindow)
+	window := strconv.Itoa(int((r.sz.SrvVacuumWindow + warm + steady + time.Second - 1) / time.Second))
 	go func() {
 		var err error
 		run, err = r.pgbench(ctx, s, true, "-b", "select-only", "-M", "prepared", "-c", clients, "-j", threads, "-T", window)
@@ -149,7 +153,7 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 	if err := waitPgbench(ctx, s, r.sz.SrvClients); err != nil {
 		return row, err
 	}
-	time.Sleep(time.Second)
+	time.Sleep(warm + steady)
 	var server time.Duration
 	vr, err := online.New(ctx, target, online.Options{Tables: []string{exp8Table}, Throttle: r.exp8Limits(d),
 		OnProgress: func(p runnerwire.Progress) {
@@ -174,9 +178,15 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 		r.warn("experiment 8: the online VACUUM at %s outlasted the %s foreground run; its p99 covers the overlap only", delayName(d), r.sz.SrvVacuumWindow)
 	}
 	row.vacuum, row.server, row.failed = end.Sub(start), server, run.fails
-	row.before, _ = run.between(start.Add(-time.Hour), start)
+	row.before, _ = run.between(start.Add(-steady), start)
 	row.during, row.samples = run.between(start, end)
 	return row, nil
+}
+
+// exp8Before is the stretch of foreground before the VACUUM whose p99 is its
+// baseline: a sixth of the window the VACUUM runs in, at least one second.
+func exp8Before(window time.Duration) time.Duration {
+	return max(window/6, time.Second).Truncate(time.Second)
 }
 
 // waitPgbench waits until pgbench's n sessions are in.
