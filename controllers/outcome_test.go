@@ -107,6 +107,22 @@ var _ = Describe("A policy's view of its runs", func() {
 			Expect(last.Time).To(BeTemporally("==", clock.Now().Truncate(time.Minute)))
 		}
 		Expect(runNames(ns)).To(HaveLen(1))
+
+		By("reporting a waiting run-now request once per value of the annotation, too")
+		for i, value := range []string{"first", "second"} {
+			p := getPolicy(ns, "skips")
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[vacuumv1alpha1.AnnotationRunNow] = value
+			Expect(k8sClient.Update(suiteCtx, p)).To(Succeed())
+			for range 3 {
+				reconcilePolicy(r, ns, "skips")
+			}
+			Expect(skipped()).To(Equal(3+i), "RunSkipped events after run-now request %q waited", value)
+			Expect(getPolicy(ns, "skips").Status.RunNowSkipped).To(Equal(value))
+		}
+		Expect(runNames(ns)).To(HaveLen(1))
 	})
 
 	It("is not rewritten by its active run's live rate, and says in LastRunSucceeded how the run ended", func() {

@@ -50,7 +50,7 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 		if st.LastScheduleTime != nil {
 			return ctrl.Result{}, nil // the one run was made: never again
 		}
-		if ok, err := r.mayStart(ctx, p, active, "the run-once", &p.CreationTimestamp); !ok || err != nil {
+		if ok, err := r.mayStart(ctx, p, active, "the run-once", &p.CreationTimestamp, ""); !ok || err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.createRun(ctx, p, p.OnceRunName(), metav1.NewTime(now)); err != nil {
@@ -93,7 +93,7 @@ func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, vacuumv1alpha1.ReasonMissedSchedules, "StartRun",
 			"%s earlier ticks were missed; starting only the most recent one (%s)", more, due.Tick.UTC().Format(time.RFC3339))
 	}
-	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339), &metav1.Time{Time: due.Tick}); !ok || err != nil {
+	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339), &metav1.Time{Time: due.Tick}, ""); !ok || err != nil {
 		return err
 	}
 	if err := r.createRun(ctx, p, scheduledRunName(p, due.Tick), metav1.NewTime(due.Tick)); err != nil {
@@ -106,22 +106,24 @@ func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha
 // mayStart applies concurrencyPolicy: with Forbid a new run waits while one is active; with
 // Replace the active ones are cancelled (they end Cancelled) and the new run starts. A waiting
 // tick's RunSkipped event is emitted once per tick (status.lastSkippedTime), since the policy
-// is reconciled on every status change of its active run; a run-now request (tick nil) has no
-// time of its own and is reported on each reconcile while it waits.
-func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string, tick *metav1.Time) (bool, error) {
+// is reconciled on every status change of its active run; a run-now request (tick nil, runNow
+// its annotation's value) once per value (status.runNowSkipped).
+func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string, tick *metav1.Time, runNow string) (bool, error) {
 	if len(active) == 0 {
 		return true, nil
 	}
 	if p.Spec.ConcurrencyPolicy == vacuumv1alpha1.ReplaceConcurrent {
 		return true, r.replaceActive(ctx, p, active)
 	}
-	if tick != nil && p.Status.LastSkippedTime.Equal(tick) {
+	if tick != nil && p.Status.LastSkippedTime.Equal(tick) || tick == nil && runNow != "" && p.Status.RunNowSkipped == runNow {
 		return false, nil
 	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunSkipped, "StartRun",
 		"%s waits: run %s is still active (concurrencyPolicy Forbid)", what, active[0].Name)
 	if tick != nil {
 		p.Status.LastSkippedTime = tick.DeepCopy()
+	} else {
+		p.Status.RunNowSkipped = runNow
 	}
 	return false, nil
 }
@@ -132,7 +134,7 @@ func (r *PolicyReconciler) startRunNow(ctx context.Context, p *vacuumv1alpha1.Va
 	if !ok {
 		return nil
 	}
-	if ok, err := r.mayStart(ctx, p, active, "the run-now request", nil); !ok || err != nil {
+	if ok, err := r.mayStart(ctx, p, active, "the run-now request", nil, v); !ok || err != nil {
 		return err
 	}
 	if err := r.createRun(ctx, p, RunNowRunName(p.Name, v), metav1.NewTime(now), runNowWindow(p, r.windowParser(), now)); err != nil {

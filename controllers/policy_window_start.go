@@ -97,7 +97,7 @@ func (r *PolicyReconciler) startInWindow(ctx context.Context, p *vacuumv1alpha1.
 			s.Start.UTC().Format(time.RFC3339), *d)
 		return false, time.Time{}, nil
 	}
-	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339), &metav1.Time{Time: due.Tick}); !ok || err != nil {
+	if ok, err := r.mayStart(ctx, p, active, "the run of "+due.Tick.UTC().Format(time.RFC3339), &metav1.Time{Time: due.Tick}, ""); !ok || err != nil {
 		return false, time.Time{}, err
 	}
 	resume := p.Spec.Mode != vacuumv1alpha1.VacuumModeFull && len(ws.SpanningTables) > 0

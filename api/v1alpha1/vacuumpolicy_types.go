@@ -139,6 +139,11 @@ type VacuumPolicyStatus struct {
 	// emitted once, when the tick first waits, not on every reconcile while it waits.
 	// +optional
 	LastSkippedTime *metav1.Time `json:"lastSkippedTime,omitempty"`
+	// runNowSkipped is the value of the vacuum.vacuumops.io/run-now annotation whose request
+	// last had to wait for an active run under concurrencyPolicy Forbid; as for a tick, its
+	// RunSkipped event is emitted once, when the request first waits.
+	// +optional
+	RunNowSkipped string `json:"runNowSkipped,omitempty"`
 	// window is what the policy knows of its windows: the start offset (jitter) and the
 	// tables whose vacuum spans several windows.
 	// +optional
