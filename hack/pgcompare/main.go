@@ -196,7 +196,7 @@ func run(ctx context.Context, c config) error {
 		for i := range v {
 			r[i] = v[i] / pg[i]
 		}
-		fmt.Printf("%-28s %.3f (medians; goal <= 0.333); run by run %s\n", name+" / PostgreSQL:", median(v)/median(pg), fmtRuns(r))
+		fmt.Printf("%-38s %.3f (medians; goal <= 0.333); run by run %s\n", name+" / PostgreSQL:", median(v)/median(pg), fmtRuns(r))
 	}
 	ratio("ours hinted (buffered)", ours)
 	ratio("ours unhinted (buffered)", oursU)
@@ -235,11 +235,15 @@ func setupOursUnhinted(ctx context.Context, c config) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
+	runner, err := filepath.Abs(c.runner) // runCmd runs in the temporary directory
+	if err != nil {
+		return "", err
+	}
 	start := time.Now()
-	if _, err := runCmd(ctx, c.runner, "init", "--data", data); err != nil {
+	if _, err := runCmd(ctx, runner, "init", "--data", data); err != nil {
 		return "", fmt.Errorf("unhinted table: %w", err)
 	}
-	out, err := runCmd(ctx, c.runner, "bloat", "--data", data, "--table", bulkdata.Table,
+	out, err := runCmd(ctx, runner, "bloat", "--data", data, "--table", bulkdata.Table,
 		"--rows", strconv.FormatInt(c.rows, 10), "--dead-fraction", "0.2", "--indexes", "2",
 		"--payload-bytes", strconv.Itoa(bulkdata.PayloadBytes), "--seed", "1")
 	if err != nil {
