@@ -31,7 +31,7 @@ RACE_PKGS ?= ./internal/...
 TEST_ARGS ?=
 
 # Binaries built by `make build`, one per cmd/ directory that exists.
-CMDS := $(notdir $(wildcard cmd/manager cmd/vacuum-runner))
+CMDS := $(notdir $(wildcard cmd/manager cmd/vacuum-runner cmd/kubectl-vacuum))
 # controller-gen only runs once there are API types.
 API_GO_FILES := $(wildcard api/*/*.go)
 
@@ -137,7 +137,7 @@ docs: ## Write docs/api.md (the API field tables) from the CRDs in config/crd/ba
 ##@ Build
 
 .PHONY: build
-build: ## Build all packages, and bin/manager and bin/vacuum-runner once their cmd/ dirs exist.
+build: ## Build all packages, and bin/manager, bin/vacuum-runner and bin/kubectl-vacuum (the kubectl plugin).
 	go build ./...
 	@for cmd in $(CMDS); do \
 		echo "go build -o bin/$$cmd ./cmd/$$cmd"; go build -o "$(LOCALBIN)/$$cmd" "./cmd/$$cmd"; \
@@ -235,11 +235,11 @@ docker-build: ## Build the image IMG with Docker (needs a Docker engine; image-t
 	docker build -t '$(IMG)' .
 
 .PHONY: test-e2e-real
-test-e2e-real: image-tar ## E2E suite on a real single-node cluster (root): up, test/e2e-real, always down.
+test-e2e-real: image-tar helm ## E2E suite on a real single-node cluster (root): up, test/e2e-real, always down.
 	@rc=0; \
 	hack/realcluster/up --image $(IMAGE_TAR) >/dev/null || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
-		E2E_REAL=1 KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig E2E_REAL_IMAGE=$(IMAGE) \
+		E2E_REAL=1 KUBECONFIG=$${REALCLUSTER_DIR:-/var/tmp/vacuum-realcluster}/admin.kubeconfig E2E_REAL_IMAGE=$(IMAGE) E2E_REAL_HELM=$(HELM) \
 			go test ./test/e2e-real/ -count=1 -timeout 20m -v $(E2E_REAL_ARGS) -ginkgo.v || rc=$$?; \
 	fi; \
 	REALCLUSTER_SAVE_LOGS=$(LOCALBIN)/realcluster-logs hack/realcluster/down || rc=$${rc/#0/1}; \
@@ -334,6 +334,11 @@ monitoring-crds: controller-gen ## Generate $(MONITORING_CRDS) from the promethe
 	for k in servicemonitors podmonitors prometheusrules; do cp "$$tmp/monitoring.coreos.com_$$k.yaml" $(MONITORING_CRDS)/; done
 
 .PHONY: build-installer
+.PHONY: krew-manifest
+krew-manifest: ## Build kubectl-vacuum archives per platform into bin/krew/ and write bin/krew/vacuum.yaml (VERSION=vX.Y.Z).
+	@test -n "$(VERSION)" || { echo "make krew-manifest VERSION=vX.Y.Z" >&2; exit 2; }
+	hack/krew-manifest.sh $(VERSION)
+
 build-installer: envtest ## Write $(INSTALLER): config/default with the manager and runner image IMG, for kubectl apply -f.
 	@mkdir -p $(dir $(INSTALLER))
 	IMG='$(IMG)' KUBECTL="$$($(SETUP_ENVTEST))/kubectl" hack/deploy/deploy.sh render > $(INSTALLER)

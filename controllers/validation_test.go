@@ -69,8 +69,8 @@ var _ = Describe("CRD validation", func() {
 		}
 	})
 
-	It("accepts the online samples' server, Secrets and load generator", func() {
-		for _, f := range []string{"engine_server.yaml", "load_generator.yaml"} {
+	It("accepts the online samples' server, Secrets and load generator, and the primary and standby pair", func() {
+		for _, f := range []string{"engine_server.yaml", "load_generator.yaml", "engine_server_replication.yaml"} {
 			for _, d := range sampleDocs(GinkgoT(), f) {
 				u := &unstructured.Unstructured{}
 				Expect(yaml.Unmarshal(d, &u.Object)).To(Succeed(), f)

@@ -357,6 +357,7 @@ type RunnerPodSecurityContext struct {
 
 // Throttle limits a vacuum. Sustained cost units per second never exceed costLimit /
 // costDelay; the byte-rate limits apply too, and the most restrictive wins.
+// +kubebuilder:validation:XValidation:rule="!has(self.adaptive) || (has(self.costDelay) && duration(self.costDelay) > duration('0s')) || has(self.maxReadBytesPerSecond) || has(self.maxWriteBytesPerSecond) || has(self.maxWALBytesPerSecond)",message="throttle.adaptive needs a static ceiling to scale: costDelay above 0 or a max*BytesPerSecond"
 type Throttle struct {
 	// costDelay is the sleep owed each time costLimit is spent, 0 to 100ms; 0 = no cost
 	// throttling.
@@ -402,6 +403,10 @@ type Throttle struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+	// adaptive makes the rate follow the foreground's latency and the standbys' lag, with
+	// the limits above as its ceiling (an online run only).
+	// +optional
+	Adaptive *AdaptiveThrottle `json:"adaptive,omitempty"`
 }
 
 // ThrottleOverride is a Throttle without defaults: every field left out inherits the run's.
@@ -455,4 +460,7 @@ type ThrottleOverride struct {
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0",message="tableOverrides throttle.maxWALBytesPerSecond must be a whole number of bytes per second, 0 (no limit) or more"
 	// +optional
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+	// adaptive replaces the run's adaptive targets for this table (an online run only).
+	// +optional
+	Adaptive *AdaptiveTargets `json:"adaptive,omitempty"`
 }

@@ -16,6 +16,8 @@ const (
 )
 
 // VacuumPolicySpec is what to clean, how gently, how wide and when.
+// +kubebuilder:validation:XValidation:rule="has(self.target.server) || !has(self.throttle.adaptive)",message="spec.throttle.adaptive needs target.server: an offline run has no foreground or standby to adapt to"
+// +kubebuilder:validation:XValidation:rule="has(self.target.server) || !has(self.tableOverrides) || self.tableOverrides.all(o, !has(o.throttle.adaptive))",message="spec.tableOverrides[].throttle.adaptive needs target.server: an offline run has no foreground or standby to adapt to"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.server) || !has(self.bufferPoolSize)",message="spec.bufferPoolSize cannot be used with target.server: it is the runner's own buffer pool, and an online run uses the server's"
 type VacuumPolicySpec struct {
 	VacuumSpec `json:",inline"`

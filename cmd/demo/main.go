@@ -2,8 +2,13 @@
 // It builds the binaries, starts the local dev cluster (internal/devcluster), makes a data
 // volume with a bloated engine (three tables, 20 to 60 % dead, one over 100 MiB), creates its
 // PV and PVC, applies the sample policies from config/samples/ with kubectl, shows a live
-// `kubectl get vacuumruns`-style table while they work, prints each run's per-table report
-// and stops everything it started (also on Ctrl-C or SIGTERM). It never reads standard input.
+// `kubectl get vacuumruns`-style table while they work and prints each run's per-table
+// report. Then the online part: the engine-server sample (StatefulSet and Service shop-db)
+// with its table bloated, the sample load generator beside it, and the online sample policy
+// run once beside the live load, the table showing the foreground's p99 against its baseline,
+// and a report comparing the foreground's p99 before and during the vacuum. It stops
+// everything it started (also on Ctrl-C or SIGTERM) and never reads standard input; the
+// online part needs root (routable pod addresses, so that Services have endpoints).
 //
 //	demo [--keep] [--timeout 10m]
 //
@@ -26,6 +31,7 @@ import (
 	"golang.org/x/term"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/devcluster"
 )
 
@@ -63,7 +69,7 @@ func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
 	step := func(format string, a ...any) {
 		_, _ = fmt.Fprintf(out, "==> [%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
-	step("building manager and vacuum-runner, starting the local dev cluster")
+	step("building manager, vacuum-runner and engine-server, starting the local dev cluster")
 	c, err := devcluster.Start(ctx, devcluster.Options{RepoRoot: root, Build: true, Log: io.Discard,
 		ManagerArgs: []string{"--progress-interval=1s"}})
 	if err != nil {
@@ -102,6 +108,17 @@ func run(ctx context.Context, keep bool, timeout time.Duration) (err error) {
 	}
 	_, _ = fmt.Fprintln(out)
 	printReports(out, runs)
+	if failed := failedRuns(runs); failed != "" {
+		return fmt.Errorf("runs did not succeed: %s", failed)
+	}
+	online, peak, err := onlineDemo(wctx, c, root, out, live, step)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintln(out)
+	printReports(out, []vacuumv1alpha1.VacuumRun{*online})
+	printForeground(out, online, peak)
+	runs = append(runs, *online)
 	step("done")
 	if keep {
 		_, _ = fmt.Fprintf(out, "\nKEEP: the cluster stays up until Ctrl-C.  export KUBECONFIG=%s\n", c.Kubeconfig)
@@ -118,21 +135,22 @@ func policyNames() []string { return []string{"orders-lazy", "orders-full"} }
 
 // applySamples applies the sample policies with kubectl, as a user would.
 func applySamples(ctx context.Context, c *devcluster.Cluster, root string) error {
-	kubectl, err := devcluster.Kubectl(c.AssetsDir)
+	return kubectlApply(ctx, c, root, samplePolicies...)
+}
+
+// kubectl runs kubectl against the dev cluster, its output on standard output.
+func kubectl(ctx context.Context, c *devcluster.Cluster, args ...string) error {
+	bin, err := devcluster.Kubectl(c.AssetsDir)
 	if err != nil {
 		return err
 	}
-	args := []string{"apply", "-n", namespace}
-	for _, s := range samplePolicies {
-		args = append(args, "-f", filepath.Join(root, s))
-	}
-	cmd := exec.CommandContext(ctx, kubectl, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
 	cmd.Stdin = nil
 	b, err := cmd.CombinedOutput()
 	_, _ = os.Stdout.Write(b)
 	if err != nil {
-		return fmt.Errorf("kubectl apply: %w", err)
+		return fmt.Errorf("kubectl %s: %w", args[0], err)
 	}
 	return nil
 }

@@ -19,6 +19,14 @@ import (
 // `kubectl get vacuumruns`: redrawn in place when live (a terminal), else one line per row
 // whenever the row changes. It returns once every policy has a run and all runs have ended.
 func watchRuns(ctx context.Context, c client.Client, ns string, policies []string, out io.Writer, live bool) ([]vacuumv1alpha1.VacuumRun, error) {
+	runs, _, err := watchRunsPeak(ctx, c, ns, policies, out, live)
+	return runs, err
+}
+
+// watchRunsPeak is watchRuns that also returns the foreground status with the highest p99
+// against its baseline seen while a run was running (nil when none showed one).
+func watchRunsPeak(ctx context.Context, c client.Client, ns string, policies []string, out io.Writer, live bool) ([]vacuumv1alpha1.VacuumRun, *vacuumv1alpha1.ForegroundStatus, error) {
+	var peak *vacuumv1alpha1.ForegroundStatus
 	drawn := 0
 	last := map[string]string{}
 	if !live {
@@ -29,7 +37,12 @@ func watchRuns(ctx context.Context, c client.Client, ns string, policies []strin
 	for {
 		runs, err := listRuns(ctx, c, ns, policies)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, r := range runs {
+			if r.Status.Phase == vacuumv1alpha1.RunRunning {
+				peak = higherForeground(peak, r.Status.Foreground)
+			}
 		}
 		lines := renderTable(runs, time.Now())
 		if live {
@@ -49,14 +62,26 @@ func watchRuns(ctx context.Context, c client.Client, ns string, policies []strin
 			}
 		}
 		if allEnded(runs, policies) {
-			return runs, nil
+			return runs, peak, nil
 		}
 		select {
 		case <-ctx.Done():
-			return runs, fmt.Errorf("waiting for the runs: %w", ctx.Err())
+			return runs, peak, fmt.Errorf("waiting for the runs: %w", ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// higherForeground is whichever of a and b has the higher p99 against its baseline (a when
+// b has none).
+func higherForeground(a, b *vacuumv1alpha1.ForegroundStatus) *vacuumv1alpha1.ForegroundStatus {
+	if b == nil || b.P99VsBaselinePerMille == nil {
+		return a
+	}
+	if a == nil || a.P99VsBaselinePerMille == nil || *b.P99VsBaselinePerMille > *a.P99VsBaselinePerMille {
+		return b.DeepCopy()
+	}
+	return a
 }
 
 // listRuns lists the runs of the policies, oldest first.
@@ -101,12 +126,16 @@ func allEnded(runs []vacuumv1alpha1.VacuumRun, policies []string) bool {
 func renderTable(runs []vacuumv1alpha1.VacuumRun, now time.Time) []string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
-	_, _ = fmt.Fprintln(w, "NAME\tPOLICY\tPHASE\tTABLE\tPROGRESS\tPAGES/S\tREAD/S\tWRITE/S\tAGE")
+	_, _ = fmt.Fprintln(w, "NAME\tPOLICY\tPHASE\tTABLE\tPROGRESS\tPAGES/S\tREAD/S\tWRITE/S\tFG-P99\tFG-VS-BASELINE\tAGE")
 	for _, r := range runs {
 		s := r.Status
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Spec.PolicyName, s.Phase,
+		fgP99, fgVs := "", ""
+		if f := s.Foreground; f != nil {
+			fgP99, fgVs = f.P99, f.P99VsBaseline
+		}
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Spec.PolicyName, s.Phase,
 			dash(s.Table), dash(s.Progress), s.PagesPerSecond, dash(s.ReadRate), dash(s.WriteRate),
-			duration.HumanDuration(now.Sub(r.CreationTimestamp.Time)))
+			dash(fgP99), dash(fgVs), duration.HumanDuration(now.Sub(r.CreationTimestamp.Time)))
 	}
 	_ = w.Flush()
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")

@@ -37,6 +37,8 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp7_ratios", 1, 6, 0},
 		{"exp7_pgbench", 2, 2 * 2 * sz.SrvRounds, 0},
 		{"exp7_vacuum", 2, 4, 0},
+		{"exp8_online", 2, 2 * len(sz.OnlineDelays), 0},
+		{"exp9_windows", 1, 1 + (len(sz.WinSplits)-1)*len(sz.WinCycles), 0},
 	}
 }
 
@@ -47,6 +49,7 @@ var expectedPNGs = []string{
 	"exp4_bytes_per_tid.png", "exp4_lookup_ns.png", "exp4_index_passes.png", "exp4_vacuum_time_vs_mem.png",
 	"exp5_lag_vs_time.png",
 	"exp6_cost_accuracy.png", "exp6_byte_accuracy.png",
+	"exp9_pages_vs_windows.png", "exp9_time_vs_windows.png",
 }
 
 // table is a CSV file read back: column name -> values per row.
@@ -107,6 +110,19 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+
+	t.Run("a vacuum split over windows removes what one uninterrupted vacuum removes", func(t *testing.T) {
+		tb := tables["exp9_windows"]
+		complete, tuples := tb.col(t, "complete"), tb.col(t, "tuples_removed")
+		for i := range tuples {
+			if tb.rows[i][0] == "uninterrupted" && complete[i] != 1 {
+				t.Fatalf("the uninterrupted vacuum did not complete: %v", tb.rows[i])
+			}
+			if complete[i] == 1 && tuples[i] != tuples[0] {
+				t.Errorf("row %v removed %.0f tuples, the uninterrupted vacuum %.0f", tb.rows[i], tuples[i], tuples[0])
+			}
+		}
+	})
 
 	t.Run("a longer cost delay never makes lazy vacuum faster", func(t *testing.T) {
 		tb := tables["exp1_foreground"]

@@ -78,6 +78,8 @@ var experiments = []experiment{
 	{5, runFullLag, fullLagHeadline},
 	{6, runAccuracy, accuracyHeadline},
 	{7, runServer, serverHeadline},
+	{8, runOnline, onlineHeadline},
+	{9, runWindows, windowsHeadline},
 }
 
 // Run executes every experiment, writes the CSV files, the plots and

@@ -90,14 +90,23 @@ type Sizes struct {
 	AccByteShare []float64 // byte limits as shares of the unthrottled rate
 
 	// Experiment 7 (the engine server against PostgreSQL 15 under pgbench).
-	SrvScale        int           // pgbench -i -s
-	SrvClients      int           // pgbench -c
-	SrvThreads      int           // pgbench -j
-	SrvDuration     time.Duration // pgbench -T of each measured run
-	SrvRounds       int           // rounds of the two workloads on both systems
-	SrvPoolBytes    int64         // --buffer-pool and shared_buffers
-	SrvVacuumDelay  time.Duration // the throttled VACUUM's vacuum_cost_delay
-	SrvVacuumWindow time.Duration // the foreground run a VACUUM starts 1 s into
+	SrvScale        int             // pgbench -i -s
+	SrvClients      int             // pgbench -c
+	SrvThreads      int             // pgbench -j
+	SrvDuration     time.Duration   // pgbench -T of each measured run
+	SrvRounds       int             // rounds of the two workloads on both systems
+	SrvPoolBytes    int64           // --buffer-pool and shared_buffers
+	SrvVacuumDelay  time.Duration   // the throttled VACUUM's vacuum_cost_delay
+	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts 1 s into
+	OnlineDelays    []time.Duration // experiment 8's cost delays (experiment 1's in full)
+
+	// Experiment 9: a lazy vacuum split over maintenance windows.
+	WinRows, WinPayload int
+	WinPoolBytes        int64
+	WinCostDelay        time.Duration
+	WinCostLimit        int
+	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
+	WinCycles           []int // dead-items cycles a window's cycles are sized for
 }
 
 // DefaultSizes are the sizes of `make bench`: about 20 minutes on the
@@ -133,6 +142,10 @@ func DefaultSizes() Sizes {
 
 		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 10 * time.Second, SrvRounds: 2,
 		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 30 * time.Second,
+		OnlineDelays: []time.Duration{0, 1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
+
+		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
+		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 	}
 }
 
@@ -170,5 +183,9 @@ func QuickSizes() Sizes {
 
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: 2 * time.Second, SrvRounds: 1,
 		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 4 * time.Second,
+		OnlineDelays: []time.Duration{0, 10 * ms},
+
+		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
+		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 	}
 }

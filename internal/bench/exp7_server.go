@@ -34,6 +34,7 @@ const (
 // srvSystem is one server pgbench drives.
 type srvSystem struct {
 	name, addr, user, password string
+	dataDir                    string // the engine server's (experiment 8 vacuums it offline)
 	stop                       func()
 }
 
@@ -41,9 +42,10 @@ func (s *srvSystem) url() string {
 	return fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", s.user, s.password, s.addr)
 }
 
-// startOurs serves a fresh data directory with the engine server, in this process.
-func (r *runner) startOurs(ctx context.Context) (*srvSystem, error) {
-	dir := filepath.Join(r.work, "exp7-engine-server")
+// startOurs serves the data directory of the work directory's name (initialised when new)
+// with the engine server, in this process.
+func (r *runner) startOurs(ctx context.Context, name string) (*srvSystem, error) {
+	dir := filepath.Join(r.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,8 @@ func (r *runner) startOurs(ctx context.Context) (*srvSystem, error) {
 			"--auth", "scram", "--users-file", users, "--buffer-pool", strconv.FormatInt(r.sz.SrvPoolBytes, 10),
 			"--max-connections", "64"}, &log, &log)
 	}()
-	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, stop: func() { cancel(); <-done }}
+	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, dataDir: filepath.Join(dir, "data"),
+		stop: func() { cancel(); <-done }}
 	if err := waitSQL(ctx, s, done); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("engine-server: %w\n%s", err, log.String())
@@ -202,7 +205,7 @@ func (p pgbenchRun) percentiles() (p50, p99 time.Duration) {
 
 func runServer(ctx context.Context, r *runner) (*Section, error) {
 	sz := r.sz
-	ours, err := r.startOurs(ctx)
+	ours, err := r.startOurs(ctx, "exp7-engine-server")
 	if err != nil {
 		return nil, err
 	}

@@ -126,6 +126,18 @@ func (t *vacuumTable) SavedPosition() (vacuum.SavedPosition, error) {
 	return vacuum.SavedPosition{Position: p.Pos, Found: true}, nil
 }
 
+// VacuumPosition is the position the named table's last lazy vacuum
+// recorded, as a resume would read it (Found false when there is none or
+// it cannot be trusted): what a run that never reached the table knows of
+// where it stands.
+func (db *DB) VacuumPosition(name string) (vacuum.SavedPosition, error) {
+	h, err := db.handle(name)
+	if err != nil {
+		return vacuum.SavedPosition{}, err
+	}
+	return (&vacuumTable{db: db, name: name, was: h}).SavedPosition()
+}
+
 // SavePosition flushes the WAL, then replaces the table's position file.
 func (t *vacuumTable) SavePosition(p vacuum.Position) error {
 	db := t.db

@@ -93,8 +93,9 @@ func (e *env) connect() error {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	e := &env{flags: genericclioptions.NewConfigFlags(true), streams: streams, poll: 500 * time.Millisecond}
 	root := &cobra.Command{
-		Use:   "kubectl vacuum",
-		Short: "Operate vacuum-operator's VacuumPolicies and VacuumRuns",
+		Use:         "vacuum",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl vacuum"},
+		Short:       "Operate vacuum-operator's VacuumPolicies and VacuumRuns",
 		Long: `kubectl vacuum shows and operates the VacuumPolicies and VacuumRuns of vacuum-operator.
 
 Exit codes: 0 ok (with --wait: the run Succeeded), 1 error (bad argument, API server),

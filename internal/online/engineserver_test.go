@@ -191,7 +191,15 @@ func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunn
 		t.Fatalf("the server-side VACUUM's cost delay is %d us, want the run's 100000", delay)
 	}
 
-	// A throttle change reaches the running VACUUM through vacuum_set_throttle.
+	// A throttle change reaches the running VACUUM through vacuum_set_throttle, and so does
+	// the next one, on the same throttle session.
+	if err := run.UpdateThrottle(limits(50*time.Millisecond, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if d, l := scalar[int64](t, c, "SELECT cost_delay_us FROM pg_stat_progress_vacuum WHERE pid = $1", pid),
+		scalar[int64](t, c, "SELECT cost_limit FROM pg_stat_progress_vacuum WHERE pid = $1", pid); d != 50000 || l != 4 {
+		t.Fatalf("after the first change the server-side VACUUM has cost delay %d us and limit %d, want 50000 and 4", d, l)
+	}
 	changed := time.Now()
 	if err := run.UpdateThrottle(limits(0, 200)); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -29,6 +30,10 @@ type Options struct {
 	Throttle runnerwire.Limits
 	// TableThrottles override Throttle for single tables (by name or schema.name).
 	TableThrottles map[string]runnerwire.Limits
+	// Adaptive is the run's adaptive throttle, sent as the vacuum_adaptive_* settings before
+	// each table (the engine server only); TableAdaptive overrides it for single tables.
+	Adaptive      runnerwire.AdaptiveTargets
+	TableAdaptive map[string]runnerwire.AdaptiveTargets
 	// Parallelism is the number of sessions vacuuming at once (vacuumdb --jobs), at least 1.
 	Parallelism int
 	// IndexWorkers becomes PARALLEL n (lazy only).
@@ -71,6 +76,19 @@ func Check(server Server, o Options) error {
 	for _, n := range names {
 		byteRates(server, o.TableThrottles[n], fmt.Sprintf("tableOverrides[%s].throttle", n), add)
 	}
+	checkAdaptive(server, o.Adaptive, o.Throttle, "throttle.adaptive", add)
+	names = names[:0]
+	for n := range o.TableAdaptive {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l := o.Throttle
+		if tl, ok := o.TableThrottles[n]; ok {
+			l = tl
+		}
+		checkAdaptive(server, o.TableAdaptive[n], l, fmt.Sprintf("tableOverrides[%s].throttle.adaptive", n), add)
+	}
 	if o.RingSize != nil && server.Kind == KindPostgreSQL && server.Major < 16 {
 		add("ringSize", "becomes BUFFER_USAGE_LIMIT, which needs PostgreSQL 16 or later; the server is %s", server)
 	}
@@ -111,6 +129,17 @@ func byteRates(server Server, l runnerwire.Limits, prefix string, add func(strin
 	}
 }
 
+// adaptiveFor returns the adaptive throttle of table (name or schema.name) given the run's.
+func (o Options) adaptiveFor(t Table, run runnerwire.AdaptiveTargets) runnerwire.AdaptiveTargets {
+	if a, ok := o.TableAdaptive[t.Qualified()]; ok {
+		return a
+	}
+	if a, ok := o.TableAdaptive[t.Name]; ok {
+		return a
+	}
+	return run
+}
+
 // limitsFor returns the throttle of table (name or schema.name) given the run's.
 func (o Options) limitsFor(t Table, run runnerwire.Limits) runnerwire.Limits {
 	if l, ok := o.TableThrottles[t.Qualified()]; ok {
@@ -120,4 +149,35 @@ func (o Options) limitsFor(t Table, run runnerwire.Limits) runnerwire.Limits {
 		return l
 	}
 	return run
+}
+
+// checkAdaptive refuses an adaptive throttle server cannot run, or one with no static
+// ceiling to scale (the engine server would refuse the VACUUM with 22023).
+func checkAdaptive(server Server, a runnerwire.AdaptiveTargets, l runnerwire.Limits, field string, add func(string, string, ...any)) {
+	if a.Off() {
+		return
+	}
+	if server.Kind != KindEngineServer {
+		add(field, "is run by the engine server only; %s cannot re-throttle a running VACUUM", server)
+		return
+	}
+	if l.CostDelay <= 0 && l.MaxReadBytesPerSecond <= 0 && l.MaxWriteBytesPerSecond <= 0 && l.MaxWALBytesPerSecond <= 0 {
+		add(field, "needs a static ceiling to scale: costDelay above 0 or a max*BytesPerSecond")
+	}
+}
+
+// adaptiveSettings are the engine server's vacuum_adaptive_* settings for a, with their
+// values (0 turns a target off, so a session reused for the next table keeps nothing).
+func adaptiveSettings(a runnerwire.AdaptiveTargets) ([]string, []string) {
+	perMille, floor := a.PercentilePerMille, a.FloorPerMille
+	if perMille == 0 {
+		perMille = runnerwire.DefaultAdaptivePercentilePerMille
+	}
+	if floor == 0 {
+		floor = runnerwire.DefaultAdaptiveFloorPerMille
+	}
+	return []string{"vacuum_adaptive_latency_target", "vacuum_adaptive_latency_percentile_per_mille",
+			"vacuum_adaptive_max_lag_bytes", "vacuum_adaptive_max_lag_seconds", "vacuum_adaptive_floor_per_mille"},
+		[]string{strconv.FormatInt(a.LatencyTarget.Microseconds(), 10) + "us", strconv.Itoa(perMille),
+			strconv.FormatInt(a.MaxLagBytes, 10), strconv.FormatInt(a.MaxLagDelay.Milliseconds(), 10) + "ms", strconv.Itoa(floor)}
 }

@@ -149,10 +149,13 @@ func (r *Run) poll(ctx context.Context) {
 				pid                                    int32
 				phase                                  string
 				total, scanned, vacuumed, passes, dead int64
+				adaptive                               adaptiveRow
 			}
 			got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
 				var x row
-				err := cr.Scan(&x.pid, &x.phase, &x.total, &x.scanned, &x.vacuumed, &x.passes, &x.dead)
+				dest := append([]any{&x.pid, &x.phase, &x.total, &x.scanned, &x.vacuumed, &x.passes, &x.dead},
+					x.adaptive.dest()...)
+				err := cr.Scan(dest...)
 				return x, err
 			})
 			if err == nil {
@@ -165,6 +168,9 @@ func (r *Run) poll(ctx context.Context) {
 							}
 							st.blocksTotal, st.blocksScanned, st.blocksVacuumed = x.total, x.scanned, x.vacuumed
 							st.indexPasses, st.deadTuples = x.passes, x.dead
+							if a := x.adaptive.progress(); a != nil {
+								st.adaptive = a
+							}
 						}
 					}
 				}
@@ -230,14 +236,75 @@ func (r *Run) phase(p string) (runnerwire.Phase, bool) {
 func (r *Run) progressQuery() string {
 	if r.opts.Full {
 		return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, coalesce(heap_tuples_written, 0),
-			index_rebuild_count, 0::bigint FROM pg_stat_progress_cluster WHERE pid = ANY($1)`
+			index_rebuild_count, 0::bigint` + r.adaptiveColumns() + ` FROM pg_stat_progress_cluster WHERE pid = ANY($1)`
 	}
 	dead := "num_dead_tuples"
 	if r.server.Major >= 17 {
 		dead = "num_dead_item_ids"
 	}
 	return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, heap_blks_vacuumed,
-		index_vacuum_count, ` + dead + ` FROM pg_stat_progress_vacuum WHERE pid = ANY($1)`
+		index_vacuum_count, ` + dead + r.adaptiveColumns() + ` FROM pg_stat_progress_vacuum WHERE pid = ANY($1)`
+}
+
+// adaptiveColumns are the engine server's adaptive columns of both progress views (NULL
+// while no target was set), in runnerwire.AdaptiveBindings' order; NULLs elsewhere.
+func (r *Run) adaptiveColumns() string {
+	if r.server.Kind != KindEngineServer {
+		return ", NULL::text, NULL::int4, NULL::int8, NULL::int8, NULL::int8, NULL::int8, NULL::int8"
+	}
+	return `, adaptive_binding, adaptive_budget_per_mille, adaptive_foreground_latency_ms,
+		adaptive_replication_lag_ms, adaptive_ceiling_ms, adaptive_floor_ms, adaptive_hard_stop_ms`
+}
+
+// adaptiveRow is the adaptive columns of one progress row.
+type adaptiveRow struct {
+	binding *string
+	budget  *int32
+	bound   [5]*int64
+}
+
+func (a *adaptiveRow) dest() []any {
+	out := []any{&a.binding, &a.budget}
+	for i := range a.bound {
+		out = append(out, &a.bound[i])
+	}
+	return out
+}
+
+func (a *adaptiveRow) progress() *runnerwire.AdaptiveProgress {
+	if a.binding == nil || a.budget == nil {
+		return nil
+	}
+	p := &runnerwire.AdaptiveProgress{Binding: *a.binding, BudgetPerMille: *a.budget, BoundSeconds: map[string]float64{}}
+	for i, b := range runnerwire.AdaptiveBindings {
+		if a.bound[i] != nil {
+			p.BoundSeconds[b] = float64(*a.bound[i]) / 1000
+		}
+	}
+	return p
+}
+
+// foldAdaptive is the run's adaptive progress over its tables: the binding and budget of
+// the running table bound tightest (the lowest budget), the time bound summed over every
+// table run so far; nil while no table ever had a target.
+func foldAdaptive(states []*tableState) *runnerwire.AdaptiveProgress {
+	var out *runnerwire.AdaptiveProgress
+	for _, st := range states {
+		a := st.adaptive
+		if a == nil {
+			continue
+		}
+		if out == nil {
+			out = &runnerwire.AdaptiveProgress{Binding: a.Binding, BudgetPerMille: a.BudgetPerMille, BoundSeconds: map[string]float64{}}
+		}
+		if st.running && (a.BudgetPerMille < out.BudgetPerMille || out.Binding == "") {
+			out.Binding, out.BudgetPerMille = a.Binding, a.BudgetPerMille
+		}
+		for b, s := range a.BoundSeconds {
+			out.BoundSeconds[b] += s
+		}
+	}
+	return out
 }
 
 func copyForeground(f *runnerwire.Foreground) *runnerwire.Foreground {
@@ -310,6 +377,7 @@ func (r *Run) Progress() runnerwire.Progress {
 	if weight > 0 {
 		p.Percent = weighted / weight
 	}
+	p.Adaptive = foldAdaptive(r.states)
 	if len(r.states) == 0 && !r.start.IsZero() {
 		p.Percent = 100
 	}

@@ -25,6 +25,11 @@ type Run struct {
 	target Target
 	cfg    *pgx.ConnConfig
 	ctl    *pgx.Conn
+	// thr is the session UpdateThrottle sends vacuum_set_throttle on (the engine server),
+	// opened at the first change and kept, so a change costs statements, not a new SCRAM
+	// session each time; tmu serialises its use.
+	tmu    sync.Mutex
+	thr    *pgx.Conn
 	server Server
 	opts   Options
 	tables []Table
@@ -32,6 +37,7 @@ type Run struct {
 
 	mu       sync.Mutex
 	throttle runnerwire.Limits
+	adaptive runnerwire.AdaptiveTargets // the run's adaptive throttle (UpdateAdaptive changes it)
 	start    time.Time
 	finish   time.Time
 	states   []*tableState
@@ -54,6 +60,7 @@ type tableState struct {
 	began   time.Time
 	// from the progress view
 	blocksTotal, blocksScanned, blocksVacuumed, indexPasses, deadTuples int64
+	adaptive                                                            *runnerwire.AdaptiveProgress // the engine server's adaptive columns, nil while NULL
 	result                                                              runnerwire.TableResult
 }
 
@@ -74,7 +81,7 @@ func New(ctx context.Context, t Target, o Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{target: t, cfg: cfg, ctl: ctl, opts: o, throttle: o.Throttle, started: -1}
+	r := &Run{target: t, cfg: cfg, ctl: ctl, opts: o, throttle: o.Throttle, adaptive: o.Adaptive, started: -1}
 	if err := r.prepare(ctx); err != nil {
 		_ = ctl.Close(context.Background()) // the error that matters is prepare's
 		return nil, err
@@ -125,8 +132,14 @@ func (r *Run) Server() Server { return r.server }
 // Tables are the tables picked, in the order they are vacuumed (skipped ones included).
 func (r *Run) Tables() []Table { return append([]Table(nil), r.tables...) }
 
-// Close closes the control session.
+// Close closes the control session (and the throttle session, if opened).
 func (r *Run) Close() error {
+	r.tmu.Lock()
+	if r.thr != nil {
+		_ = r.thr.Close(context.Background()) // it only sent settings
+		r.thr = nil
+	}
+	r.tmu.Unlock()
 	return r.ctl.Close(context.Background())
 }
 
@@ -167,16 +180,66 @@ func (r *Run) UpdateThrottle(l runnerwire.Limits) error {
 	names, values := throttleSettings(r.server, l)
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	// A session of its own: the control session belongs to the progress poller.
+	r.tmu.Lock()
+	defer r.tmu.Unlock()
+	if r.thr == nil {
+		// A session of its own: the control session belongs to the progress poller.
+		conn, err := Connect(ctx, r.target, r.cfg.Copy())
+		if err != nil {
+			return err
+		}
+		r.thr = conn
+	}
+	for _, b := range running {
+		for i, n := range names {
+			if _, err := r.thr.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(b.pid), n, values[i]); err != nil {
+				_ = r.thr.Close(context.Background()) // the next change starts a fresh session
+				r.thr = nil
+				return fmt.Errorf("vacuum_set_throttle(%d, %s, %v) for %s: %w", b.pid, n, values[i], b.table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// UpdateAdaptive sets the run's adaptive throttle for the tables not yet started, and on
+// the engine server changes it live on the running VACUUMs (vacuum_set_throttle) of the
+// tables whose override sets no adaptive targets of their own.
+func (r *Run) UpdateAdaptive(a runnerwire.AdaptiveTargets) error {
+	r.mu.Lock()
+	cur := r.throttle
+	r.mu.Unlock()
+	var errs []error
+	checkAdaptive(r.server, a, cur, "throttle.adaptive", func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.adaptive = a
+	var pids []uint32
+	for _, st := range r.states {
+		if st.running && r.opts.adaptiveFor(st.table, a) == a {
+			pids = append(pids, st.pid)
+		}
+	}
+	r.mu.Unlock()
+	if r.server.Kind != KindEngineServer || len(pids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
 	conn, err := Connect(ctx, r.target, r.cfg.Copy())
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close(context.Background()) }() // only sent settings
-	for _, b := range running {
+	names, values := adaptiveSettings(a)
+	for _, pid := range pids {
 		for i, n := range names {
-			if _, err := conn.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(b.pid), n, values[i]); err != nil {
-				return fmt.Errorf("vacuum_set_throttle(%d, %s, %v) for %s: %w", b.pid, n, values[i], b.table, err)
+			if _, err := conn.Exec(ctx, "SELECT vacuum_set_throttle($1, $2, $3)", int32(pid), n, values[i]); err != nil {
+				return fmt.Errorf("vacuum_set_throttle(%d, %s, %v): %w", pid, n, values[i], err)
 			}
 		}
 	}
@@ -387,8 +450,9 @@ func (r *Run) worker(ctx, work context.Context, queue <-chan *tableState, stop <
 		}
 		r.mu.Lock()
 		limits := r.opts.limitsFor(st.table, r.throttle)
+		adaptive := r.opts.adaptiveFor(st.table, r.adaptive)
 		r.mu.Unlock()
-		if err := r.setup(work, conn, limits); err != nil {
+		if err := r.setup(work, conn, limits, adaptive); err != nil {
 			return fmt.Errorf("set up the session for %s: %w", st.table.Qualified(), err)
 		}
 		nmu.Lock()
@@ -415,8 +479,12 @@ func (r *Run) worker(ctx, work context.Context, queue <-chan *tableState, stop <
 
 // setup sends the table's throttle as session settings (and maintenance_work_mem if the
 // caller wrote it), in one statement.
-func (r *Run) setup(ctx context.Context, conn *pgx.Conn, l runnerwire.Limits) error {
+func (r *Run) setup(ctx context.Context, conn *pgx.Conn, l runnerwire.Limits, a runnerwire.AdaptiveTargets) error {
 	names, vals := throttleSettings(r.server, l)
+	if r.server.Kind == KindEngineServer {
+		an, av := adaptiveSettings(a)
+		names, vals = append(names, an...), append(vals, av...)
+	}
 	values := make([]any, len(vals))
 	for i, v := range vals {
 		values[i] = v

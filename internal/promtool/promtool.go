@@ -100,3 +100,19 @@ func CheckRules(t T, files ...string) {
 		t.Fatalf("promtool check rules %s: %v\n%s", strings.Join(files, " "), err, out)
 	}
 }
+
+// ServerPath returns the Prometheus server's path (/usr/bin/prometheus of the same Debian
+// package as promtool), installing the package when it is missing and this process is root.
+func ServerPath() (string, error) {
+	if p, err := exec.LookPath("prometheus"); err == nil {
+		return p, nil
+	}
+	if _, err := Path(); err != nil {
+		return "", err
+	}
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		return "", fmt.Errorf("prometheus server not found beside promtool: install Debian's prometheus package: %w", err)
+	}
+	return p, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -244,4 +245,35 @@ func TestSlotPastKeepSizeIsInvalidatedAndWALIsRemoved(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "55000" {
 		t.Fatalf("START_REPLICATION from an invalidated slot: %v, want 55000", err)
 	}
+	// The disk use stops growing: rounds of about 1.7 MiB of WAL each, a checkpoint after
+	// each, leave the WAL directory no bigger than after the first (a slot still holding
+	// its WAL would add the round's WAL every time).
+	var sizes []int64
+	for range 4 {
+		write(t, pr.db, "t", 1500, 1000)
+		if err := pr.db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, dirBytes(t, filepath.Join(pr.dir, wal.WALDirName)))
+	}
+	if slices.Max(sizes[1:]) > sizes[0]+seg {
+		t.Fatalf("WAL directory %v bytes after each round of writes and a checkpoint: still growing past the invalidated slot", sizes)
+	}
+	t.Logf("WAL directory after each round: %v bytes", sizes)
+}
+
+// dirBytes is the total size of the regular files in dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
 }

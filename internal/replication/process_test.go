@@ -47,6 +47,10 @@ type server struct {
 	cmd  *exec.Cmd
 	out  *lockedBuffer
 	done chan error
+	// netns, when set, is the network namespace the process runs in (ip netns exec) and
+	// the test's sessions dial into; password is the sessions' SCRAM password then.
+	netns    string
+	password string
 }
 
 type lockedBuffer struct {
@@ -96,6 +100,10 @@ func startServer(t *testing.T, name, addr string, args ...string) *server {
 func (s *server) start() {
 	s.t.Helper()
 	s.cmd = exec.Command(os.Args[0], s.args...)
+	if s.netns != "" {
+		// ip netns exec execs the command in place: the process is the server itself.
+		s.cmd = exec.Command("ip", append([]string{"netns", "exec", s.netns, os.Args[0]}, s.args...)...)
+	}
 	s.cmd.Env = append(os.Environ(), childEnv+"=1")
 	if s.out == nil {
 		s.out = &lockedBuffer{}
@@ -155,7 +163,16 @@ func (s *server) stop() {
 }
 
 func (s *server) connect(ctx context.Context) (*pgx.Conn, error) {
-	return pgx.Connect(ctx, fmt.Sprintf("postgres://tester@%s/postgres?sslmode=disable", s.addr))
+	if s.netns == "" {
+		return pgx.Connect(ctx, fmt.Sprintf("postgres://tester@%s/postgres?sslmode=disable", s.addr))
+	}
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://tester:%s@%s/postgres?sslmode=disable&connect_timeout=5", s.password, s.addr))
+	if err != nil {
+		return nil, err
+	}
+	ns := s.netns
+	cfg.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, ns, addr) }
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 func (s *server) conn(t *testing.T) *pgx.Conn {

@@ -14,6 +14,12 @@ type active interface {
 	ThrottleApplies() string
 }
 
+// adapter is a run whose adaptive throttle can change live (an online run: the engine
+// server runs it).
+type adapter interface {
+	UpdateAdaptive(runnerwire.AdaptiveTargets) error
+}
+
 // pauser is a run that can be paused at its next delay point (the engine's; an online run
 // cannot hold a server's VACUUM).
 type pauser interface {

@@ -96,6 +96,9 @@ func vacuumServer(ctx context.Context, spec runnerwire.RunSpec, r runnerwire.Res
 	if p := state.takePending(); p != nil {
 		r.Throttle = *p
 	}
+	if a := state.takePendingAdaptive(); a != nil {
+		r.Adaptive = *a
+	}
 	run, err := startOnline(ctx, spec, r, fromFlags, t)
 	if err != nil {
 		return reportFrom(nil), err
@@ -165,7 +168,8 @@ func startOnline(ctx context.Context, spec runnerwire.RunSpec, r runnerwire.Reso
 func onlineOptions(spec runnerwire.RunSpec, r runnerwire.Resolved) online.Options {
 	o := online.Options{
 		Full: r.Mode == runnerwire.ModeFull, Tables: r.Tables, Throttle: r.Throttle,
-		TableThrottles: r.TableThrottles, Parallelism: r.Parallelism, Truncate: spec.Truncate,
+		TableThrottles: r.TableThrottles, Adaptive: r.Adaptive, TableAdaptive: r.TableAdaptive,
+		Parallelism: r.Parallelism, Truncate: spec.Truncate,
 		MinDeadTuplePercent: r.MinDeadTuplePercent, Resume: r.Resume,
 	}
 	if spec.Server != nil {

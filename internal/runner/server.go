@@ -34,8 +34,10 @@ type runState struct {
 	run      active
 	finished bool
 	pending  *runnerwire.Limits // a PUT /throttle received before the run started
-	paused   bool               // a PUT /pause {"paused": true} received before the run started
-	updates  int64              // throttle changes applied
+	// pendingAdaptive is that PUT's adaptive throttle (an online run applies it at its start).
+	pendingAdaptive *runnerwire.AdaptiveTargets
+	paused          bool  // a PUT /pause {"paused": true} received before the run started
+	updates         int64 // throttle changes applied
 }
 
 // setRun publishes the engine's run once it exists.
@@ -68,6 +70,16 @@ func (s *runState) takePending() *runnerwire.Limits {
 	defer s.mu.Unlock()
 	p := s.pending
 	s.pending = nil
+	return p
+}
+
+// takePendingAdaptive returns (and clears) the adaptive throttle of a PUT /throttle before
+// the run started.
+func (s *runState) takePendingAdaptive() *runnerwire.AdaptiveTargets {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pendingAdaptive
+	s.pendingAdaptive = nil
 	return p
 }
 
@@ -221,6 +233,11 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, oneLine(err))
 		return
 	}
+	a, err := t.AdaptiveOver(runnerwire.DefaultAdaptive(), "throttle")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, oneLine(err))
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -229,13 +246,25 @@ func (s *runState) putThrottle(w http.ResponseWriter, r *http.Request) {
 		return
 	case s.run == nil:
 		s.pending = &l
+		s.pendingAdaptive = &a
 		s.logf("throttle set before the run started: %s", describeLimits(l))
 		writeHTTPJSON(w, http.StatusAccepted, l.Throttle())
+		return
+	}
+	ad, adapts := s.run.(adapter)
+	if !a.Off() && !adapts {
+		httpError(w, http.StatusBadRequest, "throttle.adaptive: needs a server target: an offline run has no foreground or standby to adapt to")
 		return
 	}
 	if err := s.run.UpdateThrottle(l); err != nil {
 		httpError(w, http.StatusBadRequest, oneLine(err))
 		return
+	}
+	if adapts {
+		if err := ad.UpdateAdaptive(a); err != nil {
+			httpError(w, http.StatusBadRequest, oneLine(err))
+			return
+		}
 	}
 	s.updates++
 	when := ""

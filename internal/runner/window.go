@@ -52,16 +52,30 @@ func fullPagesPerSecond(l runnerwire.Limits) float64 {
 	return rate
 }
 
-// windowCycleBlocks is the vacuum.Options.CycleBlocks of a run that stops at stopAt: a
-// quarter of the heap blocks its throttle lets it scan (and dirty) in the time left, so a stop
-// loses at most about a quarter of the window's work. 0 (memory decides) without a window or
-// a limit.
+// WindowCycles is how many dead-items cycles a windowed run sizes its cycles for: each is
+// 1/WindowCycles of the heap blocks its throttle lets it scan (and dirty) in the time left,
+// so a stop loses at most about that share of the window's work, at the cost of one pass
+// over every index per cycle.
+const WindowCycles = 2
+
+// windowCycleBlocks is the vacuum.Options.CycleBlocks of a run that stops at stopAt (0,
+// memory decides, without a window or a limit).
 func windowCycleBlocks(l runnerwire.Limits, stopAt, now time.Time) int64 {
-	rate := fullPagesPerSecond(l)
-	if stopAt.IsZero() || math.IsInf(rate, 1) {
+	if stopAt.IsZero() {
 		return 0
 	}
-	return max(1, int64(rate*stopAt.Sub(now).Seconds()/4))
+	return WindowCycleBlocks(l, stopAt.Sub(now), WindowCycles)
+}
+
+// WindowCycleBlocks is the cycle length, in heap blocks, of a vacuum under limits l with
+// left to go, sized for cycles cycles: the blocks l lets it scan in left, over cycles (at
+// least 1; 0 when nothing limits it). Bench experiment 9 measures it for several cycles.
+func WindowCycleBlocks(l runnerwire.Limits, left time.Duration, cycles int) int64 {
+	rate := fullPagesPerSecond(l)
+	if math.IsInf(rate, 1) || cycles <= 0 {
+		return 0
+	}
+	return max(1, int64(rate*left.Seconds()/float64(cycles)))
 }
 
 // fullEstimate is how long a VACUUM FULL of pages pages takes: the table's pages divided by
@@ -100,19 +114,31 @@ func fullsThatFit(db *engine.DB, r runnerwire.Resolved, tables []string, now tim
 }
 
 // withUnreached lists in rep, after the tables it reports, every table of the run it does not
-// report (not started before the stop), complete false.
-func withUnreached(rep runnerwire.Report, tables []string, mode runnerwire.Mode) runnerwire.Report {
+// report (not started before the stop), complete false at block 0, or with resume, where its
+// saved position stands (a resume from a finished position has nothing to do: complete).
+func withUnreached(db *engine.DB, rep runnerwire.Report, tables []string, mode runnerwire.Mode, resume bool) (runnerwire.Report, error) {
 	seen := map[string]bool{}
 	for _, t := range rep.Tables {
 		seen[t.Table] = true
 	}
 	for _, name := range tables {
-		if !seen[name] {
-			rep.Tables = append(rep.Tables, runnerwire.TableResult{Table: name, Mode: mode,
-				Indexes: []runnerwire.IndexResult{}, Notices: []string{}})
+		if seen[name] {
+			continue
 		}
+		t := runnerwire.TableResult{Table: name, Mode: mode, Indexes: []runnerwire.IndexResult{}, Notices: []string{}}
+		if resume && mode == runnerwire.ModeLazy {
+			pos, err := db.VacuumPosition(name)
+			if err != nil {
+				return rep, fmt.Errorf("position of %q, not reached before the stop: %w", name, err)
+			}
+			if pos.Found {
+				t.BlockReached, t.ResumedFromBlock, t.PagesTotal = int64(pos.Block), int64(pos.Block), int64(pos.Blocks)
+				t.Complete = pos.Finished
+			}
+		}
+		rep.Tables = append(rep.Tables, t)
 	}
-	return rep
+	return rep, nil
 }
 
 // noteResume tells w about each table whose saved position was not trusted.
@@ -125,7 +151,7 @@ func noteResume(w io.Writer, rr *vacuum.BatchReport) {
 			_, _ = fmt.Fprintf(w, "vacuum-runner: %q starts at block 0: its saved position is not used: %s\n", t.Table, t.ResumeUntrusted)
 		}
 		if t.PagesLeftBehind > 0 {
-			_, _ = fmt.Fprintf(w, "vacuum-runner: %q resumed at block %d; %d pages below it changed since, left for the next vacuum without --resume\n",
+			_, _ = fmt.Fprintf(w, "vacuum-runner: %q resumed at block %d; %d pages below it are not all-visible (changed since, or not yet removable then), left for the next vacuum without --resume\n",
 				t.Table, t.ResumedFromBlock, t.PagesLeftBehind)
 		}
 	}
@@ -154,13 +180,16 @@ func vacuumWindowed(ctx context.Context, db *engine.DB, run *vacuum.Batch, r run
 		rr = run.Report()
 	}
 	noteResume(stderr, rr)
-	rep := withUnreached(reportFrom(rr), tables, r.Mode)
+	rep, uerr := withUnreached(db, reportFrom(rr), tables, r.Mode, r.Resume)
 	switch {
 	case err != nil && windowClosed(ctx, wctx):
 		rep.StopReason, err = runnerwire.StopReasonWindowClosed, nil
 	case err == nil && refused != "":
 		_, _ = fmt.Fprintf(stderr, "vacuum-runner: %s: not started (WindowTooShort)\n", refused)
 		rep.StopReason = runnerwire.StopReasonWindowTooShort
+	}
+	if err == nil {
+		err = uerr
 	}
 	return rep, err
 }

@@ -2,12 +2,14 @@ package runner
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -64,5 +66,57 @@ func TestFullEstimateUsesTheLastFullsMeasuredRateWhenThereIsOne(t *testing.T) {
 				t.Errorf("the refusal %q does not name the table", refused)
 			}
 		})
+	}
+}
+
+// A table a run never reached (its window closed first) is reported where it stands: with
+// resume, at its saved position (the block the next run resumes from), not at block 0.
+func TestATableTheRunNeverReachedIsReportedAtItsSavedPosition(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := engine.Init(dir, engine.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := bloat(context.Background(), db, bloatParams{table: "t", rows: 20000, deadFraction: 0.3, indexes: 1, payloadBytes: 100, seed: 1, batch: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	lazy := func(stopAt time.Time, resume bool) runnerwire.Resolved {
+		return runnerwire.Resolved{Mode: runnerwire.ModeLazy, StopAt: stopAt, Resume: resume,
+			Throttle: runnerwire.Limits{CostDelay: 10 * time.Millisecond, CostLimit: 5, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}}
+	}
+	window := func(r runnerwire.Resolved) runnerwire.TableResult {
+		t.Helper()
+		b, err := vacuum.NewBatch(optionsFrom(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := vacuumWindowed(context.Background(), db, b, r, []string{"t"}, io.Discard)
+		if err != nil || len(rep.Tables) != 1 {
+			t.Fatalf("vacuum: %v, %d tables", err, len(rep.Tables))
+		}
+		return rep.Tables[0]
+	}
+	// Windows of 1 s, each resuming the last, until one has kept some work.
+	var saved runnerwire.TableResult
+	for i := 0; saved.BlockReached == 0; i++ {
+		if i == 10 {
+			t.Fatal("ten 1 s windows kept no work")
+		}
+		saved = window(lazy(time.Now().Add(time.Second), i > 0))
+		if saved.Complete {
+			t.Fatalf("the table was done within a window (%+v); make it bigger", saved)
+		}
+	}
+	closed := time.Now().Add(-time.Second) // the window closed before the run began
+	got := window(lazy(closed, true))
+	if got.Complete || got.PagesScanned != 0 || got.BlockReached != saved.BlockReached || got.ResumedFromBlock != saved.BlockReached || got.PagesTotal != saved.PagesTotal {
+		t.Errorf("unreached table with resume: %+v, want block %d of %d (its saved position), not complete", got, saved.BlockReached, saved.PagesTotal)
+	}
+	if got := window(lazy(closed, false)); got.BlockReached != 0 || got.Complete {
+		t.Errorf("unreached table without resume: block %d complete %v, want 0 (a run without resume starts at 0)", got.BlockReached, got.Complete)
 	}
 }

@@ -124,9 +124,10 @@ func expectUsersThroughAggregatedRoles(ns string) {
 var _ = Describe("Installing the operator", Ordered, func() {
 	It("installs with helm: the CRDs and roles are served, and a namespace editor creates a VacuumPolicy", func() {
 		command(nil, helmBin(), "install", "vacuum-operator", "dist/chart", "--namespace", releaseNamespace,
-			"--create-namespace", "--set", "runner.allowedImages={registry.example/runner:1}")
+			"--create-namespace", "--set", "runner.allowedImages={registry.example/runner:1}", "--set", "metrics.networkPolicy.enabled=true")
 		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
 			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
+		kubectl(nil, "-n", releaseNamespace, "get", "networkpolicy/vacuum-operator-allow-metrics-traffic")
 		expectUsersThroughAggregatedRoles("team-helm")
 	})
 
@@ -152,6 +153,8 @@ var _ = Describe("Installing the operator", Ordered, func() {
 		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
 			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
 		expectUsersThroughAggregatedRoles("team-installer")
+		kubectl(nil, "apply", "--server-side", "-k", "config/network-policy")
+		kubectl(nil, "-n", releaseNamespace, "get", "networkpolicy/vacuum-operator-allow-metrics-traffic")
 	})
 
 	describeWaitRecipes() // before the metrics specs start a manager, which would reconcile its runs

@@ -274,6 +274,8 @@ func describeMetrics() {
 		}).WithTimeout(30*time.Second).Should(BeEquivalentTo(lastSuccess.Unix()), "no run ended under this manager")
 	})
 
+	describePrometheus(func() *managerProcess { return mgr }, func() string { return readerToken }, ns, "nightly")
+
 	It("applies the ServiceMonitor, PodMonitor and PrometheusRule to the generated monitoring.coreos.com CRDs", func() {
 		kubectl(nil, "apply", "--server-side", "-f", "hack/monitoring-crds")
 		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com",

@@ -102,8 +102,7 @@ func dropped(t *testing.T, nc net.Conn, what string) {
 // COPY leaves no row and no lock; and pgbench ends with zero failures.
 func TestBadInputBesidePgbenchNeverDisturbsOtherSessions(t *testing.T) {
 	const maxConnections = 8
-	s := startServer(t, "--max-connections", "8")
-	initPgbench(t, s, "1")
+	s, _ := startPgbenchServer(t, "--max-connections", "8")
 	ctl := s.connect(t)
 	if _, err := ctl.Exec(context.Background(), "CREATE TABLE copied (id bigint PRIMARY KEY, v text)"); err != nil {
 		t.Fatal(err)

@@ -82,8 +82,7 @@ func checkDirectory(t *testing.T, dir string) {
 // (sum(abalance) = sum(bbalance) = sum(tbalance) = sum(delta)); and after a clean stop the
 // engine's check of the directory is clean.
 func TestSIGKILLBesidePgbenchLosesNoCommittedTransaction(t *testing.T) {
-	s := startServer(t)
-	initPgbench(t, s, "1")
+	s, _ := startPgbenchServer(t)
 	c := s.connect(t)
 	if _, err := c.Exec(context.Background(), "CREATE TABLE ledger (id bigint PRIMARY KEY, cycle int)"); err != nil {
 		t.Fatal(err)

@@ -83,10 +83,54 @@ type server struct {
 	done       chan struct{}
 }
 
-// startServer starts engine-server serve --init with extra flags and waits until it answers.
-func startServer(t *testing.T, extraFlags ...string) *server {
+var (
+	templateOnce sync.Once
+	templateData string // a data directory `pgbench -i -s 2` initialized, stopped cleanly
+	templateOut  string // that pgbench's output
+)
+
+// startPgbenchServer starts a server (as startServer) over a copy of a data directory that
+// `pgbench -i -s 2` initialized once per test binary (through an engine-server stopped
+// cleanly afterwards), and returns it with that pgbench's output: one initialization
+// instead of one per test.
+func startPgbenchServer(t *testing.T, extraFlags ...string) (*server, string) {
+	t.Helper()
+	templateOnce.Do(func() {
+		engineServerBinary(t) // binDir exists
+		dir := filepath.Join(binDir, "template")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "users"), []byte("app:"+password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), addr: ln.Addr().String(), log: filepath.Join(dir, "server.log")}
+		_ = ln.Close()
+		s.start()
+		out := initPgbench(t, s, "2")
+		s.stop()
+		templateData, templateOut = s.data, out
+	})
+	if templateData == "" {
+		t.Fatal("the pgbench -i -s 2 template data directory failed in an earlier test (see its log)")
+	}
+	return launch(t, templateData, extraFlags), templateOut
+}
+
+// launch starts engine-server serve --init with extra flags over a data directory of its
+// own (a copy of from, or a new one when from is empty) and waits until it answers.
+func launch(t *testing.T, from string, extraFlags []string) *server {
 	t.Helper()
 	dir := t.TempDir()
+	if from != "" {
+		if out, err := exec.Command("cp", "-a", from, filepath.Join(dir, "data")).CombinedOutput(); err != nil {
+			t.Fatalf("copy the template data directory: %v\n%s", err, out)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "users"), []byte("app:"+password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,7 @@ import (
 // moved by exactly the sum of the history's deltas (tpcb-like: accounts, branches and
 // tellers; simple-update: accounts only), the others not at all.
 func TestPgbenchRunsEveryBuiltinScriptInBothModesWithConsistentBalances(t *testing.T) {
-	s := startServer(t, "--max-connections", "32")
-	init := initPgbench(t, s, "2")
+	s, init := startPgbenchServer(t, "--max-connections", "32")
 	c := s.connect(t)
 	start := balances(t, c)
 	if start.accounts != 0 || start.history != 0 {

@@ -92,8 +92,7 @@ const deadAccounts = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname =
 // account per transaction and adds one history row, counted before and after). pgbench
 // has no failure and the balances agree.
 func TestVacuumVerboseBesidePgbenchRemovesEveryTupleDeadBeforeItsCutoff(t *testing.T) {
-	s := startServer(t)
-	initPgbench(t, s, "2")
+	s, _ := startPgbenchServer(t)
 	c, notices := connectNoticed(t, s)
 	wait := background(t, s, "", "-n", "-b", "tpcb-like", "-c", "8", "-j", "2", "-T", "8")
 	time.Sleep(3 * time.Second)
@@ -135,8 +134,7 @@ func TestVacuumVerboseBesidePgbenchRemovesEveryTupleDeadBeforeItsCutoff(t *testi
 // half the rewrite) and no transaction fails; the balances agree afterwards and the
 // table lost its dead tuples.
 func TestVacuumFullBesidePgbenchMakesItWaitAndNeverFail(t *testing.T) {
-	s := startServer(t, "--buffer-pool", "8Mi")
-	initPgbench(t, s, "2")
+	s, _ := startPgbenchServer(t, "--buffer-pool", "8Mi")
 	c := s.connect(t)
 	logs := t.TempDir()
 	wait := background(t, s, logs, "-n", "-l", "--failures-detailed", "--verbose-errors", "-b", "tpcb-like", "-c", "8", "-j", "2", "-T", "8")
@@ -192,8 +190,7 @@ func readVacuumProgress(t *testing.T, c *pgx.Conn, pid uint32) (progress, bool) 
 // the next 3 s is within 10 % of it. pg_cancel_backend then stops the VACUUM (57014) at its
 // next delay point, within a second. pgbench has no failure.
 func TestSetThrottleChangesARunningVacuumsRateWithinTenPercentAndCancelStopsIt(t *testing.T) {
-	s := startServer(t, "--buffer-pool", "8Mi")
-	initPgbench(t, s, "2")
+	s, _ := startPgbenchServer(t, "--buffer-pool", "8Mi")
 	ctl := s.connect(t)
 	if _, err := ctl.Exec(context.Background(), "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 3 = 0"); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,11 @@ func newEnv(t testing.TB, frames int) *testEnv {
 
 func openEnv(t testing.TB, dir string, frames int) *testEnv {
 	t.Helper()
-	fs := vfs.OS()
+	return openEnvFS(t, dir, frames, vfs.OS())
+}
+
+func openEnvFS(t testing.TB, dir string, frames int, fs vfs.FS) *testEnv {
+	t.Helper()
 	st, err := storage.Open(fs, dir, storage.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,15 @@ package btree
 
 import (
 	"errors"
+	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 )
 
 // leafOfTID maps every entry's TID to the leaf block holding it.
@@ -140,4 +144,87 @@ func TestCleanupCountsEntriesAndEmptyLeaves(t *testing.T) {
 		t.Fatalf("live key not found after emptying leaves: %v", tids)
 	}
 	mustCheck(t, ix)
+}
+
+// slowFS makes every read of a file take readDelay while slow is set, and
+// counts the reads in progress.
+type slowFS struct {
+	vfs.FS
+	slow    *atomic.Bool
+	reading *atomic.Int32
+}
+
+const readDelay = 300 * time.Millisecond
+
+func (f slowFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	fl, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowFile{File: fl, fs: f}, nil
+}
+
+type slowFile struct {
+	vfs.File
+	fs slowFS
+}
+
+func (f slowFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.fs.slow.Load() {
+		f.fs.reading.Add(1)
+		defer f.fs.reading.Add(-1)
+		time.Sleep(readDelay)
+	}
+	return f.File.ReadAt(p, off)
+}
+
+// A lookup whose pages are in the buffer pool does not wait for a bulk
+// delete's read of a page from disk: the read happens before the index's
+// write lock is taken (under it, every lookup stalled for a disk read's
+// time, which showed as the foreground p99 during an unthrottled VACUUM).
+func TestLookupDoesNotWaitForABulkDeletesPageRead(t *testing.T) {
+	var slow atomic.Bool
+	var reading atomic.Int32
+	env := openEnvFS(t, t.TempDir(), 512, slowFS{FS: vfs.OS(), slow: &slow, reading: &reading})
+	ix := mustCreate(t, env, 10)
+	es := randomEntries(3, 30_000, 1<<30)
+	insertAll(t, ix, es)
+	if err := env.deps.Pool.FlushAll(); err != nil {
+		t.Fatal(err)
+	}
+	env.deps.Pool.DropRel(10)                            // every page on disk only
+	if _, err := ix.Lookup(es[0].Key, nil); err != nil { // its path back in the pool
+		t.Fatal(err)
+	}
+	slow.Store(true)
+	defer slow.Store(false)
+	stop := errors.New("stop")
+	pages := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := ix.BulkDelete(func(page.TID) bool { return false }, nil, func() error {
+			if pages++; pages >= 3 {
+				return stop
+			}
+			return nil
+		})
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); reading.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the bulk delete never read a page from disk")
+		}
+	}
+	start := time.Now()
+	tids, err := ix.Lookup(es[0].Key, nil)
+	took := time.Since(start)
+	if err != nil || len(tids) == 0 {
+		t.Fatalf("lookup beside the bulk delete: %v, %d TIDs", err, len(tids))
+	}
+	if err := <-done; !errors.Is(err, stop) {
+		t.Fatalf("bulk delete: %v", err)
+	}
+	if took > readDelay/3 {
+		t.Fatalf("a lookup of cached pages took %v beside a bulk delete's %v disk read: it waited for the read", took, readDelay)
+	}
 }

@@ -98,8 +98,10 @@
 // tuples were not counted as removed, except those already reclaimed,
 // whose pages the resumed scan finds all-visible or clean), so the
 // invocations of one vacuum remove together exactly what one uninterrupted
-// vacuum removes. Rows changed below the position after the stop are left
-// for the next vacuum without resume (Report.PagesLeftBehind). A vacuum
+// vacuum removes. Pages below the position that are not all-visible (rows
+// changed there after the stop, or tuples not yet removable at the earlier
+// horizon) are left for the next vacuum without resume
+// (Report.PagesLeftBehind). A vacuum
 // that finishes records a finished position: a resume skips the table.
 //
 // # VACUUM FULL

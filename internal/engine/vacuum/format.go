@@ -21,7 +21,7 @@ func (rep *Report) Format(w io.Writer) error {
 		fmt.Fprintf(&b, "skipped: %s\n", rep.SkipReason)
 	}
 	if rep.Resumed {
-		fmt.Fprintf(&b, "resumed at block %d: %d pages below it changed since and are left for the next vacuum without resume\n",
+		fmt.Fprintf(&b, "resumed at block %d: %d pages below it are not all-visible (changed since, or not yet removable then) and are left for the next vacuum without resume\n",
 			rep.ResumedFromBlock, rep.PagesLeftBehind)
 	}
 	if rep.ResumeUntrusted != "" {

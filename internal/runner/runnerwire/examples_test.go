@@ -69,6 +69,11 @@ func exampleThrottle() Throttle {
 		CostDelay:             &metav1.Duration{Duration: 5 * time.Millisecond},
 		CostLimit:             ptr.To[int32](400),
 		MaxReadBytesPerSecond: qty("100Mi"),
+		Adaptive: &Adaptive{
+			ForegroundLatency: &ForegroundLatency{PercentilePerMille: ptr.To[int32](990), Target: metav1.Duration{Duration: 5 * time.Millisecond}},
+			ReplicationLag:    &ReplicationLag{MaxBytes: qty("64Mi")},
+			FloorPerMille:     ptr.To[int32](100),
+		},
 	}
 }
 

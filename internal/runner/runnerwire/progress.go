@@ -80,6 +80,9 @@ type Progress struct {
 	// it has spent paused in all (not counted in SleptSeconds).
 	Paused        bool    `json:"paused"`
 	PausedSeconds float64 `json:"pausedSeconds"`
+	// Adaptive is the adaptive throttle's binding, budget and time bound by each (the
+	// engine server, once a target was set; null before).
+	Adaptive *AdaptiveProgress `json:"adaptive"`
 	// Replication is the standbys' largest lag, now and during the run (replication.go).
 	Replication *Replication `json:"replication"`
 }

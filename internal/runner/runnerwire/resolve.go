@@ -90,6 +90,10 @@ type Resolved struct {
 	MinDeadTuplePercent int
 	// TableThrottles holds the limits of each table that has an override.
 	TableThrottles map[string]Limits
+	// Adaptive is the run's adaptive throttle (Off when none); TableAdaptive holds each
+	// table whose override sets adaptive targets.
+	Adaptive      AdaptiveTargets
+	TableAdaptive map[string]AdaptiveTargets
 	// RunID and AllowCrashRecovery are the RunSpec's, unchanged.
 	RunID              string
 	AllowCrashRecovery bool
@@ -141,7 +145,7 @@ func ParseMode(s string) (Mode, error) {
 // problem.
 func (s RunSpec) Resolve() (Resolved, error) {
 	var errs fieldErrors
-	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{},
+	r := Resolved{DataDir: s.DataDir, Truncate: true, TableThrottles: map[string]Limits{}, TableAdaptive: map[string]AdaptiveTargets{},
 		RunID: s.RunID, AllowCrashRecovery: s.AllowCrashRecovery, Resume: s.Resume, FullPagesPerSecond: s.FullPagesPerSecond}
 	if s.StopAt != nil {
 		r.StopAt = s.StopAt.Time
@@ -169,6 +173,13 @@ func (s RunSpec) Resolve() (Resolved, error) {
 	}
 	r.Tables = append([]string(nil), s.Tables...)
 	r.Throttle = s.Throttle.resolve(&errs, "throttle", DefaultLimits())
+	r.Adaptive = DefaultAdaptive()
+	if s.Throttle != nil {
+		r.Adaptive = s.Throttle.Adaptive.resolve(&errs, "throttle.adaptive", r.Adaptive, false)
+	}
+	if s.Server == nil && !r.Adaptive.Off() {
+		errs.add("throttle.adaptive", "needs a server target: an offline run has no foreground or standby to adapt to")
+	}
 	r.RingSize = quantityIn(&errs, "ringSize", s.RingSize, DefaultRingSize, MinRingSize, MaxRingSize, true)
 	r.BufferPoolSize = quantityIn(&errs, "bufferPoolSize", s.BufferPoolSize, DefaultBufferPoolSize,
 		MinBufferPoolSize, MaxBufferPoolSize, false)
@@ -187,6 +198,12 @@ func (s RunSpec) Resolve() (Resolved, error) {
 			errs.add(field+".table", "table %q already has an override", o.Table)
 		}
 		r.TableThrottles[o.Table] = o.Throttle.resolve(&errs, field+".throttle", r.Throttle)
+		if o.Throttle.Adaptive != nil {
+			if s.Server == nil {
+				errs.add(field+".throttle.adaptive", "needs a server target: an offline run has no foreground or standby to adapt to")
+			}
+			r.TableAdaptive[o.Table] = o.Throttle.Adaptive.resolve(&errs, field+".throttle.adaptive", r.Adaptive, true)
+		}
 	}
 	return r, errors.Join(errs...)
 }
@@ -197,6 +214,26 @@ func (t *Throttle) Over(base Limits, prefix string) (Limits, error) {
 	var errs fieldErrors
 	l := t.resolve(&errs, prefix, base)
 	return l, errors.Join(errs...)
+}
+
+// AdaptiveOver returns base with t's adaptive targets and floor replacing base's (base
+// unchanged when t sets no adaptive), or an error joining one *FieldError per bad field.
+func (t *Throttle) AdaptiveOver(base AdaptiveTargets, prefix string) (AdaptiveTargets, error) {
+	if t == nil {
+		return base, nil
+	}
+	var errs fieldErrors
+	a := t.Adaptive.resolve(&errs, prefix+".adaptive", base, false)
+	return a, errors.Join(errs...)
+}
+
+// AdaptiveFor returns the adaptive throttle that applies to table: its override's targets,
+// or the run's.
+func (r Resolved) AdaptiveFor(table string) AdaptiveTargets {
+	if a, ok := r.TableAdaptive[table]; ok {
+		return a
+	}
+	return r.Adaptive
 }
 
 func (t *Throttle) resolve(errs *fieldErrors, prefix string, base Limits) Limits {

@@ -96,6 +96,9 @@ type Throttle struct {
 	MaxWriteBytesPerSecond *resource.Quantity `json:"maxWriteBytesPerSecond,omitempty"`
 	// MaxWALBytesPerSecond caps WAL bytes inserted per second; 0 = no limit.
 	MaxWALBytesPerSecond *resource.Quantity `json:"maxWALBytesPerSecond,omitempty"`
+	// Adaptive makes the rate follow the foreground's latency and the standbys' lag, the
+	// limits above being its ceiling (a server target only; see Adaptive).
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // ServerTarget is a database server reached over the network, with libpq's connection

@@ -139,8 +139,9 @@ type TableResult struct {
 	// ResumedFromBlock is the block this run's vacuum of the table started at (0 unless
 	// resumed).
 	ResumedFromBlock int64 `json:"resumedFromBlock"`
-	// PagesLeftBehind counts the pages below ResumedFromBlock that are not all-visible (rows
-	// changed there since the stop): a resume leaves them for the next vacuum without it.
+	// PagesLeftBehind counts the pages below ResumedFromBlock that are not all-visible: rows
+	// changed there since the stop, or tuples an earlier window's vacuum could not yet remove
+	// (recently dead at its horizon). A resume leaves them for the next vacuum without it.
 	PagesLeftBehind int64 `json:"pagesLeftBehind"`
 	// Notices are the server's VACUUM VERBOSE messages for the table (online runs; empty
 	// for the engine's own vacuum, whose figures are the fields above).
