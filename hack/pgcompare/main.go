@@ -11,6 +11,11 @@
 // unprivileged --pg-user. Usage (see hack/pgcompare/run.sh):
 //
 //	go run ./hack/pgcompare --rows 2000000 --runs 3
+//
+// Each run times our vacuum on two tables, interleaved with PostgreSQL:
+// "hinted" (bulkdata: every inserter's hint set, no deleter's, the state
+// of PostgreSQL's SQL twin) and "unhinted" (vacuum-runner bloat, built by
+// --runner: no hint bits at all); --unhinted=false skips the second.
 package main
 
 import (
@@ -71,6 +76,8 @@ type config struct {
 	cpuprof   string
 	idxWork   int
 	heapWork  int
+	unhinted  bool
+	runner    string
 }
 
 func main() {
@@ -90,6 +97,8 @@ func main() {
 	flag.Int64Var(&c.ourRing, "ring", vacuum.DefaultRingSize, "our vacuum ring in bytes")
 	flag.IntVar(&c.idxWork, "index-workers", 2, "our vacuum.Options.IndexWorkers (PostgreSQL 15 vacuums the two indexes in parallel by default: leader + 1 worker)")
 	flag.IntVar(&c.heapWork, "heap-workers", 1, "our vacuum.Options.HeapWorkers (the second heap pass on this many goroutines; PostgreSQL has no counterpart)")
+	flag.BoolVar(&c.unhinted, "unhinted", true, "also time our side on the unhinted table (vacuum-runner bloat: no hint bits at all)")
+	flag.StringVar(&c.runner, "runner", "bin/vacuum-runner", "vacuum-runner binary that builds the unhinted table")
 	flag.StringVar(&c.cpuprof, "cpuprofile", "", "write a CPU profile of our (last) vacuum to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,11 +114,16 @@ func run(ctx context.Context, c config) error {
 		return errors.New("run as root: dropping the OS page cache needs it (PostgreSQL itself runs as --pg-user)")
 	}
 	fmt.Printf("pgcompare: %d rows, %d-byte payload, 2 B-trees, %d runs per side, interleaved; %s\n", c.rows, bulkdata.PayloadBytes, c.runs, loadavg())
-	var src, base, tmpl string
+	var src, srcUnhinted, base, tmpl string
 	if !c.skipOurs {
 		var err error
 		if src, err = setupOurs(ctx, c); err != nil {
 			return err
+		}
+		if c.unhinted {
+			if srcUnhinted, err = setupOursUnhinted(ctx, c); err != nil {
+				return err
+			}
 		}
 	}
 	if !c.skipPG {
@@ -124,19 +138,28 @@ func run(ctx context.Context, c config) error {
 	// The sides take turns, run by run, so that both see the same
 	// machine: on a shared machine the disk and the CPUs change from one
 	// minute to the next.
-	var ours, oursDirect, pg []float64
+	var ours, oursDirect, oursU, oursUDirect, pg []float64
 	for i := range c.runs {
 		if !c.skipOurs {
-			s, err := runOursOnce(ctx, c, src, false, i)
-			if err != nil {
-				return err
-			}
-			ours = append(ours, s)
-			if c.direct {
-				if s, err = runOursOnce(ctx, c, src, true, i); err != nil {
+			for _, st := range []struct {
+				src         string
+				label       string
+				buf, direct *[]float64
+			}{{src, "hinted", &ours, &oursDirect}, {srcUnhinted, "unhinted", &oursU, &oursUDirect}} {
+				if st.src == "" {
+					continue
+				}
+				s, err := runOursOnce(ctx, c, st.src, st.label, false, i)
+				if err != nil {
 					return err
 				}
-				oursDirect = append(oursDirect, s)
+				*st.buf = append(*st.buf, s)
+				if c.direct {
+					if s, err = runOursOnce(ctx, c, st.src, st.label, true, i); err != nil {
+						return err
+					}
+					*st.direct = append(*st.direct, s)
+				}
 			}
 		}
 		if !c.skipPG {
@@ -148,23 +171,37 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	fmt.Println()
+	fmt.Println("== hint bits of each table ==")
+	fmt.Println("ours hinted:   bulkdata (bulk load, indexes, DELETE by a scan): every inserter's hint set, no deleter's")
+	fmt.Println("ours unhinted: vacuum-runner bloat (inserts, deletes by TID, no scan): no hint bits at all")
+	fmt.Println("PostgreSQL:    bulkdata's SQL twin (INSERT, 2 CREATE INDEX, DELETE by the rule, CHECKPOINT, no scan):")
+	fmt.Println("               the DELETE's scan sets every inserter's xmin-committed hint, no deleter's xmax hint")
+	fmt.Println()
 	fmt.Println("== summary (median of runs, seconds of the VACUUM statement alone) ==")
-	if len(ours) > 0 {
-		fmt.Printf("ours (buffered):   %.3f s  runs %s\n", median(ours), fmtRuns(ours))
-	}
-	if len(oursDirect) > 0 {
-		fmt.Printf("ours (O_DIRECT):   %.3f s  runs %s\n", median(oursDirect), fmtRuns(oursDirect))
-	}
-	if len(pg) > 0 {
-		fmt.Printf("PostgreSQL 15:     %.3f s  runs %s\n", median(pg), fmtRuns(pg))
-	}
-	if len(ours) > 0 && len(pg) > 0 {
-		ratios := make([]float64, len(ours))
-		for i := range ours {
-			ratios[i] = ours[i] / pg[i]
+	line := func(name string, v []float64) {
+		if len(v) > 0 {
+			fmt.Printf("%-28s %.3f s  runs %s\n", name+":", median(v), fmtRuns(v))
 		}
-		fmt.Printf("ours / PostgreSQL: %.3f (medians; target <= 0.5); run by run %s\n", median(ours)/median(pg), fmtRuns(ratios))
 	}
+	line("ours hinted (buffered)", ours)
+	line("ours hinted (O_DIRECT)", oursDirect)
+	line("ours unhinted (buffered)", oursU)
+	line("ours unhinted (O_DIRECT)", oursUDirect)
+	line("PostgreSQL 15", pg)
+	ratio := func(name string, v []float64) {
+		if len(v) == 0 || len(pg) == 0 {
+			return
+		}
+		r := make([]float64, len(v))
+		for i := range v {
+			r[i] = v[i] / pg[i]
+		}
+		fmt.Printf("%-38s %.3f (medians; goal <= 0.333); run by run %s\n", name+" / PostgreSQL:", median(v)/median(pg), fmtRuns(r))
+	}
+	ratio("ours hinted (buffered)", ours)
+	ratio("ours unhinted (buffered)", oursU)
+	ratio("ours hinted (O_DIRECT)", oursDirect)
+	ratio("ours unhinted (O_DIRECT)", oursUDirect)
 	fmt.Println(loadavg())
 	return nil
 }
@@ -181,8 +218,46 @@ func setupOurs(ctx context.Context, c config) (string, error) {
 	return src, nil
 }
 
+// setupOursUnhinted builds (or reuses) the unhinted table: the same
+// logical shape (rows rows, 100-byte payload, B-trees on id and k1, 20 %
+// deleted) made by `vacuum-runner bloat`, which deletes by TID without a
+// scan, so no tuple carries a hint bit when the vacuum starts.
+func setupOursUnhinted(ctx context.Context, c config) (string, error) {
+	dir := filepath.Join(c.cache, fmt.Sprintf("bloat-v1-rows%d", c.rows))
+	data := filepath.Join(dir, "data")
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
+		fmt.Printf("ours: unhinted table at %s (cached)\n", data)
+		return data, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	runner, err := filepath.Abs(c.runner) // runCmd runs in the temporary directory
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if _, err := runCmd(ctx, runner, "init", "--data", data); err != nil {
+		return "", fmt.Errorf("unhinted table: %w", err)
+	}
+	out, err := runCmd(ctx, runner, "bloat", "--data", data, "--table", bulkdata.Table,
+		"--rows", strconv.FormatInt(c.rows, 10), "--dead-fraction", "0.2", "--indexes", "2",
+		"--payload-bytes", strconv.Itoa(bulkdata.PayloadBytes), "--seed", "1")
+	if err != nil {
+		return "", fmt.Errorf("unhinted table: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600); err != nil {
+		return "", err
+	}
+	fmt.Printf("ours: unhinted table at %s (ready in %.1fs): %s", data, time.Since(start).Seconds(), out)
+	return data, nil
+}
+
 // runOursOnce times one cold vacuum of a fresh copy of src.
-func runOursOnce(ctx context.Context, c config, src string, direct bool, i int) (float64, error) {
+func runOursOnce(ctx context.Context, c config, src, label string, direct bool, i int) (float64, error) {
 	work, err := os.MkdirTemp(c.cache, "ours-run-")
 	if err != nil {
 		return 0, err
@@ -194,7 +269,7 @@ func runOursOnce(ctx context.Context, c config, src string, direct bool, i int) 
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("ours run %d (direct=%v): %.3f s; %s\n", i+1, direct, s, loadavg())
+	fmt.Printf("ours %s run %d (direct=%v): %.3f s; %s\n", label, i+1, direct, s, loadavg())
 	return s, nil
 }
 

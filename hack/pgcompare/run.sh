@@ -16,4 +16,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/../toolchain.sh"
 cd "$(dirname "$0")/../.."
 mkdir -p bin
 go build -o bin/pgcompare ./hack/pgcompare
+go build -o bin/vacuum-runner ./cmd/vacuum-runner
 exec bin/pgcompare "$@"

@@ -45,6 +45,12 @@ type Manager struct {
 	waits      atomic.Int64
 	deadlocks  atomic.Int64
 	sb         standbyState // hot standby (standby.go)
+	// lastFinal is Status's single-entry cache (PostgreSQL's
+	// cachedFetchXid): the last xid whose clog state was final, packed as
+	// xid<<2 | status, 0 when empty. A final state never changes, so the
+	// entry needs no invalidation; consecutive tuples of one transaction
+	// (the vacuum's common case) then skip mu.
+	lastFinal atomic.Uint64
 }
 
 // Txn is one transaction. Its methods are safe for concurrent use, but a
@@ -330,9 +336,15 @@ func (m *Manager) Status(x XID) Status {
 	case BootstrapXID, FrozenXID:
 		return Committed
 	}
+	if c := m.lastFinal.Load(); c != 0 && XID(c>>2) == x {
+		return Status(c & 3)
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if st := m.clogGetLocked(x); st != InProgress {
+		if x < 1<<62 {
+			m.lastFinal.Store(uint64(x)<<2 | uint64(st))
+		}
 		return st
 	}
 	if m.sb.on {

@@ -50,7 +50,7 @@ func (l *countingLog) Flush(upTo wal.LSN, _ *usage.Counters) error {
 	return nil
 }
 
-func newTestManager(t *testing.T, dir string, next XID) (*Manager, *countingLog) {
+func newTestManager(t testing.TB, dir string, next XID) (*Manager, *countingLog) {
 	t.Helper()
 	log := &countingLog{}
 	m, err := newManagerWithLog(testFS(), dir, log, next)
