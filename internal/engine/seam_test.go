@@ -15,13 +15,15 @@ import (
 var dbMethods = []string{
 	"AddPrimaryKey", "Begin", "BeginTx", "Check", "Checkpoint", "Close",
 	"CreateIndex", "CreateTable", "CreateUniqueIndex", "Dir", "DropTable",
+	"CurrentLSN", "ReceivedLSN", // pg_current_wal_lsn() and pg_last_wal_receive_lsn(): the lag a run reports
 	"FS",                                                                      // for files kept beside the engine's (replication slots)
 	"Follow", "InRecovery", "LastReplayTime", "ReplayedLSN", "StandbyCancels", // a hot standby's replay (OpenStandby)
 	"LockStats", "PurgeQuarantine", "Quarantine", "RecoveryInfo", "RuntimeStats",
 	"SetCommitWait", // synchronous replication: a commit waits for a standby's flush
 	"Stats", "SystemID", "Table", "TablePages", "Tables", "TruncateTable",
 	"Vacuum", "VacuumBatch", "VacuumFull", // the three ways to vacuum, each under the table's vacuum lock
-	"WAL", // for a reader that follows the log (a standby)
+	"VacuumPosition", // where a resumable lazy vacuum of a table last stopped (a run's status)
+	"WAL",            // for a reader that follows the log (a standby)
 }
 
 // TestDBExportsOnlyItsAllowList holds *DB's exported methods to dbMethods.
