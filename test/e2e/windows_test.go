@@ -20,7 +20,7 @@ import (
 const (
 	windowPeriod   = 12 * time.Second
 	windowSchedule = "*/12 * * * * *"
-	windowSeconds  = 9
+	windowSeconds  = 6
 )
 
 // policyRuns lists a policy's runs, oldest first.
@@ -36,11 +36,11 @@ func policyRuns(ns, policy string) []vacuumv1alpha1.VacuumRun {
 }
 
 var _ = Describe("A maintenance window", func() {
-	It("vacuums a table that needs three windows across three, removing what one uninterrupted run removes", func() {
+	It("vacuums a table two windows cannot finish across three or more, removing what one uninterrupted run removes", func() {
 		ns := newNamespace()
 		// Two identical volumes (bloat's default seed): ~650 heap pages at ~46 cost units
-		// each, ~30k units, at 1,800 units/s ~17 s, so one 9 s window cannot finish it and
-		// three can. One is vacuumed by the windowed policy, the other in one run at the same
+		// each, ~30k units, at 1,800 units/s ~14-17 s, so two 6 s windows cannot finish it
+		// (asserted below from the uninterrupted run) and three or more do. One is vacuumed by the windowed policy, the other in one run at the same
 		// throttle.
 		table := bloatTable{name: "t", rows: 20_000, payload: 300, deleted: 0.3}
 		dir, dead := makeVolume(ns, "windowed", table)
@@ -69,13 +69,15 @@ var _ = Describe("A maintenance window", func() {
 				succeeded = succeeded || r.Status.Phase == vacuumv1alpha1.RunSucceeded
 			}
 			g.Expect(succeeded).To(BeTrue(), "%d runs, none succeeded yet", len(runs))
-		}).WithTimeout(4 * windowPeriod).WithPolling(250 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(6 * windowPeriod).WithPolling(250 * time.Millisecond).Should(Succeed())
 		ref := waitPhase(runOf(ns, "whole"), vacuumv1alpha1.RunSucceeded, time.Minute)
 		elapsed := ref.Status.CompletionTime.Sub(ref.Status.StartTime.Time)
 		GinkgoWriter.Printf("the uninterrupted run took %s at the same throttle (windows of %ds)\n", elapsed, windowSeconds)
-		Expect(elapsed).To(BeNumerically(">", windowSeconds*time.Second), "one window could have finished the table; make it bigger")
+		Expect(elapsed).To(BeNumerically(">", 2*windowSeconds*time.Second), "two windows could have finished the table; make it bigger")
 
-		Expect(runs).To(HaveLen(3), "the table took %d windows, want 3", len(runs))
+		// How many windows beyond three it takes depends on the machine's speed under the
+		// throttle (each window also pays its pod's start); at least three, each kept.
+		Expect(len(runs)).To(BeNumerically(">=", 3), "the table took %d windows, want at least 3", len(runs))
 		var removed int64
 		var reached int64
 		for i, r := range runs {
@@ -86,7 +88,7 @@ var _ = Describe("A maintenance window", func() {
 			Expect(r.Status.Tables).To(HaveLen(1))
 			t := r.Status.Tables[0]
 			Expect(t.ResumedFromBlock).To(HaveValue(Equal(reached)), "run %s resumes where the last window stopped", r.Name)
-			if i < 2 {
+			if i < len(runs)-1 {
 				Expect(r.Status.Phase).To(Equal(vacuumv1alpha1.RunInterrupted), "run %s: %s", r.Name, r.Status.Message)
 				Expect(meta.IsStatusConditionTrue(r.Status.Conditions, vacuumv1alpha1.ConditionInterrupted)).To(BeTrue())
 				Expect(meta.FindStatusCondition(r.Status.Conditions, vacuumv1alpha1.ConditionInterrupted).Reason).To(Equal(vacuumv1alpha1.ReasonWindowClosed))
@@ -103,16 +105,16 @@ var _ = Describe("A maintenance window", func() {
 			}
 			removed += r.Status.Totals.TuplesRemoved
 		}
-		Expect(removed).To(Equal(ref.Status.Totals.TuplesRemoved), "three windows removed what one uninterrupted run removed")
+		Expect(removed).To(Equal(ref.Status.Totals.TuplesRemoved), "the windows removed what one uninterrupted run removed")
 		Expect(removed).To(Equal(dead["t"]))
 
 		Eventually(func() *vacuumv1alpha1.PolicyWindowStatus {
 			var p vacuumv1alpha1.VacuumPolicy
 			Expect(cluster.Client.Get(suiteCtx, client.ObjectKeyFromObject(windowed), &p)).To(Succeed())
 			return p.Status.Window
-		}).WithTimeout(10*time.Second).Should(And(Not(BeNil()), HaveField("ObservedRun", runs[2].Name), HaveField("SpanningTables", BeEmpty())),
+		}).WithTimeout(10*time.Second).Should(And(Not(BeNil()), HaveField("ObservedRun", runs[len(runs)-1].Name), HaveField("SpanningTables", BeEmpty())),
 			"the policy counts the last run and no table spans windows any more")
-		Expect(cluster.Client.Delete(suiteCtx, windowed)).To(Succeed()) // no fourth window
+		Expect(cluster.Client.Delete(suiteCtx, windowed)).To(Succeed()) // no further window
 		for _, d := range []string{dir, refDir} {
 			expectCheckClean(d)
 			for _, s := range stats(d) {
