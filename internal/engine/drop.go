@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 )
 
@@ -95,6 +96,23 @@ func (db *DB) TruncateTable(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	newHeap, newIndexes, created, err := db.emptyFiles(what, next, t)
+	if err != nil {
+		return err
+	}
+	old, err := next.SwapRelfilenodes(name, newHeap, newIndexes)
+	if err != nil {
+		db.dropRels(what, created)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created, retired: old})
+}
+
+// emptyFiles makes the new, empty heap and index files a TRUNCATE switches table t to:
+// their relfilenodes come from next (and are never handed out twice, even on failure),
+// and the empty indexes are WAL-logged and flushed, so they are durable before the catalog
+// names them. On failure the files made so far are removed. created lists every new file.
+func (db *DB) emptyFiles(what string, next *catalog.Catalog, t *catalog.Table) (storage.RelFileNode, map[string]storage.RelFileNode, []storage.RelFileNode, error) {
 	newHeap := storage.RelFileNode(next.AllocOID())
 	newIndexes := map[string]storage.RelFileNode{}
 	created := []storage.RelFileNode{newHeap}
@@ -103,30 +121,24 @@ func (db *DB) TruncateTable(ctx context.Context, name string) error {
 		newIndexes[ix.Name] = r
 		created = append(created, r)
 	}
-	db.cat.NextOID = next.NextOID // never handed out twice, even on failure
+	db.cat.NextOID = next.NextOID
 	if err := db.createHeap(newHeap); err != nil {
 		db.dropRels(what, created)
-		return fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
+		return 0, nil, nil, fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
 	}
 	for _, ix := range t.Indexes {
 		tree, err := btree.Create(db.btreeDeps(), newIndexes[ix.Name], nil)
 		if err != nil {
 			db.dropRels(what, created)
-			return fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
+			return 0, nil, nil, fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
 		}
 		db.hmu.Lock()
 		db.handles[newIndexes[ix.Name]] = tree
 		db.hmu.Unlock()
 	}
-	// The empty indexes are WAL-logged: durable before the catalog names them.
 	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
 		db.dropRels(what, created)
-		return fmt.Errorf("%s: %w", what, err)
+		return 0, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	old, err := next.SwapRelfilenodes(name, newHeap, newIndexes)
-	if err != nil {
-		db.dropRels(what, created)
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created, retired: old})
+	return newHeap, newIndexes, created, nil
 }

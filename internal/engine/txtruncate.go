@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
@@ -91,32 +90,9 @@ func (tx *Tx) Truncate(ctx context.Context, table string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	newHeap := storage.RelFileNode(next.AllocOID())
-	newIndexes := map[string]storage.RelFileNode{}
-	created := []storage.RelFileNode{newHeap}
-	for _, ix := range t.Indexes {
-		r := storage.RelFileNode(next.AllocOID())
-		newIndexes[ix.Name] = r
-		created = append(created, r)
-	}
-	db.cat.NextOID = next.NextOID // never handed out twice, even on failure
-	if err := db.createHeap(newHeap); err != nil {
-		db.dropRels(what, created)
-		return fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
-	}
-	for _, ix := range t.Indexes {
-		tree, err := btree.Create(db.btreeDeps(), newIndexes[ix.Name], nil)
-		if err != nil {
-			db.dropRels(what, created)
-			return fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
-		}
-		db.hmu.Lock()
-		db.handles[newIndexes[ix.Name]] = tree
-		db.hmu.Unlock()
-	}
-	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
-		db.dropRels(what, created)
-		return fmt.Errorf("%s: %w", what, err)
+	newHeap, newIndexes, created, err := db.emptyFiles(what, next, t)
+	if err != nil {
+		return err
 	}
 	replaced, err := next.BeginTruncate(table, uint64(tx.t.XID()), newHeap, newIndexes)
 	if err != nil {
