@@ -52,6 +52,9 @@ var _ = Describe("A maintenance window", func() {
 		windowed := policy(ns, "windowed", "windowed", vacuumv1alpha1.VacuumModeLazy, th)
 		windowed.Spec.Window = &vacuumv1alpha1.Window{Schedule: windowSchedule, DurationSeconds: windowSeconds,
 			StopGracePeriodSeconds: ptr.To(int64(5))}
+		// Interrupted runs count as succeeded for the history limit (3 by default): keep every
+		// window's run, however many windows the machine needs.
+		windowed.Spec.SuccessfulRunsHistoryLimit = ptr.To(int32(20))
 		// The windowed policy's first run starts at the next opening (a policy never starts
 		// inside the window it was created in), the uninterrupted one at once.
 		Expect(cluster.Client.Create(suiteCtx, windowed)).To(Succeed())
