@@ -391,10 +391,16 @@ func (tx *Tx) IndexRange(index string, lo, hi []any, fn func(Found) error) error
 	if err != nil {
 		return fmt.Errorf("index %q: %w", index, err)
 	}
-	slices.SortStableFunc(entries, btree.Compare)
+	if !slices.IsSortedFunc(entries, btree.Compare) { // a split between two page visits
+		slices.SortStableFunc(entries, btree.Compare)
+	}
 	entries = slices.CompactFunc(entries, func(a, b btree.Entry) bool { return btree.Compare(a, b) == 0 })
+	// One pin for a run of entries on one heap page (most are dead versions
+	// of one row), dropped before each callback.
+	f := tx.db.heapRel(t.Rel).Fetcher(nil)
+	defer f.Release()
 	for _, e := range entries {
-		data, ok, err := tx.db.heapRel(t.Rel).Fetch(tx.t.Snapshot(), e.TID, nil)
+		data, ok, err := f.Fetch(tx.t.Snapshot(), e.TID)
 		if err != nil {
 			return fmt.Errorf("get from %q at %v: %w", t.Name, e.TID, err)
 		}
@@ -411,6 +417,7 @@ func (tx *Tx) IndexRange(index string, lo, hi []any, fn func(Found) error) error
 		if err != nil {
 			return fmt.Errorf("table %q at %v: %w", t.Name, e.TID, err)
 		}
+		f.Release()
 		if err := tx.callOut(t, &unlock, func() error { return fn(Found{TID: e.TID, Row: vals}) }); err != nil {
 			return err
 		}

@@ -14,14 +14,48 @@ import (
 // that names no tuple (past the end, unused or dead slot) is simply not
 // visible. The returned bytes are a copy.
 func (r *Rel) Fetch(snap *txn.Snapshot, tid page.TID, s *buffer.Strategy) ([]byte, bool, error) {
-	b, err := r.readTID(tid, s)
-	if errors.Is(err, ErrNotFound) {
-		return nil, false, nil
+	f := r.Fetcher(s)
+	defer f.Release()
+	return f.Fetch(snap, tid)
+}
+
+// Fetcher is Fetch for a sequence of TIDs: it keeps the last page it read
+// pinned between calls, so that a run of TIDs on one page (the versions of
+// one row an index lookup finds) reads and bounds-checks the page once.
+// Release the pin before anything that may wait (a callback, a row
+// wait), and when done.
+type Fetcher struct {
+	r   *Rel
+	s   *buffer.Strategy
+	b   *buffer.Buffer
+	blk uint32
+}
+
+// Fetcher returns a Fetcher of r's tuples through strategy s.
+func (r *Rel) Fetcher(s *buffer.Strategy) *Fetcher { return &Fetcher{r: r, s: s} }
+
+// Release drops the pinned page, if any.
+func (f *Fetcher) Release() {
+	if f.b != nil {
+		f.b.Release()
+		f.b = nil
 	}
-	if err != nil {
-		return nil, false, err
+}
+
+// Fetch is Rel.Fetch of tid, reusing the pinned page when tid is on it.
+func (f *Fetcher) Fetch(snap *txn.Snapshot, tid page.TID) ([]byte, bool, error) {
+	if f.b == nil || f.blk != tid.Block || tid.Off == page.InvalidOffset {
+		f.Release()
+		b, err := f.r.readTID(tid, f.s)
+		if errors.Is(err, ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		f.b, f.blk = b, tid.Block
 	}
-	defer b.Release()
+	b := f.b
 	b.RLock()
 	_, h, data, err := tupleAt(b.Page(), tid.Off)
 	if errors.Is(err, ErrNotFound) {
@@ -30,16 +64,16 @@ func (r *Rel) Fetch(snap *txn.Snapshot, tid page.TID, s *buffer.Strategy) ([]byt
 	}
 	if err != nil {
 		b.RUnlock()
-		return nil, false, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, r.node, err)
+		return nil, false, fmt.Errorf("tuple %d/%d of relation %d: %w", tid.Block, tid.Off, f.r.node, err)
 	}
-	vis, hints := r.Visible(&h, snap)
+	vis, hints := f.r.Visible(&h, snap)
 	var out []byte
 	if vis {
 		out = append([]byte(nil), data...)
 	}
 	b.RUnlock()
 	if hints != 0 {
-		applyHints(b, []pendingHint{{off: tid.Off, xmin: h.Xmin, xmax: h.Xmax, bits: hints}}, s)
+		applyHints(b, []pendingHint{{off: tid.Off, xmin: h.Xmin, xmax: h.Xmax, bits: hints}}, f.s)
 	}
 	return out, vis, nil
 }

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -131,13 +132,13 @@ func runInit(args []string, stdout io.Writer) error {
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	data, listen, metricsListen, usersFile, authMethod, database, tlsCert, tlsKey string
-	bufferPool                                                                    cliflag.Quantity
-	maxConnections                                                                int
-	init                                                                          bool
-	maxSlotWALKeep                                                                string
-	standby                                                                       standbyFlags
-	synchronousStandby                                                            string
+	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
+	bufferPool                                                                                 cliflag.Quantity
+	maxConnections                                                                             int
+	init                                                                                       bool
+	maxSlotWALKeep                                                                             string
+	standby                                                                                    standbyFlags
+	synchronousStandby                                                                         string
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
@@ -149,6 +150,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
+	fs.StringVar(&f.pprofListen, "pprof", "",
+		"loopback HTTP address of Go's profiler (/debug/pprof/), for profiling the server under load (empty = none)")
 	fs.StringVar(&f.usersFile, "users-file", "", "users file: user:password or user:SCRAM-SHA-256$... lines")
 	fs.StringVar(&f.authMethod, "auth", wire.AuthSCRAM, "scram or trust (trust only on a loopback --listen)")
 	fs.StringVar(&f.database, "database-name", "postgres", "the database name clients connect to")
@@ -213,6 +216,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		go func() { _ = metrics.Serve(mln) }()
 		logf("metrics on http://%s/metrics", mln.Addr())
 	}
+	if f.pprofListen != "" {
+		pln, err := net.Listen("tcp", f.pprofListen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("listen on %s: %w", f.pprofListen, err), ln.Close(), db.Close())
+		}
+		prof := pprofServer()
+		defer func() { _ = prof.Close() }()
+		go func() { _ = prof.Serve(pln) }()
+		logf("profiler on http://%s/debug/pprof/", pln.Addr())
+	}
 	logf("listening on %s (database %q, auth %s, data %s)", ln.Addr(), cfg.Database, cfg.Auth, f.data)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -273,6 +286,9 @@ func (f *serveFlags) config() (wire.Config, error) {
 		}
 		cfg.Users = users
 	}
+	if f.pprofListen != "" && !loopback(f.pprofListen) {
+		return cfg, usagef("serve: --pprof is allowed only on a loopback address, not %q", f.pprofListen)
+	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return cfg, usagef("serve: --tls-cert and --tls-key go together")
 	}
@@ -323,6 +339,18 @@ func metricsServer(srv *wire.Server, more ...prometheus.Collector) *http.Server 
 	reg.MustRegister(srv.Latency().Collector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// pprofServer serves Go's profiler (net/http/pprof's handlers on their own mux, not
+// http.DefaultServeMux, so nothing else is exposed with them).
+func pprofServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
