@@ -21,7 +21,7 @@ type AdaptiveStatus struct {
 	Budget string `json:"budget,omitempty"`
 	// applies says when the budget changes: Immediately (the engine server re-throttles the
 	// running VACUUM every control period) or NextTable (PostgreSQL cannot re-throttle a
-	// running VACUUM; the runner sets the next table's cost delay from the signals).
+	// running VACUUM; the runner sets the next table's cost limit from the signals).
 	// +optional
 	Applies string `json:"applies,omitempty"`
 	// boundSeconds is the time spent bound by each binding over the runner's attempt, in
