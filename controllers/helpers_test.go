@@ -231,6 +231,7 @@ type fakeRunner struct {
 	throttles chan runnerwire.Throttle
 	pauses    chan bool // the values of the PUT /pause calls it accepted
 	refused   atomic.Int32
+	progress  atomic.Pointer[[]byte] // what GET /progress serves: the golden progress.json until setProgress
 }
 
 func startFakeRunner(ip, token string) *fakeRunner {
@@ -243,9 +244,10 @@ func startFakeRunner(ip, token string) *fakeRunner {
 	Expect(err).NotTo(HaveOccurred())
 	mux := http.NewServeMux()
 	progress := goldenBytes("progress.json")
+	f.progress.Store(&progress)
 	mux.HandleFunc("GET /progress", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(progress)
+		_, _ = w.Write(*f.progress.Load())
 	})
 	mux.HandleFunc("PUT /throttle", func(w http.ResponseWriter, req *http.Request) {
 		if req.Header.Get("Authorization") != "Bearer "+f.token {
@@ -287,6 +289,13 @@ func startFakeRunner(ip, token string) *fakeRunner {
 }
 
 func (f *fakeRunner) Close() { f.srv.Close() }
+
+// setProgress makes GET /progress serve p from now on.
+func (f *fakeRunner) setProgress(p runnerwire.Progress) {
+	b, err := json.Marshal(p)
+	Expect(err).NotTo(HaveOccurred())
+	f.progress.Store(&b)
+}
 
 func quantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 

@@ -32,6 +32,9 @@ type Metrics struct {
 	runStart        *prometheus.GaugeVec
 	runDeadline     *prometheus.GaugeVec
 	runProgress     *prometheus.GaugeVec
+
+	adaptiveBudget       *prometheus.GaugeVec
+	adaptiveBoundSeconds *prometheus.CounterVec
 }
 
 // Metric names, for the dashboard and alert tests that check what they query exists.
@@ -50,6 +53,8 @@ const (
 	MetricRunStart              = "vacuum_run_start_timestamp_seconds"
 	MetricRunDeadline           = "vacuum_run_deadline_timestamp_seconds"
 	MetricRunProgress           = "vacuum_run_progress_ratio"
+	MetricAdaptiveBudget        = "vacuum_run_adaptive_budget_ratio"
+	MetricAdaptiveBoundSeconds  = "vacuum_adaptive_bound_seconds_total"
 	labelNamespace, labelPolicy = "namespace", "policy"
 )
 
@@ -92,10 +97,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		runDeadline: gauge(MetricRunDeadline,
 			"When a running run's activeDeadlineSeconds ends (Unix time); absent without a deadline.", npr),
 		runProgress: gauge(MetricRunProgress, "A running run's progress, 0 to 1.", npr),
+		adaptiveBudget: gauge(MetricAdaptiveBudget,
+			"A running run's adaptive budget, the effective rate as a share of its static ceiling (0 to 1), by binding; absent without adaptive targets.",
+			append(npr, "binding")),
+		adaptiveBoundSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricAdaptiveBoundSeconds, Help: "Seconds adaptive runs spent bound by each binding (ForegroundLatency, ReplicationLag, Ceiling, Floor, HardStop).",
+		}, append(np, "binding")),
 	}
 	reg.MustRegister(m.runsTotal, m.runDuration, m.pagesProcessed, m.bytesProcessed, m.corruption,
 		m.lastSuccess, m.policyCreated, m.scheduleInterval, m.activeRuns, m.corruptionHalted,
-		m.runPendingSince, m.runStart, m.runDeadline, m.runProgress)
+		m.runPendingSince, m.runStart, m.runDeadline, m.runProgress, m.adaptiveBudget, m.adaptiveBoundSeconds)
 	return m
 }
 
@@ -178,6 +189,27 @@ func (m *Metrics) observeRun(run *vacuumv1alpha1.VacuumRun) {
 		m.runDeadline.WithLabelValues(l...).Set(float64(st.Unix() + *d))
 	}
 	m.runProgress.WithLabelValues(l...).Set(float64(run.Status.Percent) / 100)
+	if a := run.Status.Adaptive; a != nil && a.Binding != "" {
+		m.adaptiveBudget.WithLabelValues(append(l, a.Binding)...).Set(float64(a.BudgetPerMille) / 1000)
+	}
+}
+
+// adaptiveBound counts the seconds a run's adaptive throttle was newly bound by each
+// binding between two folds of its status (a new attempt's runner starts again from 0:
+// then all of now is new).
+func (m *Metrics) adaptiveBound(run *vacuumv1alpha1.VacuumRun, before, now *vacuumv1alpha1.AdaptiveBoundSeconds) {
+	if m == nil || now == nil {
+		return
+	}
+	for _, b := range vacuumv1alpha1.AdaptiveBindings {
+		d := now.Of(b) - before.Of(b)
+		if d < 0 {
+			d = now.Of(b)
+		}
+		if d > 0 {
+			m.adaptiveBoundSeconds.WithLabelValues(run.Namespace, run.Spec.PolicyName, b).Add(float64(d))
+		}
+	}
 }
 
 // forgetRun drops a run's gauges.
@@ -186,7 +218,7 @@ func (m *Metrics) forgetRun(ns, name string) {
 		return
 	}
 	match := prometheus.Labels{labelNamespace: ns, "run": name}
-	for _, g := range []*prometheus.GaugeVec{m.runPendingSince, m.runStart, m.runDeadline, m.runProgress} {
+	for _, g := range []*prometheus.GaugeVec{m.runPendingSince, m.runStart, m.runDeadline, m.runProgress, m.adaptiveBudget} {
 		g.DeletePartialMatch(match)
 	}
 }

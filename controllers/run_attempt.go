@@ -312,7 +312,9 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		return runnerwire.FetchProgress(ctx, hc, ip)
 	}
 	if p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch); p != nil {
+		before := run.Status.Adaptive.DeepCopy()
 		foldProgress(&run.Status, p)
+		r.observeAdaptive(run, before, now)
 	} else if err != nil {
 		log.FromContext(ctx).V(1).Info("progress not available yet", "pod", pod.Name, "error", err.Error())
 	}

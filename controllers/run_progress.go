@@ -63,6 +63,9 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 		}
 		s.SetForeground(fg.Statements, toInt(fg.StatementsPerSecond), fg.P50Microseconds, fg.P99Microseconds, baseN, baseP99)
 	}
+	if a := p.Adaptive; a != nil {
+		s.SetAdaptive(a.Binding, a.BudgetPerMille, p.ThrottleApplies, a.BoundSeconds)
+	}
 	if rp := p.Replication; rp != nil {
 		s.SetReplication(int32(min(rp.Standbys, math.MaxInt32)), rp.LagBytes, rp.LagSeconds, rp.MaxLagBytes, rp.MaxLagSeconds)
 	}

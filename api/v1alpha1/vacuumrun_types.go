@@ -277,6 +277,10 @@ type VacuumRunStatus struct {
 	// and during the run; absent for a volume and while no standby was seen.
 	// +optional
 	Replication *ReplicationStatus `json:"replication,omitempty"`
+	// adaptive is what the adaptive throttle does: the effective rate, the binding signal
+	// and the time bound by each; absent while no adaptive target applies.
+	// +optional
+	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
 }
 
 // ServerStatus is the server an online run works on.
@@ -361,6 +365,8 @@ type OwnedObject struct {
 // +kubebuilder:printcolumn:name="vs-Base",type=string,JSONPath=`.status.foreground.p99VsBaseline`,priority=1
 // +kubebuilder:printcolumn:name="Lag",type=string,JSONPath=`.status.replication.lag`,priority=1
 // +kubebuilder:printcolumn:name="Max-Lag",type=string,JSONPath=`.status.replication.maxLag`,priority=1
+// +kubebuilder:printcolumn:name="Binding",type=string,JSONPath=`.status.adaptive.binding`,priority=1
+// +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.adaptive.budget`,priority=1
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="True")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -103,6 +103,9 @@ const (
 	// ReasonServerBusy: another online run holds the server's lock (the Lease of its
 	// system identifier).
 	ReasonServerBusy = "ServerBusy"
+	// ReasonAdaptiveBindingChanged: the signal that binds a run's adaptive throttle changed
+	// (an event, at most one per ten seconds of a run).
+	ReasonAdaptiveBindingChanged = "AdaptiveBindingChanged"
 )
 
 // DefaultPodStartTimeoutSeconds is podStartTimeoutSeconds when a spec leaves it out.

@@ -73,7 +73,8 @@ type Config struct {
 	DeadBand float64
 	// Dwell is how many periods after a change the law waits before it
 	// judges again; default 3. It should cover the window the signals are
-	// measured over.
+	// measured over. A negative Dwell is none: a law stepped between
+	// PostgreSQL tables judges each table, run whole at the budget in force.
 	Dwell int
 	// MaxCut is the smallest factor one step may multiply the budget by;
 	// default 0.5.
@@ -114,6 +115,8 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Dwell == 0 {
 		c.Dwell = 3
+	} else if c.Dwell < 0 {
+		c.Dwell = 0
 	}
 	if c.HardStopMax == 0 {
 		c.HardStopMax = 5 * time.Second
@@ -133,8 +136,8 @@ func (c Config) Validate() error {
 		return errors.New("adaptive: no signal to steer by")
 	case c.Floor <= 0 || c.Floor > 1:
 		return fmt.Errorf("adaptive: floor %g is not in (0, 1]", c.Floor)
-	case c.Period < 0 || c.HardStopMax < 0 || c.Horizon < 0 || c.Dwell < 0:
-		return errors.New("adaptive: negative period, dwell, hard-stop limit or horizon")
+	case c.Period < 0 || c.HardStopMax < 0 || c.Horizon < 0:
+		return errors.New("adaptive: negative period, hard-stop limit or horizon")
 	case c.DeadBand < 0 || c.DeadBand >= 1:
 		return fmt.Errorf("adaptive: dead band %g is not in [0, 1)", c.DeadBand)
 	case c.MaxCut <= 0 || c.MaxCut >= 1:

@@ -12,8 +12,9 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
-// TestAdaptiveIsRefusedWhereItCannotRun: PostgreSQL cannot re-throttle a running VACUUM,
-// and an adaptive throttle with no static ceiling has nothing to scale.
+// TestAdaptiveIsRefusedWhereItCannotRun: an adaptive throttle with no static ceiling has
+// nothing to scale (on PostgreSQL, which adapts the cost limit between tables, the cost
+// throttle must be on).
 func TestAdaptiveIsRefusedWhereItCannotRun(t *testing.T) {
 	on := runnerwire.DefaultAdaptive()
 	on.LatencyTarget = 5 * time.Millisecond
@@ -23,7 +24,7 @@ func TestAdaptiveIsRefusedWhereItCannotRun(t *testing.T) {
 		l      runnerwire.Limits
 		want   string
 	}{
-		{"PostgreSQL", online.Server{Kind: online.KindPostgreSQL, Major: 15}, limits(2*time.Millisecond, 200), "is run by the engine server only"},
+		{"PostgreSQL without the cost throttle", online.Server{Kind: online.KindPostgreSQL, Major: 15}, limits(0, 200), "adapts the cost limit between tables"},
 		{"no ceiling", online.Server{Kind: online.KindEngineServer}, limits(0, 200), "needs a static ceiling to scale"},
 	} {
 		err := online.Check(tc.server, online.Options{Parallelism: 1, Throttle: tc.l, Adaptive: on})
@@ -32,9 +33,11 @@ func TestAdaptiveIsRefusedWhereItCannotRun(t *testing.T) {
 			t.Errorf("%s: %v, want a throttle.adaptive FieldError saying %q", tc.name, err, tc.want)
 		}
 	}
-	if err := online.Check(online.Server{Kind: online.KindEngineServer}, online.Options{Parallelism: 1,
-		Throttle: limits(2*time.Millisecond, 200), Adaptive: on}); err != nil {
-		t.Errorf("the engine server with a ceiling: %v", err)
+	for _, kind := range []online.Kind{online.KindEngineServer, online.KindPostgreSQL} {
+		if err := online.Check(online.Server{Kind: kind, Major: 15}, online.Options{Parallelism: 1,
+			Throttle: limits(2*time.Millisecond, 200), Adaptive: on}); err != nil {
+			t.Errorf("%v with a ceiling: %v", kind, err)
+		}
 	}
 }
 

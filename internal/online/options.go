@@ -151,14 +151,16 @@ func (o Options) limitsFor(t Table, run runnerwire.Limits) runnerwire.Limits {
 	return run
 }
 
-// checkAdaptive refuses an adaptive throttle server cannot run, or one with no static
-// ceiling to scale (the engine server would refuse the VACUUM with 22023).
+// checkAdaptive refuses an adaptive throttle with no static ceiling to scale (the engine
+// server would refuse the VACUUM with 22023; on PostgreSQL, which adapts between tables by
+// the cost limit, the cost throttle must be on).
 func checkAdaptive(server Server, a runnerwire.AdaptiveTargets, l runnerwire.Limits, field string, add func(string, string, ...any)) {
 	if a.Off() {
 		return
 	}
-	if server.Kind != KindEngineServer {
-		add(field, "is run by the engine server only; %s cannot re-throttle a running VACUUM", server)
+	if server.Kind == KindPostgreSQL && l.CostDelay <= 0 {
+		// PostgreSQL adapts between tables by the cost limit: it needs the cost throttle on.
+		add(field, "needs a static ceiling to scale: costDelay above 0 (%s adapts the cost limit between tables)", server)
 		return
 	}
 	if l.CostDelay <= 0 && l.MaxReadBytesPerSecond <= 0 && l.MaxWriteBytesPerSecond <= 0 && l.MaxWALBytesPerSecond <= 0 {

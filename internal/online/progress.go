@@ -90,6 +90,9 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	defer r.mu.Unlock()
 	st.running = false
 	st.result = res
+	if a := st.adaptive; a != nil && r.between != nil {
+		a.BoundSeconds[a.Binding] = elapsed.Seconds() // PostgreSQL: the whole table ran at its budget
+	}
 	if err == nil {
 		st.done = true
 		st.phase = runnerwire.PhaseDone
@@ -377,7 +380,13 @@ func (r *Run) Progress() runnerwire.Progress {
 	if weight > 0 {
 		p.Percent = weighted / weight
 	}
+	if r.between != nil {
+		r.boundSoFar(time.Now())
+	}
 	p.Adaptive = foldAdaptive(r.states)
+	if r.between != nil {
+		p.Adaptive = r.between.fold(p.Adaptive)
+	}
 	if len(r.states) == 0 && !r.start.IsZero() {
 		p.Percent = 100
 	}

@@ -47,6 +47,13 @@ type Run struct {
 	foreground, baseline *runnerwire.Foreground
 	// the standbys' largest lag, now and at any poll (replication.go); nil until one is seen
 	replication *runnerwire.Replication
+	// between is the adaptive throttle between tables on PostgreSQL (betweentables.go);
+	// nil on the engine server, which adapts inside the VACUUM. The foreground sampler it
+	// reads runs from the first table with a latency target until Vacuum returns.
+	between      *betweenTables
+	samplerOnce  sync.Once
+	samplerDone  chan struct{}
+	samplerGroup sync.WaitGroup
 }
 
 // tableState is one table's progress and, once done, its result.
@@ -117,6 +124,10 @@ func (r *Run) prepare(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if s.Kind == KindPostgreSQL {
+		r.between = &betweenTables{}
+		r.samplerDone = make(chan struct{})
 	}
 	for _, t := range r.tables {
 		st := &tableState{table: t, phase: runnerwire.PhaseInitializing}
@@ -274,6 +285,12 @@ func (r *Run) Vacuum(ctx context.Context) (runnerwire.Report, error) {
 	r.start = time.Now()
 	r.baseline, r.foreground = base, base
 	r.mu.Unlock()
+	if r.between != nil {
+		defer func() { close(r.samplerDone); r.samplerGroup.Wait() }()
+		if r.opts.anyLatencyTarget() {
+			r.startSampler(ctx)
+		}
+	}
 	queue := make(chan *tableState, len(r.states))
 	for _, st := range r.states {
 		if st.skipped {
@@ -452,6 +469,14 @@ func (r *Run) worker(ctx, work context.Context, queue <-chan *tableState, stop <
 		limits := r.opts.limitsFor(st.table, r.throttle)
 		adaptive := r.opts.adaptiveFor(st.table, r.adaptive)
 		r.mu.Unlock()
+		if r.between != nil && !adaptive.Off() {
+			if adaptive.LatencyTarget > 0 {
+				r.startSampler(ctx)
+			}
+			if limits, err = r.adaptBetweenTables(ctx, st, limits, adaptive, stop); err != nil {
+				return fmt.Errorf("adapt the throttle of %s: %w", st.table.Qualified(), err)
+			}
+		}
 		if err := r.setup(work, conn, limits, adaptive); err != nil {
 			return fmt.Errorf("set up the session for %s: %w", st.table.Qualified(), err)
 		}
