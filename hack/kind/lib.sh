@@ -7,7 +7,8 @@ KIND_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=hack/toolchain.sh
 source "$KIND_REPO/hack/toolchain.sh"
 KIND_VERSION=${KIND_VERSION:-v0.33.0}
-KIND_CLUSTER=${KIND_CLUSTER:-vacuum-kind}
+# kind's default cluster name: the README's `kind create cluster` makes this one.
+KIND_CLUSTER=${KIND_CLUSTER:-kind}
 # Where podman keeps its images, containers and volumes, and the lane's own state.
 KIND_STATE=${KIND_STATE:-/var/tmp/vacuum-kind}
 # The node image's cache (keyed by a hash of its inputs) and the rootfs stages.

@@ -14,6 +14,10 @@
 //	REALCLUSTER_DIR     the cluster's state directory (default /var/tmp/vacuum-realcluster):
 //	                    where the suite finds kubectl, the containerd socket, and makes volumes
 //	E2E_REAL_IMAGE      the operator image imported into the node (default vacuum-operator:dev)
+//	E2E_REAL_CONTAINERD the node's containerd socket (default REALCLUSTER_DIR/run/containerd.sock)
+//	E2E_REAL_PROC       the node's /proc as the host sees it (default /proc)
+//	E2E_REAL_VOLUMES    where the suite makes volumes on the host (default REALCLUSTER_DIR/volumes)
+//	E2E_REAL_NODE_VOLUMES the same directory as the node sees it (default E2E_REAL_VOLUMES)
 //	E2E_REAL_RUNNER     the vacuum-runner binary used on the host to make and check volumes
 //	                    (default bin/vacuum-runner)
 //

@@ -20,7 +20,10 @@ type clusterEnv struct {
 	stateDir   string // REALCLUSTER_DIR
 	kubectl    string
 	kubeconfig string
-	ctrSocket  string
+	ctrSocket  string // the node's containerd (E2E_REAL_CONTAINERD)
+	procDir    string // the node's /proc as the host sees it (E2E_REAL_PROC)
+	volumes    string // where volumes are made on the host (E2E_REAL_VOLUMES)
+	nodeVols   string // the same directory as the node sees it (E2E_REAL_NODE_VOLUMES)
 	image      string
 	runner     string // vacuum-runner on the host
 	repoRoot   string
@@ -36,7 +39,10 @@ func loadClusterEnv() clusterEnv {
 	Expect(err).NotTo(HaveOccurred())
 	e.repoRoot = root
 	e.runner = envOr("E2E_REAL_RUNNER", filepath.Join(root, "bin", "vacuum-runner"))
-	e.ctrSocket = filepath.Join(e.stateDir, "run", "containerd.sock")
+	e.ctrSocket = envOr("E2E_REAL_CONTAINERD", filepath.Join(e.stateDir, "run", "containerd.sock"))
+	e.procDir = envOr("E2E_REAL_PROC", "/proc")
+	e.volumes = envOr("E2E_REAL_VOLUMES", filepath.Join(e.stateDir, "volumes"))
+	e.nodeVols = envOr("E2E_REAL_NODE_VOLUMES", e.volumes)
 	Expect(e.kubeconfig).NotTo(BeEmpty(), "KUBECONFIG must name the real cluster's kubeconfig")
 
 	// `up` records the Kubernetes binaries' directory in its env file.

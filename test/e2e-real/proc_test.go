@@ -21,8 +21,9 @@ type hostProcess struct {
 	exe    string
 }
 
-// containerProcess finds the host PID of a pod's container through the node's containerd, and
-// reads /proc for it.
+// containerProcess finds the PID of a pod's container through the node's containerd, and reads
+// /proc for it (the node's /proc, E2E_REAL_PROC: the host's on the real lane, the kind node's
+// as the host sees it on the kind lane).
 func containerProcess(ctx context.Context, pod *corev1.Pod, container string) hostProcess {
 	GinkgoHelper()
 	var id string
@@ -44,7 +45,7 @@ func containerProcess(ctx context.Context, pod *corev1.Pod, container string) ho
 	}
 	Expect(p.pid).To(BeNumerically(">", 0), "containerd lists no task for %s:\n%s", id, out)
 
-	proc := filepath.Join("/proc", strconv.Itoa(p.pid))
+	proc := filepath.Join(env.procDir, strconv.Itoa(p.pid))
 	b, err := os.ReadFile(filepath.Join(proc, "status"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, line := range strings.Split(string(b), "\n") {

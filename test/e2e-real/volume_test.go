@@ -43,11 +43,12 @@ type tableStats struct {
 	DeadTuples int64  `json:"deadTuples"`
 }
 
-// makeVolume bloats a fresh data directory under the cluster's state directory, hands it to the
-// runner's UID, and binds claim ns/pvc to it through a local PV on the node.
+// makeVolume bloats a fresh data directory under the volumes directory (E2E_REAL_VOLUMES), hands
+// it to the runner's UID, and binds claim ns/pvc to it through a local PV on the node (at the path
+// the node sees it: E2E_REAL_NODE_VOLUMES).
 func makeVolume(ctx context.Context, ns, pvc string, tables ...bloat) volume {
 	GinkgoHelper()
-	v := volume{dir: filepath.Join(env.stateDir, "volumes", ns+"-"+pvc), pvc: pvc, ns: ns}
+	v := volume{dir: filepath.Join(env.volumes, ns+"-"+pvc), pvc: pvc, ns: ns}
 	Expect(os.MkdirAll(v.dir, 0o755)).To(Succeed())
 	run(ctx, nil, env.runner, "init", "--data", v.dir)
 	for _, t := range tables {
@@ -72,7 +73,7 @@ func makeVolume(ctx context.Context, ns, pvc string, tables ...bloat) volume {
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			StorageClassName:              "e2e-real-local",
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: v.dir}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: filepath.Join(env.nodeVols, ns+"-"+pvc)}},
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: pvc},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
