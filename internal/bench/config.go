@@ -107,6 +107,12 @@ type Sizes struct {
 	WinCostLimit        int
 	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
 	WinCycles           []int // dead-items cycles a window's cycles are sized for
+
+	// Experiment 12: the operator at fleet scale.
+	FleetScales   []int         // VacuumPolicies of each fleet, in increasing order
+	FleetRealPods int           // at most this many policies of a fleet get real runner pods
+	FleetPeriod   time.Duration // each policy's "@every" schedule; creations spread over one
+	FleetWindow   time.Duration // measured after the last policy is created
 }
 
 // DefaultSizes are the sizes of `make bench`: about 20 minutes on the
@@ -146,6 +152,8 @@ func DefaultSizes() Sizes {
 
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
+
+		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
 	}
 }
 
@@ -187,5 +195,7 @@ func QuickSizes() Sizes {
 
 		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
+
+		FleetScales: []int{10, 100}, FleetRealPods: 20, FleetPeriod: 8 * time.Second, FleetWindow: 10 * time.Second,
 	}
 }

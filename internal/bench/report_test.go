@@ -7,9 +7,11 @@ import (
 )
 
 // The committed report is what the committed CSV files say: every headline
-// figure is computed again from them and compared.
+// figure is computed again from them and compared. Experiment 12 (the operator at fleet
+// scale) came after the committed report's full run: until the next full `make bench` writes
+// it, it is pending.
 func TestCommittedReportHeadlinesFollowFromCommittedCSVs(t *testing.T) {
-	if err := CheckReport(filepath.Join("..", "..", "docs", "benchmarks")); err != nil {
+	if err := CheckReport(filepath.Join("..", "..", "docs", "benchmarks"), 12); err != nil {
 		t.Error(err)
 	}
 }
