@@ -80,6 +80,7 @@ var experiments = []experiment{
 	{7, runServer, serverHeadline},
 	{8, runOnline, onlineHeadline},
 	{9, runWindows, windowsHeadline},
+	{11, runLimit, limitHeadline},
 }
 
 // Run executes every experiment, writes the CSV files, the plots and

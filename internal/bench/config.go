@@ -107,6 +107,10 @@ type Sizes struct {
 	WinCostLimit        int
 	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
 	WinCycles           []int // dead-items cycles a window's cycles are sized for
+
+	// Experiment 11: the vacuum against PostgreSQL 15 and against the machine's limit.
+	LimRows int64 // bulkdata's table, both hint-bit states
+	LimRuns int   // interleaved rounds (each: every state and I/O mode, then PostgreSQL)
 }
 
 // DefaultSizes are the sizes of `make bench`: about 20 minutes on the
@@ -146,6 +150,8 @@ func DefaultSizes() Sizes {
 
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
+
+		LimRows: 200_000, LimRuns: 3,
 	}
 }
 
@@ -187,5 +193,7 @@ func QuickSizes() Sizes {
 
 		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
+
+		LimRows: 5_000, LimRuns: 1,
 	}
 }
