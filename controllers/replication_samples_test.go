@@ -8,48 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 )
-
-// replicationSamples decodes engine_server_replication.yaml strictly.
-type replicationSamples struct {
-	secrets      map[string]corev1.Secret
-	services     map[string]corev1.Service
-	statefulSets map[string]appsv1.StatefulSet
-}
-
-func readReplicationSamples(t *testing.T) replicationSamples {
-	t.Helper()
-	s := replicationSamples{secrets: map[string]corev1.Secret{}, services: map[string]corev1.Service{},
-		statefulSets: map[string]appsv1.StatefulSet{}}
-	for _, d := range sampleDocs(t, "engine_server_replication.yaml") {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(d, &meta); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch meta.Kind {
-		case "Secret":
-			var x corev1.Secret
-			err = yaml.UnmarshalStrict(d, &x)
-			s.secrets[x.Name] = x
-		case "Service":
-			var x corev1.Service
-			err = yaml.UnmarshalStrict(d, &x)
-			s.services[x.Name] = x
-		case "StatefulSet":
-			var x appsv1.StatefulSet
-			err = yaml.UnmarshalStrict(d, &x)
-			s.statefulSets[x.Name] = x
-		default:
-			t.Fatalf("engine_server_replication.yaml: unexpected kind %q", meta.Kind)
-		}
-		if err != nil {
-			t.Fatalf("engine_server_replication.yaml %s: %v", meta.Kind, err)
-		}
-	}
-	return s
-}
 
 // envSecret is the Secret and key an env variable of c takes its value from.
 func envSecret(c corev1.Container, name string) (string, string) {
@@ -67,7 +26,7 @@ func envSecret(c corev1.Container, name string) (string, string) {
 // --basebackup-if-empty and a --name, connecting as a role whose users-file line carries
 // the replication marker and the Secret's password; both keep their data on their claim.
 func TestReplicationSamplesFitTogether(t *testing.T) {
-	s := readReplicationSamples(t)
+	s := readServerSamples(t, "engine_server_replication.yaml")
 	primary, standby := s.statefulSets["orders-db"], s.statefulSets["orders-db-standby"]
 	if primary.Name == "" || standby.Name == "" {
 		t.Fatalf("StatefulSets %v, want orders-db and orders-db-standby", s.statefulSets)

@@ -41,6 +41,48 @@ func sampleDocs(t interface {
 	return docs
 }
 
+// serverSamples are the objects of one engine-server sample file, decoded strictly, by name.
+type serverSamples struct {
+	secrets      map[string]corev1.Secret
+	services     map[string]corev1.Service
+	statefulSets map[string]appsv1.StatefulSet
+}
+
+// readServerSamples decodes config/samples/file, which may hold only Secrets, Services and
+// StatefulSets.
+func readServerSamples(t *testing.T, file string) serverSamples {
+	t.Helper()
+	s := serverSamples{secrets: map[string]corev1.Secret{}, services: map[string]corev1.Service{},
+		statefulSets: map[string]appsv1.StatefulSet{}}
+	for _, d := range sampleDocs(t, file) {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(d, &meta); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch meta.Kind {
+		case "Secret":
+			var x corev1.Secret
+			err = yaml.UnmarshalStrict(d, &x)
+			s.secrets[x.Name] = x
+		case "Service":
+			var x corev1.Service
+			err = yaml.UnmarshalStrict(d, &x)
+			s.services[x.Name] = x
+		case "StatefulSet":
+			var x appsv1.StatefulSet
+			err = yaml.UnmarshalStrict(d, &x)
+			s.statefulSets[x.Name] = x
+		default:
+			t.Fatalf("%s: unexpected kind %q", file, meta.Kind)
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", file, meta.Kind, err)
+		}
+	}
+	return s
+}
+
 // onlineSamples decodes the online samples strictly.
 type onlineSamples struct {
 	secrets map[string]corev1.Secret
@@ -52,28 +94,17 @@ type onlineSamples struct {
 
 func readOnlineSamples(t *testing.T) onlineSamples {
 	t.Helper()
-	s := onlineSamples{secrets: map[string]corev1.Secret{}}
-	for _, d := range sampleDocs(t, "engine_server.yaml") {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(d, &meta); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch meta.Kind {
-		case "Secret":
-			var sec corev1.Secret
-			err = yaml.UnmarshalStrict(d, &sec)
-			s.secrets[sec.Name] = sec
-		case "Service":
-			err = yaml.UnmarshalStrict(d, &s.service)
-		case "StatefulSet":
-			err = yaml.UnmarshalStrict(d, &s.server)
-		default:
-			t.Fatalf("engine_server.yaml: unexpected kind %q", meta.Kind)
-		}
-		if err != nil {
-			t.Fatalf("engine_server.yaml %s: %v", meta.Kind, err)
-		}
+	srv := readServerSamples(t, "engine_server.yaml")
+	if len(srv.services) != 1 || len(srv.statefulSets) != 1 {
+		t.Fatalf("engine_server.yaml: %d Services and %d StatefulSets, want one of each",
+			len(srv.services), len(srv.statefulSets))
+	}
+	s := onlineSamples{secrets: srv.secrets}
+	for _, svc := range srv.services {
+		s.service = svc
+	}
+	for _, sts := range srv.statefulSets {
+		s.server = sts
 	}
 	if err := yaml.UnmarshalStrict(sampleDocs(t, "load_generator.yaml")[0], &s.load); err != nil {
 		t.Fatalf("load_generator.yaml: %v", err)

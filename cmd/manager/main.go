@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ type options struct {
 	progressInterval       time.Duration
 	logLevel               int
 	windowSeconds          bool
+	pprofAddr              string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -79,8 +81,13 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
 	fs.BoolVar(&o.windowSeconds, "window-schedule-seconds", false,
 		"for tests: spec.window.schedule may have a leading seconds field (six fields), so windows can open seconds apart")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"for profiling: a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) serving net/http/pprof's /debug/pprof/ (default: off)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if err := loopbackOnly(o.pprofAddr); err != nil {
+		return o, fmt.Errorf("--pprof-bind-address: %w", err)
 	}
 	if o.workers < 1 {
 		return o, fmt.Errorf("--workers must be at least 1, got %d", o.workers)
@@ -89,6 +96,25 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("--progress-interval must be positive, got %s", o.progressInterval)
 	}
 	return o, nil
+}
+
+// loopbackOnly refuses an address that is not a loopback one: the profiles show the
+// manager's memory, Secrets it has read included, so they are never served beyond the host.
+func loopbackOnly(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
 }
 
 // splitList reads a comma-separated flag value, ignoring blanks.
@@ -146,6 +172,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "vacuum-operator.vacuumops.io",
 		LeaderElectionNamespace: o.namespace,

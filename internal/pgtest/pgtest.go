@@ -117,6 +117,7 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	hba := strings.Join([]string{
+		"host replication " + Superuser + " 127.0.0.1/32 scram-sha-256", // StartStandby's pg_basebackup and WAL receiver
 		"host all " + CleartextUser + " 127.0.0.1/32 password",
 		"host all " + MD5User + " 127.0.0.1/32 md5",
 		"host all all 127.0.0.1/32 scram-sha-256",
@@ -127,6 +128,15 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.writeCertificates(data); err != nil {
 		return err
 	}
+	if err := s.launch(ctx, data); err != nil {
+		return err
+	}
+	return s.createRoles(ctx)
+}
+
+// launch starts postgres on the data directory data, on a free port, and waits until it
+// accepts connections.
+func (s *Server) launch(ctx context.Context, data string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -152,10 +162,7 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()
-	if err := s.waitReady(ctx); err != nil {
-		return err
-	}
-	return s.createRoles(ctx)
+	return s.waitReady(ctx)
 }
 
 // waitReady connects until the server accepts (30 s at most).

@@ -17,18 +17,7 @@ import (
 // RunSpec carries one, else over the pages per second its throttle allows (decisions.md,
 // WindowTooShort): each way round, one of the two fits the window and the other does not.
 func TestFullEstimateUsesTheLastFullsMeasuredRateWhenThereIsOne(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := bloat(context.Background(), db, bloatParams{table: "t", rows: 5000, deadFraction: 0.2, indexes: 1, payloadBytes: 100, seed: 1, batch: 5000}); err != nil {
-		t.Fatal(err)
-	}
+	db := bloatedTable(t, 5000, 0.2)
 	pages, err := db.TablePages("t")
 	if err != nil || pages < 20 {
 		t.Fatalf("table t has %d pages (%v), want at least 20", pages, err)
@@ -72,18 +61,7 @@ func TestFullEstimateUsesTheLastFullsMeasuredRateWhenThereIsOne(t *testing.T) {
 // A table a run never reached (its window closed first) is reported where it stands: with
 // resume, at its saved position (the block the next run resumes from), not at block 0.
 func TestATableTheRunNeverReachedIsReportedAtItsSavedPosition(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := bloat(context.Background(), db, bloatParams{table: "t", rows: 20000, deadFraction: 0.3, indexes: 1, payloadBytes: 100, seed: 1, batch: 10000}); err != nil {
-		t.Fatal(err)
-	}
+	db := bloatedTable(t, 20000, 0.3)
 	lazy := func(stopAt time.Time, resume bool) runnerwire.Resolved {
 		return runnerwire.Resolved{Mode: runnerwire.ModeLazy, StopAt: stopAt, Resume: resume,
 			Throttle: runnerwire.Limits{CostDelay: 10 * time.Millisecond, CostLimit: 5, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}}
@@ -119,4 +97,24 @@ func TestATableTheRunNeverReachedIsReportedAtItsSavedPosition(t *testing.T) {
 	if got := window(lazy(closed, false)); got.BlockReached != 0 || got.Complete {
 		t.Errorf("unreached table without resume: block %d complete %v, want 0 (a run without resume starts at 0)", got.BlockReached, got.Complete)
 	}
+}
+
+// bloatedTable is a new database with table "t" of rows rows, deadFraction of them deleted,
+// and one index; it is closed when t ends.
+func bloatedTable(t *testing.T, rows int64, deadFraction float64) *engine.DB {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := engine.Init(dir, engine.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	p := bloatParams{table: "t", rows: rows, deadFraction: deadFraction, indexes: 1, payloadBytes: 100, seed: 1, batch: int(min(rows, 10000))}
+	if _, err := bloat(context.Background(), db, p); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
