@@ -39,6 +39,8 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp7_vacuum", 2, 4, 0},
 		{"exp8_online", 2, 2 * len(sz.OnlineDelays), 0},
 		{"exp9_windows", 1, 1 + (len(sz.WinSplits)-1)*len(sz.WinCycles), 0},
+		{"exp11_summary", 1, 5, 0},
+		{"exp11_runs", 1, -1, 4 * sz.LimRuns},
 	}
 }
 

@@ -20,7 +20,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,9 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -43,21 +40,6 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
-
-// pgSettings are appended to postgresql.conf; the report prints them.
-var pgSettings = []string{
-	"shared_buffers = 128MB",
-	"maintenance_work_mem = 64MB",
-	"vacuum_cost_delay = 0",
-	"full_page_writes = on",
-	"wal_level = replica",
-	"max_wal_size = 1GB",
-	"checkpoint_timeout = 5min",
-	"fsync = on",
-	"synchronous_commit = on",
-	"autovacuum = off",
-	"wal_compression = off",
-}
 
 type config struct {
 	rows      int64
@@ -114,7 +96,8 @@ func run(ctx context.Context, c config) error {
 		return errors.New("run as root: dropping the OS page cache needs it (PostgreSQL itself runs as --pg-user)")
 	}
 	fmt.Printf("pgcompare: %d rows, %d-byte payload, 2 B-trees, %d runs per side, interleaved; %s\n", c.rows, bulkdata.PayloadBytes, c.runs, loadavg())
-	var src, srcUnhinted, base, tmpl string
+	var src, srcUnhinted string
+	var twin *bulkdata.Twin
 	if !c.skipOurs {
 		var err error
 		if src, err = setupOurs(ctx, c); err != nil {
@@ -128,12 +111,10 @@ func run(ctx context.Context, c config) error {
 	}
 	if !c.skipPG {
 		var err error
-		if base, tmpl, err = setupPG(ctx, c); err != nil {
+		if twin, err = setupPG(ctx, c); err != nil {
 			return err
 		}
-		if !c.keep {
-			defer os.RemoveAll(base)
-		}
+		defer twin.Close()
 	}
 	// The sides take turns, run by run, so that both see the same
 	// machine: on a shared machine the disk and the CPUs change from one
@@ -163,7 +144,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		if !c.skipPG {
-			s, err := runPGOnce(ctx, c, base, tmpl, i)
+			s, err := runPGOnce(ctx, twin, i)
 			if err != nil {
 				return err
 			}
@@ -274,128 +255,52 @@ func runOursOnce(ctx context.Context, c config, src, label string, direct bool, 
 }
 
 func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (float64, error) {
-	if err := engine.CopyDataDir(src, dir); err != nil {
-		return 0, err
-	}
-	if err := bulkdata.DropCaches(); err != nil {
-		return 0, err
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 128 << 20, Direct: direct, CheckpointWALBytes: c.ourCkpt})
-	if err != nil {
-		return 0, err
-	}
 	opts := vacuum.DefaultOptions()
 	opts.Throttle = &throttle.Settings{} // no limit: VACUUM's vacuum_cost_delay = 0
 	opts.RingSize = c.ourRing
 	opts.IndexWorkers = c.idxWork
 	opts.HeapWorkers = c.heapWork
-	ckpt0 := db.RuntimeStats().Checkpoints
 	if c.cpuprof != "" {
+		// The profile also holds the copy of the data directory before the vacuum.
 		f, err := os.Create(c.cpuprof)
 		if err != nil {
-			return 0, errors.Join(err, db.Close())
+			return 0, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return 0, errors.Join(err, db.Close())
+			return 0, err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var ru0 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	start := time.Now()
-	rep, err := db.Vacuum(ctx, bulkdata.Table, opts)
-	secs := time.Since(start).Seconds()
-	var ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	ckpts := db.RuntimeStats().Checkpoints - ckpt0
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
+	r, err := bulkdata.VacuumCold(ctx, src, dir, engine.Options{BufferPoolBytes: 128 << 20, Direct: direct, CheckpointWALBytes: c.ourCkpt}, opts)
 	if err != nil {
 		return 0, err
 	}
-	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()).Seconds()
-	u := rep.Usage
+	if !r.Cold {
+		return 0, errors.New("the OS page cache was not dropped")
+	}
+	rep, u := r.Report, r.Report.Usage
 	fmt.Printf("  pages %d scanned %d, tuples removed %d remaining %d, index passes %d; read %d MiB written %d MiB, WAL %d MiB (%d FPIs, %d flushes); %d checkpoints; cpu %.2fs\n",
 		rep.PagesTotal, rep.PagesScanned, rep.TuplesRemoved, rep.TuplesRemaining, rep.IndexPasses,
-		u.ReadBytes>>20, u.WriteBytes>>20, u.WALBytes>>20, u.WALFPIs, u.WALFlushes, ckpts, cpu)
-	return secs, nil
+		u.ReadBytes>>20, u.WriteBytes>>20, u.WALBytes>>20, u.WALFPIs, u.WALFlushes, r.Checkpoints, r.CPUSeconds)
+	return r.Seconds, nil
 }
 
-// setupPG creates a template cluster in a new directory base (owned by
-// the PostgreSQL user) and loads the table into it.
-func setupPG(ctx context.Context, c config) (base, tmpl string, err error) {
-	u, err := user.Lookup(c.pgUser)
+// setupPG builds PostgreSQL's twin of the table (bulkdata.StartTwin).
+func setupPG(ctx context.Context, c config) (*bulkdata.Twin, error) {
+	tw, err := bulkdata.StartTwin(ctx, c.rows, bulkdata.TwinOptions{Bin: c.pgBin, User: c.pgUser, Port: c.port,
+		Checksums: c.checksums, Keep: c.keep, Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) }})
 	if err != nil {
-		return "", "", fmt.Errorf("pg user: %w", err)
+		return nil, err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	base, err = os.MkdirTemp("", "pgcompare-")
-	if err != nil {
-		return "", "", err
-	}
-	defer func() {
-		if err != nil && !c.keep {
-			_ = os.RemoveAll(base)
-		}
-	}()
-	if err := os.Chown(base, uid, gid); err != nil {
-		return "", "", err
-	}
-	if err := os.Chmod(base, 0o700); err != nil {
-		return "", "", err
-	}
-	tmpl = filepath.Join(base, "template")
-	initArgs := []string{"-D", tmpl, "-U", "postgres", "--no-instructions", "-E", "UTF8", "--locale", "C"}
-	if c.checksums {
-		initArgs = append(initArgs, "--data-checksums")
-	}
-	if _, err := c.pgRun(ctx, "initdb", initArgs...); err != nil {
-		return "", "", err
-	}
-	conf := strings.Join(append(append([]string(nil), pgSettings...),
-		fmt.Sprintf("port = %d", c.port), "listen_addresses = ''",
-		fmt.Sprintf("unix_socket_directories = '%s'", base)), "\n") + "\n"
-	f, err := os.OpenFile(filepath.Join(tmpl, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return "", "", err
-	}
-	if _, err := f.WriteString(conf); err != nil {
-		f.Close()
-		return "", "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", "", err
-	}
-	fmt.Printf("pg: settings:\n  %s\n", strings.ReplaceAll(strings.TrimSpace(conf), "\n", "\n  "))
-	if err := c.pgStart(ctx, tmpl, base); err != nil {
-		return "", "", err
-	}
-	start := time.Now()
-	out, err := c.psql(ctx, base, bulkdata.SQL(c.rows)+"SELECT pg_relation_size('t')/8192 AS heap_pages, current_setting('block_size') AS bs;\n")
-	if serr := c.pgStop(ctx, tmpl); err == nil {
-		err = serr
-	}
-	if err != nil {
-		return "", "", err
-	}
-	fmt.Printf("pg: loaded in %.1fs:\n%s", time.Since(start).Seconds(), indent(out))
-	return base, tmpl, nil
+	fmt.Printf("pg: settings:\n  %s\n", strings.ReplaceAll(strings.TrimSpace(tw.Conf), "\n", "\n  "))
+	fmt.Printf("pg: load:\n%s", indent(tw.Load))
+	return tw, nil
 }
 
-// runPGOnce copies the template, starts the server on the copy, stops it,
-// drops the page cache, starts it again and times VACUUM (VERBOSE).
-func runPGOnce(ctx context.Context, c config, base, tmpl string, i int) (float64, error) {
-	data := filepath.Join(base, fmt.Sprintf("run%d", i))
-	if _, err := runCmd(ctx, "cp", "-a", tmpl, data); err != nil {
-		return 0, err
-	}
-	s, verbose, err := c.pgOnce(ctx, data, base)
-	if rerr := os.RemoveAll(data); rerr != nil && err == nil {
-		err = rerr
-	}
+// runPGOnce times one cold VACUUM (VERBOSE) on a fresh copy of the twin.
+func runPGOnce(ctx context.Context, tw *bulkdata.Twin, i int) (float64, error) {
+	s, verbose, err := tw.VacuumCold(ctx, i)
 	if err != nil {
 		return 0, err
 	}
@@ -404,57 +309,6 @@ func runPGOnce(ctx context.Context, c config, base, tmpl string, i int) (float64
 	}
 	fmt.Printf("pg run %d: %.3f s; %s\n", i+1, s, loadavg())
 	return s, nil
-}
-
-var timingRE = regexp.MustCompile(`(?m)^Time: ([0-9.]+) ms`)
-
-func (c config) pgOnce(ctx context.Context, data, base string) (float64, string, error) {
-	if err := bulkdata.DropCaches(); err != nil {
-		return 0, "", err
-	}
-	if err := c.pgStart(ctx, data, base); err != nil {
-		return 0, "", err
-	}
-	out, err := c.psql(ctx, base, "\\timing on\nVACUUM (VERBOSE) t;\n")
-	if serr := c.pgStop(ctx, data); err == nil {
-		err = serr
-	}
-	if err != nil {
-		return 0, out, err
-	}
-	m := timingRE.FindStringSubmatch(out)
-	if m == nil {
-		return 0, out, fmt.Errorf("no timing in psql output:\n%s", out)
-	}
-	ms, err := strconv.ParseFloat(m[1], 64)
-	return ms / 1000, out, err
-}
-
-func (c config) pgStart(ctx context.Context, data, base string) error {
-	_, err := c.pgRun(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(base, "server.log"), "-w", "-t", "120", "start")
-	return err
-}
-
-func (c config) pgStop(ctx context.Context, data string) error {
-	_, err := c.pgRun(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "-t", "300", "stop")
-	return err
-}
-
-func (c config) psql(ctx context.Context, base, script string) (string, error) {
-	cmd := exec.CommandContext(ctx, "runuser", "-u", c.pgUser, "--", filepath.Join(c.pgBin, "psql"),
-		"-X", "-v", "ON_ERROR_STOP=1", "-h", base, "-p", strconv.Itoa(c.port), "-U", "postgres", "-d", "postgres")
-	cmd.Stdin = strings.NewReader(script)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = base
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("psql: %w\n%s", err, out.String())
-	}
-	return out.String(), nil
-}
-
-func (c config) pgRun(ctx context.Context, prog string, args ...string) (string, error) {
-	return runCmd(ctx, "runuser", append([]string{"-u", c.pgUser, "--", filepath.Join(c.pgBin, prog)}, args...)...)
 }
 
 func runCmd(ctx context.Context, name string, args ...string) (string, error) {

@@ -108,6 +108,10 @@ type Sizes struct {
 	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
 	WinCycles           []int // dead-items cycles a window's cycles are sized for
 
+	// Experiment 11: the vacuum against PostgreSQL 15 and against the machine's limit.
+	LimRows int64 // bulkdata's table, both hint-bit states
+	LimRuns int   // interleaved rounds (each: every state and I/O mode, then PostgreSQL)
+
 	// Experiment 12: the operator at fleet scale.
 	FleetScales   []int         // VacuumPolicies of each fleet, in increasing order
 	FleetRealPods int           // at most this many policies of a fleet get real runner pods
@@ -153,6 +157,7 @@ func DefaultSizes() Sizes {
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
+		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
 	}
 }
@@ -196,6 +201,7 @@ func QuickSizes() Sizes {
 		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
-		FleetScales: []int{10, 100}, FleetRealPods: 20, FleetPeriod: 8 * time.Second, FleetWindow: 10 * time.Second,
+		LimRows: 5_000, LimRuns: 1,
+		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 6 * time.Second, FleetWindow: 6 * time.Second,
 	}
 }

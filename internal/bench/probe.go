@@ -261,3 +261,160 @@ var probeText = struct {
 		"The probe runs once, on a machine shared with other work; its figures vary between runs as the load does.",
 	},
 }
+
+// LimitWork is the I/O one vacuum cannot avoid, which the machine-limit
+// probe does and nothing else: read the table's relation files once,
+// cold; write its WAL volume and fsync it; write the pages it wrote and
+// fsync them.
+type LimitWork struct {
+	Dir        string // a data directory's relation files (its base/ directory): read whole
+	WALBytes   int64  // written sequentially over a preallocated file, then fsynced
+	PageWrites int64  // 8 KiB pages written over a preallocated file, then fsynced
+	Direct     bool   // O_DIRECT for every read and write (buffered when the file system refuses it)
+}
+
+// Limit is what the machine-limit probe measured.
+type Limit struct {
+	ReadBytes      int64
+	Read, WAL, Pgs time.Duration // each step; Total is their sum
+	Total          time.Duration
+	Cold           bool // the OS page cache was dropped before the reads
+	Direct         bool // every file was opened with O_DIRECT
+}
+
+// limitRequest is the probe's request size: the vacuum's largest run of
+// blocks (buffer.ReadRun's 16 blocks).
+const limitRequest = 128 << 10
+
+// MachineLimit does w's work in work (two scratch files there, removed)
+// and times it: every file under w.Dir read sequentially in 128 KiB
+// requests after the OS page cache is dropped (as root; else warm, and
+// Cold says so), then w.WALBytes written and fsynced, then w.PageWrites
+// pages written and fsynced. The steps run one after the other, one
+// request at a time, as the vacuum issues them (it overlaps none of its
+// reads with its writes).
+func MachineLimit(ctx context.Context, work string, w LimitWork) (Limit, error) {
+	lim := Limit{Direct: w.Direct}
+	walFile, pageFile := filepath.Join(work, "limit-wal.dat"), filepath.Join(work, "limit-pages.dat")
+	defer os.Remove(walFile)
+	defer os.Remove(pageFile)
+	// Preallocate both (the engine's WAL segments and relation files exist
+	// before the vacuum writes them): not timed.
+	for _, f := range []struct {
+		p string
+		n int64
+	}{{walFile, w.WALBytes}, {pageFile, w.PageWrites * 8192}} {
+		if err := writeProbeFile(f.p, roundUp(f.n, 1<<20)); err != nil {
+			return lim, err
+		}
+	}
+	var files []string
+	err := filepath.WalkDir(w.Dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		return lim, fmt.Errorf("probe: %w", err)
+	}
+	lim.Cold = dropCaches() == nil
+	buf := alignedBuf(limitRequest)
+	start := time.Now()
+	for _, p := range files {
+		if err := ctx.Err(); err != nil {
+			return lim, err
+		}
+		n, direct, err := readWhole(p, buf, w.Direct)
+		if err != nil {
+			return lim, err
+		}
+		lim.ReadBytes += n
+		lim.Direct = lim.Direct && direct
+	}
+	lim.Read = time.Since(start)
+	t := time.Now()
+	direct, err := overwrite(walFile, buf, w.WALBytes, w.Direct)
+	if err != nil {
+		return lim, err
+	}
+	lim.Direct = lim.Direct && direct
+	lim.WAL = time.Since(t)
+	t = time.Now()
+	if direct, err = overwrite(pageFile, buf, w.PageWrites*8192, w.Direct); err != nil {
+		return lim, err
+	}
+	lim.Direct = lim.Direct && direct
+	lim.Pgs = time.Since(t)
+	lim.Total = lim.Read + lim.WAL + lim.Pgs
+	return lim, ctx.Err()
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// dropCaches writes dirty pages back and drops the OS page cache (root only).
+func dropCaches() error {
+	unix.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
+}
+
+// openProbe opens p with flags, adding O_DIRECT when direct asks for it
+// and the file system accepts it; it reports whether O_DIRECT is on.
+func openProbe(p string, flags int, direct bool) (int, bool, error) {
+	if direct {
+		if fd, err := unix.Open(p, flags|unix.O_DIRECT, 0); err == nil {
+			return fd, true, nil
+		}
+	}
+	fd, err := unix.Open(p, flags, 0)
+	if err != nil {
+		return -1, false, fmt.Errorf("probe: open %s: %w", p, err)
+	}
+	return fd, false, nil
+}
+
+// readWhole reads file p sequentially in len(buf) requests.
+func readWhole(p string, buf []byte, direct bool) (int64, bool, error) {
+	fd, direct, err := openProbe(p, unix.O_RDONLY, direct)
+	if err != nil {
+		return 0, false, err
+	}
+	defer unix.Close(fd)
+	var total int64
+	for {
+		n, err := unix.Pread(fd, buf, total)
+		if err != nil {
+			return total, direct, fmt.Errorf("probe: read %s at %d: %w", p, total, err)
+		}
+		if n <= 0 {
+			return total, direct, nil
+		}
+		total += int64(n)
+		if n < len(buf) {
+			return total, direct, nil
+		}
+	}
+}
+
+// overwrite writes n bytes (rounded up to whole 8 KiB pages) from the
+// start of the preallocated file p in len(buf) requests, then fsyncs it.
+func overwrite(p string, buf []byte, n int64, direct bool) (bool, error) {
+	fd, direct, err := openProbe(p, unix.O_WRONLY, direct)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	n = roundUp(n, 8192)
+	for off := int64(0); off < n; {
+		req := buf[:min(int64(len(buf)), n-off)]
+		m, err := unix.Pwrite(fd, req, off)
+		if err != nil {
+			return direct, fmt.Errorf("probe: write %s at %d: %w", p, off, err)
+		}
+		off += int64(m)
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return direct, fmt.Errorf("probe: fsync %s: %w", p, err)
+	}
+	return direct, nil
+}

@@ -106,6 +106,14 @@ func FuzzBtreeItem(f *testing.F) {
 		}
 		k := itemKind(kind % 3)
 		e, child, err := decodeItem(data, layout, k)
+		if k == leafItem {
+			// The bulk delete's TID-only reader accepts exactly what
+			// decodeItem accepts and reads the same TID.
+			tid, terr := leafTID(data, layout)
+			if (terr == nil) != (err == nil) || (err == nil && tid != e.TID) {
+				t.Fatalf("leaf item %x: leafTID %v, %v; decodeItem %v, %v", data, tid, terr, e.TID, err)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -33,6 +33,7 @@ func (ix *Index) BulkDelete(callback func(page.TID) bool, s *buffer.Strategy, pa
 	if err != nil {
 		return st, err
 	}
+	var dead []page.OffsetNumber // reused from leaf to leaf
 	for blk := storage.BlockNumber(1); ; blk++ {
 		if blk >= nblocks {
 			if nblocks, err = ix.nblocks(); err != nil {
@@ -42,7 +43,8 @@ func (ix *Index) BulkDelete(callback func(page.TID) bool, s *buffer.Strategy, pa
 				break
 			}
 		}
-		removed, remaining, err := ix.bulkDeletePage(blk, callback, s)
+		var removed, remaining int64
+		removed, remaining, dead, err = ix.bulkDeletePage(blk, callback, s, dead[:0])
 		if err != nil {
 			return st, err
 		}
@@ -68,14 +70,18 @@ func (ix *Index) nblocks() (storage.BlockNumber, error) {
 }
 
 // bulkDeletePage deletes the dead entries of one page if it is a leaf.
-func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID) bool, s *buffer.Strategy) (removed, remaining int64, err error) {
+// dead is scratch space for the page's dead offsets (returned, maybe
+// grown, for the next page): one pass over the leaf, each entry's TID read
+// in place (no key copied) and looked up in the caller's set, and no
+// allocation per entry.
+func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID) bool, s *buffer.Strategy, dead []page.OffsetNumber) (removed, remaining int64, _ []page.OffsetNumber, err error) {
 	// Read (and pin) the page before taking the index's write lock: a miss
 	// is a disk read, and under the lock it would stall every lookup of the
 	// index for its duration (the foreground p99 during an unthrottled
 	// VACUUM). Pages are never deleted, so the block is the same page after.
 	b, err := ix.read(blk, s)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, dead, err
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -83,26 +89,26 @@ func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID)
 	if b.Page().IsNew() { // extended but never initialised (crash between extend and log)
 		b.Unlock()
 		b.Release()
-		return 0, 0, nil
+		return 0, 0, dead, nil
 	}
 	n, err := loadNode(b.Page())
 	if err != nil || !n.op.isLeaf() {
 		b.Unlock()
 		b.Release()
 		if err != nil {
-			return 0, 0, ix.corrupt(blk, err)
+			return 0, 0, dead, ix.corrupt(blk, err)
 		}
-		return 0, 0, nil
+		return 0, 0, dead, nil
 	}
-	var dead []page.OffsetNumber
+	p, layout := b.Page(), n.op.layout
 	for off := n.first(); off <= n.last(); off++ {
-		e, _, err := n.item(off)
+		tid, err := leafTID(p.ItemData(page.OffsetNumber(off)), layout)
 		if err != nil {
 			b.Unlock()
 			b.Release()
-			return 0, 0, ix.corrupt(blk, err)
+			return 0, 0, dead, ix.corrupt(blk, err)
 		}
-		if callback(e.TID) {
+		if callback(tid) {
 			dead = append(dead, page.OffsetNumber(off))
 		}
 	}
@@ -110,15 +116,15 @@ func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID)
 	if len(dead) == 0 {
 		b.Unlock()
 		b.Release()
-		return 0, remaining, nil
+		return 0, remaining, dead, nil
 	}
-	b.Page().DeleteItems(dead)
+	p.DeleteItems(dead)
 	cs := changeSet{ix: ix}
 	cs.add(b, encodeDeleteOp(dead), false)
 	if err := cs.commit(InfoBulkDelete, s); err != nil {
-		return 0, 0, fmt.Errorf("bulk delete on index %d block %d: %w", ix.rel, blk, err)
+		return 0, 0, dead, fmt.Errorf("bulk delete on index %d block %d: %w", ix.rel, blk, err)
 	}
-	return int64(len(dead)), remaining, nil
+	return int64(len(dead)), remaining, dead, nil
 }
 
 // CleanupStats describe the index after a vacuum (PostgreSQL's

@@ -141,12 +141,105 @@ func Build(ctx context.Context, db *engine.DB, rows int64) (Stats, error) {
 	return st, nil
 }
 
+// State is the hint-bit state a table is built in.
+type State string
+
+const (
+	// Hinted is Build's table: every inserter's hint set (by the DELETE's
+	// scan), no deleter's; the state PostgreSQL's SQL twin is in.
+	Hinted State = "hinted"
+	// Unhinted is BuildUnhinted's table: the same rows, no hint bits at all.
+	Unhinted State = "unhinted"
+)
+
+// BuildState builds the table of rows rows in state st into db.
+func BuildState(ctx context.Context, db *engine.DB, rows int64, st State) (Stats, error) {
+	switch st {
+	case Hinted:
+		return Build(ctx, db, rows)
+	case Unhinted:
+		return BuildUnhinted(ctx, db, rows)
+	}
+	return Stats{}, fmt.Errorf("bulkdata: unknown state %q", st)
+}
+
+// BuildUnhinted makes Build's logical table (the same rows, indexes and
+// deleted ids) without any scan: rows inserted one by one with the
+// indexes in place, then the deleted ones removed by TID, as
+// `vacuum-runner bloat` does. No tuple carries a hint bit afterwards,
+// neither its inserter's nor its deleter's.
+func BuildUnhinted(ctx context.Context, db *engine.DB, rows int64) (Stats, error) {
+	start := time.Now()
+	st := Stats{Rows: rows}
+	if err := db.CreateTable(Table, Columns); err != nil {
+		return st, fmt.Errorf("bulkdata: %w", err)
+	}
+	for _, ix := range Indexes {
+		if err := db.CreateIndex(ix.Name, Table, ix.Column); err != nil {
+			return st, fmt.Errorf("bulkdata: %w", err)
+		}
+	}
+	const batch = 10_000
+	var dead []page.TID
+	for lo := int64(1); lo <= rows; lo += batch {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return st, fmt.Errorf("bulkdata: %w", err)
+		}
+		for id := lo; id < lo+batch && id <= rows; id++ {
+			tid, err := tx.Insert(Table, []any{id, K1(id), Payload(id)})
+			if err != nil {
+				return st, errors.Join(fmt.Errorf("bulkdata: insert %d: %w", id, err), tx.Rollback())
+			}
+			if Deleted(id) {
+				dead = append(dead, tid)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return st, fmt.Errorf("bulkdata: load: %w", err)
+		}
+	}
+	for lo := 0; lo < len(dead); lo += batch {
+		tx, err := db.Begin()
+		if err != nil {
+			return st, fmt.Errorf("bulkdata: %w", err)
+		}
+		for _, tid := range dead[lo:min(lo+batch, len(dead))] {
+			if err := tx.Delete(Table, tid); err != nil {
+				return st, errors.Join(fmt.Errorf("bulkdata: delete %v: %w", tid, err), tx.Rollback())
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return st, fmt.Errorf("bulkdata: delete: %w", err)
+		}
+	}
+	st.Deleted = int64(len(dead))
+	var err error
+	if st.HeapPages, err = HeapPages(db); err != nil {
+		return st, err
+	}
+	st.LoadSeconds = time.Since(start).Seconds()
+	return st, nil
+}
+
 // Cached returns a data directory holding the built table of rows rows,
 // building it (with opts) under cacheDir the first time; later calls with
 // the same rows and layout version reuse it. Callers must not open the
 // returned directory for writing: copy it (engine.CopyDataDir) first.
 func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Options) (string, error) {
-	dir := filepath.Join(cacheDir, fmt.Sprintf("bulkdata-v%d-rows%d", version, rows))
+	return CachedState(ctx, cacheDir, rows, Hinted, opts)
+}
+
+// CachedState is Cached for the table in state st.
+func CachedState(ctx context.Context, cacheDir string, rows int64, st State, opts engine.Options) (string, error) {
+	name := fmt.Sprintf("bulkdata-v%d-rows%d", version, rows)
+	if st != Hinted {
+		name = fmt.Sprintf("bulkdata-%s-v%d-rows%d", st, version, rows)
+	}
+	dir := filepath.Join(cacheDir, name)
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		return filepath.Join(dir, "data"), nil
 	}
@@ -164,7 +257,7 @@ func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Option
 	if err != nil {
 		return "", fmt.Errorf("bulkdata: %w", err)
 	}
-	if _, err := Build(ctx, db, rows); err != nil {
+	if _, err := BuildState(ctx, db, rows, st); err != nil {
 		return "", errors.Join(err, db.Close())
 	}
 	if err := db.Close(); err != nil {

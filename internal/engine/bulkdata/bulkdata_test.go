@@ -32,16 +32,25 @@ func TestPayloadIsTheSQLExpression(t *testing.T) {
 	}
 }
 
+// Both states hold the same logical table: the same rows, indexes and
+// deleted ids, whether built by a bulk load and a DELETE by a scan
+// (hinted) or by row inserts and deletes by TID (unhinted).
 func TestBuildLoadsIndexesAndDeletesTheDefinedRows(t *testing.T) {
+	for _, state := range []bulkdata.State{bulkdata.Hinted, bulkdata.Unhinted} {
+		t.Run(string(state), func(t *testing.T) { testBuiltTable(t, state) })
+	}
+}
+
+func testBuiltTable(t *testing.T, state bulkdata.State) {
 	const rows = 5000
 	cache := t.TempDir()
-	src, err := bulkdata.Cached(context.Background(), cache, rows, engine.Options{BufferPoolBytes: 4 << 20})
+	src, err := bulkdata.CachedState(context.Background(), cache, rows, state, engine.Options{BufferPoolBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := bulkdata.Cached(context.Background(), cache, rows, engine.Options{})
+	again, err := bulkdata.CachedState(context.Background(), cache, rows, state, engine.Options{})
 	if err != nil || again != src {
-		t.Fatalf("second Cached = %q, %v; want the cached %q", again, err, src)
+		t.Fatalf("second CachedState = %q, %v; want the cached %q", again, err, src)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
 	if err := engine.CopyDataDir(src, dir); err != nil {
