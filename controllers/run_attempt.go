@@ -304,8 +304,9 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		run.Status.StartTime = &metav1.Time{Time: now}
 	}
 	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
+	uid := run.UID // the closure runs on a runner-call goroutine: never read run there
 	fetch := func(ctx context.Context, ip string) (*runnerwire.Progress, error) {
-		hc, err := r.runnerClient(run) // pinned to the run's own certificate
+		hc, err := r.runnerClient(uid) // pinned to the run's own certificate
 		if err != nil {
 			return nil, err
 		}

@@ -41,9 +41,10 @@ func sendPause(ctx context.Context, hc *http.Client, token, podIP string, paused
 // pushPause makes the running pod take spec.paused and records it in status once taken; it
 // says whether a push failed, so the run is polled again soon.
 func (r *RunReconciler) pushPause(run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) bool {
-	token := runToken(r.Key, run.UID)
+	uid := run.UID // the closure runs on a runner-call goroutine: never read run there
+	token := runToken(r.Key, uid)
 	send := func(ctx context.Context, ip string, paused bool) error {
-		hc, err := r.runnerClient(run) // pinned to the run's own certificate
+		hc, err := r.runnerClient(uid) // pinned to the run's own certificate
 		if err != nil {
 			return err
 		}

@@ -56,9 +56,10 @@ func (r *RunReconciler) pushThrottle(run *vacuumv1alpha1.VacuumRun, pod *corev1.
 	if run.Status.AppliedThrottle != nil && equality.Semantic.DeepEqual(run.Spec.Throttle, *run.Status.AppliedThrottle) {
 		return false
 	}
-	token := runToken(r.Key, run.UID)
+	uid := run.UID // the closure runs on a runner-call goroutine: never read run there
+	token := runToken(r.Key, uid)
 	send := func(ctx context.Context, ip string, t *vacuumv1alpha1.Throttle) error {
-		hc, err := r.runnerClient(run) // pinned to the run's own certificate
+		hc, err := r.runnerClient(uid) // pinned to the run's own certificate
 		if err != nil {
 			return err
 		}

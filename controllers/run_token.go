@@ -74,11 +74,13 @@ func EnsureManagerKey(ctx context.Context, reader client.Reader, writer client.W
 	return nil, fmt.Errorf("manager key secret %s/%s: created and deleted concurrently", namespace, name)
 }
 
-// runnerClient is the HTTP client for the run's runner pod: it accepts only the certificate
-// the manager made for this run (remade from the key, never read back) and keeps the
-// timeout of the reconciler's HTTPClient.
-func (r *RunReconciler) runnerClient(run *vacuumv1alpha1.VacuumRun) (*http.Client, error) {
-	cert, err := runnerwire.RunCertificate(runToken(r.Key, run.UID))
+// runnerClient is the HTTP client for the runner pod of the run with this UID: it accepts
+// only the certificate the manager made for that run (remade from the key, never read back)
+// and keeps the timeout of the reconciler's HTTPClient. It takes the UID, not the run, because
+// it is called from the runner-call goroutines while the reconcile may decode a status
+// patch into the run object.
+func (r *RunReconciler) runnerClient(uid types.UID) (*http.Client, error) {
+	cert, err := runnerwire.RunCertificate(runToken(r.Key, uid))
 	if err != nil {
 		return nil, err
 	}
