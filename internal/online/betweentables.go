@@ -56,21 +56,6 @@ type betweenTables struct {
 	stopped float64   // seconds HardStop has held tables back in all
 }
 
-// signals are the control law's signals for a, in the order samples gives their readings.
-func signals(a runnerwire.AdaptiveTargets) []adaptive.Signal {
-	var s []adaptive.Signal
-	if a.LatencyTarget > 0 {
-		s = append(s, adaptive.Signal{Binding: adaptive.ForegroundLatency, Kind: adaptive.Level, Target: a.LatencyTarget.Seconds()})
-	}
-	if a.MaxLagBytes > 0 {
-		s = append(s, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: float64(a.MaxLagBytes)})
-	}
-	if a.MaxLagDelay > 0 {
-		s = append(s, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: a.MaxLagDelay.Seconds()})
-	}
-	return s
-}
-
 // percentile is the perMille-th percentile of v (nearest rank); v is sorted in place.
 func percentile(v []float64, perMille int) float64 {
 	slices.Sort(v)
@@ -121,7 +106,7 @@ func (b *betweenTables) step(a runnerwire.AdaptiveTargets, lag *runnerwire.Repli
 		if floor == 0 {
 			floor = runnerwire.DefaultAdaptiveFloorPerMille
 		}
-		ctl, err := adaptive.New(adaptive.Config{Signals: signals(a), Floor: float64(floor) / 1000,
+		ctl, err := adaptive.New(adaptive.Config{Signals: adaptive.Targets{Latency: a.LatencyTarget, LagBytes: a.MaxLagBytes, LagDelay: a.MaxLagDelay}.Signals(), Floor: float64(floor) / 1000,
 			Period: betweenPeriod, Dwell: -1, Start: start})
 		if err != nil {
 			return adaptive.Decision{}, err

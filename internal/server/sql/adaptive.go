@@ -363,21 +363,6 @@ func (v adaptiveView) columns() []any {
 	return out
 }
 
-// signals builds the controller's signals for t, in the order sample reads them.
-func (t adaptiveTargets) signals() []adaptive.Signal {
-	var out []adaptive.Signal
-	if t.latency > 0 {
-		out = append(out, adaptive.Signal{Binding: adaptive.ForegroundLatency, Kind: adaptive.Level, Target: t.latency.Seconds()})
-	}
-	if t.lagBytes > 0 {
-		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: float64(t.lagBytes)})
-	}
-	if t.lagDelay > 0 {
-		out = append(out, adaptive.Signal{Binding: adaptive.ReplicationLag, Kind: adaptive.Integrating, Target: t.lagDelay.Seconds()})
-	}
-	return out
-}
-
 // controller returns a fresh controller for t (nil when no target is set), starting at
 // budget start (1: the ceiling). The latency signal is a percentile over latency.Recent:
 // the controller dwells that long after a change, so it judges the change on a window the
@@ -386,7 +371,7 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 	if !t.on() {
 		return nil, nil
 	}
-	cfg := adaptive.Config{Signals: t.signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod, Start: start}
+	cfg := adaptive.Config{Signals: adaptive.Targets{Latency: t.latency, LagBytes: t.lagBytes, LagDelay: t.lagDelay}.Signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod, Start: start}
 	if t.latency > 0 {
 		cfg.Dwell = int(latency.Recent / adaptivePeriod)
 	}
