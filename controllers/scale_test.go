@@ -31,14 +31,17 @@ var unrelatedPods = flag.Int("scale.pods", 2000, "unrelated pods of the manager 
 // heapPerUnrelatedPod is the heap growth allowed per unrelated pod: 10 MiB for 10,000.
 const heapPerUnrelatedPod = (10 << 20) / 10000
 
-// heapInUse is the test process's heap in use after a full collection (the manager under
-// test runs in this process).
+// heapInUse is the bytes of live objects in the test process's heap after a full
+// collection (the manager under test runs in this process). It is HeapAlloc, not
+// HeapInuse: the spans that creating thousands of pods leaves partly used count in
+// HeapInuse (a CI run measured +2.0 MiB that way against the 2.0 MiB bound), though
+// nothing holds the pods.
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return m.HeapAlloc
 }
 
 // unrelatedPod is an application pod of the shape a cluster has thousands of: labels, a
@@ -158,8 +161,9 @@ var _ = Describe("The manager at scale", Ordered, func() {
 		GinkgoWriter.Printf("%d pods created in %s; heap in use after GC %d -> %d bytes (%+.1f MiB, limit %.1f MiB)\n",
 			n, created.Round(time.Millisecond), before, after, float64(growth)/(1<<20), float64(limit)/(1<<20))
 		AddReportEntry(fmt.Sprintf("heap growth for %d unrelated pods (MiB)", n), fmt.Sprintf("%.1f", float64(growth)/(1<<20)))
-		// A cache holding these pods grows by about 7 KiB for each: with the label restriction
-		// removed from CacheOptions this spec measured +14.3 MiB for 2,000, seven times the limit.
+		// A cache holding these pods grows by about 5.5 KiB for each: with the label restriction
+		// removed from CacheOptions (and the first check loosened) this spec measured +10.8 MiB
+		// of live heap for 2,000, five times the limit; with it, +0.4 MiB.
 		Expect(growth).To(BeNumerically("<", limit), "the manager's heap grew by %d bytes", growth)
 		Expect(cachedNames()).To(ConsistOf("mine", "mine-after"))
 	}, SpecTimeout(time.Duration(*unrelatedPods)*25*time.Millisecond+45*time.Second))

@@ -112,8 +112,11 @@ func TestReadProcSeesThisProcessSpendCPUAndHoldMemory(t *testing.T) {
 	}
 	// Spin until the kernel's own account (getrusage) has 200 ms more of this process's CPU.
 	start := rusageCPU(t)
+	spins := 0
 	for rusageCPU(t)-start < 200*time.Millisecond {
+		spins++
 	}
+	t.Logf("%d reads of getrusage to spend 200 ms", spins)
 	after, err := ReadProc(os.Getpid())
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestPostgreSQLAdaptsTheNextTablesRateToTheForegroundLatency(t *testing.T) {
 			}
 			t.Logf("adaptive %+v", a)
 			if tc.wantFall {
-				if !(rates[2] < rates[1] && rates[1] <= rates[0] && rates[2] < 2000) {
+				if !(rates[2] <= rates[1] && rates[1] <= rates[0] && rates[2] < 2000) {
 					t.Errorf("configured cost rates %v: want each table's at most the one before, and falling below the ceiling (2000)", rates)
 				}
 				if a.Binding != "ForegroundLatency" || a.BudgetPerMille >= 1000 {
