@@ -100,6 +100,12 @@ type Sizes struct {
 	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts 1 s into
 	OnlineDelays    []time.Duration // experiment 8's cost delays (experiment 1's in full)
 
+	// Experiment 8 (online VACUUM of the engine server and of PostgreSQL 15 under pgbench).
+	OnlineScale int           // pgbench -i -s of both servers
+	OnlineAlone time.Duration // the steady stretch of foreground alone before each VACUUM
+	OnlineTail  time.Duration // the load after each VACUUM (also counted as alone)
+	OnlineGuess time.Duration // the unthrottled VACUUM's expected time (the first load's length)
+
 	// Experiment 9: a lazy vacuum split over maintenance windows.
 	WinRows, WinPayload int
 	WinPoolBytes        int64
@@ -153,6 +159,7 @@ func DefaultSizes() Sizes {
 		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 10 * time.Second, SrvRounds: 2,
 		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 30 * time.Second,
 		OnlineDelays: []time.Duration{0, 1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
+		OnlineScale:  2, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 3 * time.Second,
 
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
@@ -197,6 +204,7 @@ func QuickSizes() Sizes {
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: 2 * time.Second, SrvRounds: 1,
 		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 4 * time.Second,
 		OnlineDelays: []time.Duration{0, 10 * ms},
+		OnlineScale:  1, OnlineAlone: time.Second, OnlineTail: time.Second, OnlineGuess: time.Second,
 
 		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},

@@ -184,10 +184,19 @@ func (r *runner) pgbench(ctx context.Context, s *srvSystem, logs bool, args ...s
 
 // between is the p99 and the count of the transactions that ended in [from, to].
 func (p pgbenchRun) between(from, to time.Time) (p99 time.Duration, n int) {
+	return p.p99In([2]time.Time{from, to})
+}
+
+// p99In is the p99 and the count of the transactions that ended in any of the spans
+// [from, to].
+func (p pgbenchRun) p99In(spans ...[2]time.Time) (p99 time.Duration, n int) {
 	var in []time.Duration
 	for i, e := range p.ends {
-		if !e.Before(from) && !e.After(to) {
-			in = append(in, p.lat[i])
+		for _, sp := range spans {
+			if !e.Before(sp[0]) && !e.After(sp[1]) {
+				in = append(in, p.lat[i])
+				break
+			}
 		}
 	}
 	if len(in) == 0 {
