@@ -34,6 +34,10 @@ type PolicyReconciler struct {
 	// end-to-end test can open windows seconds apart (the manager's test flag
 	// --window-schedule-seconds); five-field schedules read the same either way.
 	WindowScheduleSeconds bool
+
+	// indexed: SetupWithManager registered indexRunPolicy in the cache Client reads from (a
+	// reconciler on a plain API client, as the unit specs make, lists by label alone).
+	indexed bool
 }
 
 // +kubebuilder:rbac:groups=vacuum.vacuumops.io,resources=vacuumpolicies,verbs=get;list;watch
@@ -77,6 +81,10 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = realClock
 	}
+	if err := indexRuns(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r.indexed = true
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&vacuumv1alpha1.VacuumPolicy{}).
 		Owns(&vacuumv1alpha1.VacuumRun{}).

@@ -20,10 +20,16 @@ import (
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
 
-// listRuns returns the policy's runs, oldest first.
+// listRuns returns the policy's runs, oldest first. In a manager it looks them up in the
+// cache by the policy's UID (indexRunPolicy), so its cost is the policy's own runs, not the
+// namespace's.
 func (r *PolicyReconciler) listRuns(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy) ([]vacuumv1alpha1.VacuumRun, error) {
 	var list vacuumv1alpha1.VacuumRunList
-	if err := r.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelPolicy: p.Name}); err != nil {
+	opts := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{vacuumv1alpha1.LabelPolicy: p.Name}}
+	if r.indexed {
+		opts = append(opts, client.MatchingFields{indexRunPolicy: string(p.UID)})
+	}
+	if err := r.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("list runs of policy %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	// Only the runs the policy controls: a run that merely carries its label (made by hand)

@@ -65,7 +65,7 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 	next := sched.Next(now)
 	st.NextScheduleTime = &metav1.Time{Time: next}
 	st.SetReady(gen, true, vacuumv1alpha1.ReasonScheduled, fmt.Sprintf("next run at %s", next.UTC().Format(time.RFC3339)))
-	return ctrl.Result{RequeueAfter: next.Sub(now) + time.Second}, nil
+	return ctrl.Result{RequeueAfter: next.Sub(now) + tickSlack}, nil
 }
 
 // startMissedTick starts the most recent tick since the last one, if it is within the

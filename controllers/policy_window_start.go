@@ -45,7 +45,7 @@ func (r *PolicyReconciler) startWindowedRuns(ctx context.Context, p *vacuumv1alp
 	}
 	st.NextScheduleTime = &metav1.Time{Time: next}
 	st.SetReady(gen, true, vacuumv1alpha1.ReasonScheduled, fmt.Sprintf("next run at %s, inside the window", next.UTC().Format(time.RFC3339)))
-	return ctrl.Result{RequeueAfter: next.Sub(now) + time.Second}, nil
+	return ctrl.Result{RequeueAfter: next.Sub(now) + tickSlack}, nil
 }
 
 // windowAndTicks returns the policy's window and the schedule of its ticks: spec.schedule,

@@ -62,6 +62,10 @@ type RunReconciler struct {
 	Workers int
 	Metrics *Metrics
 
+	// indexed: SetupWithManager registered indexPodRun in the cache Client reads from (a
+	// reconciler on a plain API client, as the unit specs make, lists pods live alone).
+	indexed bool
+
 	// runners makes the HTTP calls to runner pods, outside any reconcile.
 	runners     *runnerCalls
 	runnersOnce sync.Once
@@ -183,6 +187,10 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Workers <= 0 {
 		r.Workers = DefaultWorkers
 	}
+	if err := indexPods(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r.indexed = true
 	answers := make(chan event.GenericEvent, 1024)
 	r.initRunners(answers)
 	return ctrl.NewControllerManagedBy(mgr).

@@ -58,15 +58,21 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		},
 	}
 	taken := volumeLock{held: true, since: now.Time}
-	err := r.Create(ctx, lease)
-	if err == nil {
-		return taken, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return volumeLock{}, fmt.Errorf("create lease %s/%s: %w", lease.Namespace, lease.Name, err)
-	}
+	// Read first: a run holds its lock over many reconciles and takes it once, so a Create
+	// first would cost each reconcile an AlreadyExists before the read.
 	var cur coordinationv1.Lease
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur); err != nil {
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur)
+	if apierrors.IsNotFound(err) {
+		err = r.Create(ctx, lease)
+		if err == nil {
+			return taken, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return volumeLock{}, fmt.Errorf("create lease %s/%s: %w", lease.Namespace, lease.Name, err)
+		}
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur) // another run took it meanwhile
+	}
+	if err != nil {
 		return volumeLock{}, client.IgnoreNotFound(err) // deleted meanwhile: try again next time
 	}
 	if holder := ptr.Deref(cur.Spec.HolderIdentity, ""); holder == string(run.UID) {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,7 +117,7 @@ func (r *RunReconciler) finalize(ctx context.Context, run *vacuumv1alpha1.Vacuum
 }
 
 // stopPods asks every running pod of the run to stop and says whether none runs any more.
-// It lists without the cache: a pod created a moment ago must not be missed.
+// A pod created a moment ago must not be missed: runPods says when it reads the API server.
 func (r *RunReconciler) stopPods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (bool, error) {
 	pods, err := r.runPods(ctx, run)
 	if err != nil {
@@ -155,7 +156,34 @@ func (r *RunReconciler) deletePods(ctx context.Context, run *vacuumv1alpha1.Vacu
 // runPods lists the pods the run controls. A pod that only carries the run's label is not
 // one of them: it is neither waited for nor deleted (a pod with a finalizer of its own
 // would otherwise keep the run from ever releasing its volume and app).
+//
+// An ended run's pods are read from the cache (indexPodRun): an ended run makes no pod any
+// more, and the pods it made came in the order of its attempts, so a cache that holds its
+// latest attempt's pod holds them all. When the cache lacks that pod, one uncached Get by
+// its name says whether it is gone (deleted: the cache is complete) or not cached yet (then
+// the pods are listed uncached). A run that has not ended (cancel, a deadline, a closing
+// window, a deletion) lists its pods uncached: a pod made a moment ago, by a reconcile whose
+// status patch did not land, is recorded nowhere yet, and must not be missed.
 func (r *RunReconciler) runPods(ctx context.Context, run *vacuumv1alpha1.VacuumRun) ([]corev1.Pod, error) {
+	if !r.indexed || !run.IsFinished() {
+		return ownedPods(ctx, r.APIReader, run)
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingFields{indexPodRun: string(run.UID)},
+		client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
+		return nil, fmt.Errorf("list cached pods of run %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	latest := podName(run, run.Status.Attempts)
+	if run.Status.Attempts == 0 || slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.Name == latest }) {
+		return controlled(pods.Items, run), nil
+	}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: latest}, &corev1.Pod{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return controlled(pods.Items, run), nil
+	case err != nil:
+		return nil, fmt.Errorf("get runner pod %s/%s: %w", run.Namespace, latest, err)
+	}
 	return ownedPods(ctx, r.APIReader, run)
 }
 
@@ -166,13 +194,18 @@ func ownedPods(ctx context.Context, c client.Reader, run *vacuumv1alpha1.VacuumR
 		client.MatchingLabels{vacuumv1alpha1.LabelRun: run.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of run %s/%s: %w", run.Namespace, run.Name, err)
 	}
-	owned := pods.Items[:0]
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], run) {
-			owned = append(owned, pods.Items[i])
+	return controlled(pods.Items, run), nil
+}
+
+// controlled keeps, in place, the pods the run controls.
+func controlled(pods []corev1.Pod, run *vacuumv1alpha1.VacuumRun) []corev1.Pod {
+	owned := pods[:0]
+	for i := range pods {
+		if metav1.IsControlledBy(&pods[i], run) {
+			owned = append(owned, pods[i])
 		}
 	}
-	return owned, nil
+	return owned
 }
 
 // deleteOwnedPod deletes a pod of a run while it is the pod that was listed (its UID).

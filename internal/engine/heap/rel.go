@@ -160,3 +160,13 @@ func setPruneXID(p page.Page, xid txn.XID) {
 		p.SetPruneXID(uint64(xid))
 	}
 }
+
+// Prefetch reads up to n blocks from blk on ahead of their use into s's
+// ring (buffer.Pool.Prefetch): the read-ahead of lazy vacuum's heap passes.
+func (r *Rel) Prefetch(blk uint32, n int, s *buffer.Strategy) (int, error) {
+	got, err := r.d.Pool.Prefetch(r.tag(blk), n, s)
+	if err != nil {
+		return got, fmt.Errorf("prefetch block %d of heap relation %d: %w", blk, r.node, err)
+	}
+	return got, nil
+}

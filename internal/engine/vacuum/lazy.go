@@ -41,6 +41,12 @@ type lazy struct {
 	saved   uint32
 	first   uint32 // the first block the store holds, when it holds any
 	started bool
+
+	// The heap passes' read-ahead (readahead.go): the first pass's, stopped
+	// while a dead-items cycle runs, and the ring every read-ahead of this
+	// table uses in turn (as the worker's own ring serves both passes).
+	scanAhead *readAhead
+	aheadRing *buffer.Strategy
 }
 
 // positionEveryBlocks is how often a table without indexes, whose blocks
@@ -127,10 +133,13 @@ func (lv *lazy) scanAndClean() error {
 	if err := lv.behind(start); err != nil {
 		return err
 	}
+	lv.scanAhead = lv.startReadAhead(start, lv.unskippedBlocks(start, nblocks))
+	defer func() { lv.scanAhead.stop() }()
 	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
 		}
+		lv.scanAhead.reached(blk)
 		if err := lv.scanBlock(blk); err != nil {
 			return err
 		}
@@ -286,9 +295,13 @@ func (lv *lazy) scanBlock(blk uint32) error {
 	}
 	// The store must have room for this block's TIDs before we scan it.
 	if len(t.Indexes) > 0 && (lv.store.Full(lv.mem) || lv.cycleDue(blk)) {
+		// The second pass's read-ahead takes the ring over meanwhile.
+		lv.scanAhead.stop()
+		lv.scanAhead = nil
 		if err := lv.vacuumDead(); err != nil {
 			return err
 		}
+		lv.scanAhead = lv.startReadAhead(blk, lv.unskippedBlocks(blk, lv.nblocks))
 		if err := lv.save(blk); err != nil {
 			return err
 		}
@@ -476,12 +489,7 @@ func (lv *lazy) vacuumDead() error {
 	if lv.run.opts.heapWorkers() > 1 && lv.store.Blocks() > 1 {
 		err = lv.parallelHeapPass(lv.run.opts.heapWorkers())
 	} else {
-		err = lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
-			if err := lv.vacuumBlock(blk, offs); err != nil {
-				return err
-			}
-			return lv.w.delay()
-		})
+		err = lv.serialHeapPass()
 	}
 	if err != nil {
 		return err
@@ -490,6 +498,28 @@ func (lv *lazy) vacuumDead() error {
 	lv.ts.deadTIDs.Store(0)
 	lv.ts.deadBytes.Store(lv.store.MemoryBytes())
 	return nil
+}
+
+// serialHeapPass is the second heap pass on the table's own worker, with
+// the stored blocks read ahead.
+func (lv *lazy) serialHeapPass() error {
+	blocks := make([]uint32, 0, lv.store.Blocks())
+	_ = lv.store.Iterate(func(blk uint32, _ []page.OffsetNumber) error {
+		blocks = append(blocks, blk)
+		return nil
+	})
+	var ra *readAhead
+	if len(blocks) > 0 {
+		ra = lv.startReadAhead(blocks[0], slices.Values(blocks))
+	}
+	defer ra.stop()
+	return lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
+		ra.reached(blk)
+		if err := lv.vacuumBlock(blk, offs); err != nil {
+			return err
+		}
+		return lv.w.delay()
+	})
 }
 
 // indexPass bulk-deletes the stored TIDs from every index: one by one on

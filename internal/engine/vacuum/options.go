@@ -83,6 +83,12 @@ type Options struct {
 	// once (0 or 1 = the table's own worker does them one by one). VACUUM
 	// FULL ignores it: it builds a table's indexes one after another.
 	IndexWorkers int
+	// DisableReadAhead turns off the read-ahead of lazy vacuum's heap
+	// passes: by default, with a ring, a goroutine reads the next runs of
+	// the blocks a pass will visit (one system call per run of up to 16)
+	// into a ring of its own while the pass works, at most half that ring
+	// ahead; counters, costs and results are the same either way.
+	DisableReadAhead bool
 	// DisableTruncate keeps trailing empty pages (lazy vacuum truncates
 	// them by default, under the table's exclusive lock).
 	DisableTruncate bool

@@ -1,0 +1,147 @@
+package vacuum
+
+import (
+	"context"
+	"iter"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+)
+
+// readAhead reads the blocks a heap pass will visit next while the pass
+// works on the current one (PostgreSQL 17's streaming reads, 18's
+// asynchronous I/O): one goroutine with its own vacuum ring walks the
+// pass's blocks in the same order, coalesces consecutive ones into runs of
+// up to buffer.MaxRunBlocks read with one system call, and stays at most
+// a distance of blocks ahead of the pass, so that nothing it read is
+// evicted from its ring before the pass reaches it. The pass then finds
+// its pages in the pool; buffer.Pool.Prefetch leaves them flagged so that
+// each first access still counts as the miss it replaces, so counters,
+// costs and the report are those of the pass without read-ahead. It
+// changes no page. It stops when the pass calls stop, or when the
+// vacuum's context is cancelled.
+type readAhead struct {
+	at     atomic.Int64 // the block the pass is at
+	kick   chan struct{}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	blocks atomic.Int64 // blocks read ahead, for tests
+}
+
+// readAheadTotal counts the blocks every read-ahead of the process read and
+// readAheadRunning its goroutines still running (for tests).
+var readAheadTotal, readAheadRunning atomic.Int64
+
+// readAheadRun is the longest run read ahead with one system call.
+const readAheadRun = buffer.MaxRunBlocks
+
+// startReadAhead starts reading ahead the blocks of seq (ascending, from
+// block from on) into lv's read-ahead ring, of the vacuum's ring size; it
+// returns nil when read-ahead is off or the ring is too small for it. At
+// most one read-ahead of lv runs at a time (the ring is not shared).
+func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) *readAhead {
+	if lv.run.opts.DisableReadAhead || lv.run.opts.RingSize <= 0 {
+		return nil
+	}
+	if lv.aheadRing == nil {
+		lv.aheadRing = lv.t.Pool.NewStrategy(buffer.Vacuum, lv.run.opts.RingSize, lv.w.u)
+	}
+	s := lv.aheadRing
+	ringBlocks := s.RingBuffers() // the pool clamps the ring to its size
+	run := min(readAheadRun, ringBlocks/4)
+	// A page read ahead must still be in the ring when the pass gets
+	// there: the ring holds ringBlocks pages, and the read-ahead is at
+	// most distance blocks plus one run past the pass.
+	distance := int64(ringBlocks/2 - run)
+	if run < 2 || distance < int64(run) {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(lv.w.ctx)
+	ra := &readAhead{kick: make(chan struct{}, 1), cancel: cancel}
+	ra.at.Store(int64(from) - 1)
+	heap := lv.t.Heap
+	ra.wg.Add(1)
+	readAheadRunning.Add(1)
+	go func() {
+		defer ra.wg.Done()
+		defer readAheadRunning.Add(-1)
+		start, n := uint32(0), 0
+		flush := func() bool {
+			if n == 0 {
+				return true
+			}
+			// Wait until the run's first block is within distance of the pass.
+			for int64(start) > ra.at.Load()+distance {
+				select {
+				case <-ra.kick:
+				case <-ctx.Done():
+					return false
+				}
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			got, err := heap.Prefetch(start, n, s)
+			if err != nil {
+				return false // the pass's own reads report it
+			}
+			ra.blocks.Add(int64(got))
+			readAheadTotal.Add(int64(got))
+			n = 0
+			return true
+		}
+		for blk := range seq {
+			if n > 0 && blk == start+uint32(n) && n < run {
+				n++
+				continue
+			}
+			if !flush() {
+				return
+			}
+			start, n = blk, 1
+		}
+		flush()
+	}()
+	return ra
+}
+
+// reached tells the read-ahead that the pass is at block blk.
+func (ra *readAhead) reached(blk uint32) {
+	if ra == nil {
+		return
+	}
+	ra.at.Store(int64(blk))
+	select {
+	case ra.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the read-ahead and waits for its goroutine (its ring may be
+// used again when stop returns).
+func (ra *readAhead) stop() {
+	if ra == nil {
+		return
+	}
+	ra.cancel()
+	ra.wg.Wait()
+}
+
+// unskippedBlocks yields the blocks from start below n whose VM bit is not
+// set: those the first heap pass reads (the VM is read without counters,
+// as the pass's own check is what counts).
+func (lv *lazy) unskippedBlocks(start, n uint32) iter.Seq[uint32] {
+	vm := lv.t.Heap.VM()
+	return func(yield func(uint32) bool) {
+		for blk := start; blk < n; blk++ {
+			if set, err := vm.IsSet(storage.BlockNumber(blk), nil); err == nil && set {
+				continue
+			}
+			if !yield(blk) {
+				return
+			}
+		}
+	}
+}

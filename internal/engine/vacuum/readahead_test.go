@@ -1,0 +1,140 @@
+package vacuum_test
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+)
+
+// openDeletedCopy opens a copy of the closed engine directory dir (a cold pool).
+func openDeletedCopy(t *testing.T, dir string) *engine.DB {
+	t.Helper()
+	cp := t.TempDir()
+	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(cp, testOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// deletedTable builds a closed engine directory with table t, 20 % of its
+// rows deleted, bigger than the test pool's vacuum ring.
+func deletedTable(t *testing.T) (string, *table) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := engine.Init(dir, testOpts()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, testOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := createTable(t, db, "t", 2, 6000, 100)
+	deletePercent(t, db, tb, 20, rand.New(rand.NewSource(7)))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, tb
+}
+
+func TestReadAheadLeavesTheReportAndPageCountsUnchanged(t *testing.T) {
+	dir, tb := deletedTable(t)
+	reps := map[bool]*vacuum.Report{}
+	for _, disabled := range []bool{true, false} {
+		db := openDeletedCopy(t, dir)
+		opts := unthrottled()
+		opts.DisableReadAhead = disabled
+		before := vacuum.ReadAheadBlocks()
+		br, err := vacuumTables(context.Background(), db, []string{"t"}, opts)
+		if err != nil {
+			t.Fatalf("vacuum (read-ahead disabled %v): %v", disabled, err)
+		}
+		rep := br.Tables[0]
+		read := vacuum.ReadAheadBlocks() - before
+		t.Logf("read-ahead disabled %v: %d blocks read ahead, %d pages scanned, %d vacuumed, hits %d, misses %d",
+			disabled, read, rep.PagesScanned, rep.PagesVacuumed, rep.Usage.Hits, rep.Usage.Misses)
+		switch {
+		case disabled && read != 0:
+			t.Fatalf("read ahead %d blocks with read-ahead disabled", read)
+		case !disabled && read < rep.PagesScanned:
+			// Both passes read ahead: the scanned pages, then the vacuumed ones.
+			t.Fatalf("read ahead %d blocks for %d pages scanned and %d vacuumed", read, rep.PagesScanned, rep.PagesVacuumed)
+		}
+		checkClean(t, db)
+		verifyRows(t, db, tb)
+		reps[disabled] = rep
+	}
+	off, on := reps[true], reps[false]
+	if off.PagesScanned < 100 || off.TuplesRemoved != int64(tb.deleted) {
+		t.Fatalf("the vacuum scanned %d pages and removed %d tuples, want >= 100 and %d", off.PagesScanned, off.TuplesRemoved, tb.deleted)
+	}
+	// What the vacuum did, and how many pages it accessed, are the same. The
+	// misses may differ by what a second ring keeps: when the pass outruns
+	// the read-ahead it reads a run into its own ring, so pages stay in the
+	// pool in two rings, not one; at most one ring's worth of them.
+	type counts struct{ scanned, vacuumed, removed, remaining, freed, passes, accesses, dirtied int64 }
+	of := func(r *vacuum.Report) counts {
+		return counts{r.PagesScanned, r.PagesVacuumed, r.TuplesRemoved, r.TuplesRemaining, r.DeadItemsFreed,
+			r.IndexPasses, r.Usage.Hits + r.Usage.Misses, r.Usage.Dirtied}
+	}
+	if a, b := of(off), of(on); a != b {
+		t.Fatalf("read-ahead changed the vacuum's counts:\nwithout %+v\nwith    %+v", a, b)
+	}
+	const ring = 64 // the test pool's vacuum ring: an eighth of its 512 pages
+	if d := off.Usage.Misses - on.Usage.Misses; d < 0 || d > ring {
+		t.Fatalf("misses %d without read-ahead, %d with: want as many, or up to %d fewer", off.Usage.Misses, on.Usage.Misses, ring)
+	}
+}
+
+func TestReadAheadStopsWhenTheVacuumIsCancelled(t *testing.T) {
+	dir, tb := deletedTable(t)
+	db := openDeletedCopy(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	run, err := vacuum.NewBatch(slowOpts(300)) // read-ahead on (the default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	before := vacuum.ReadAheadBlocks()
+	var rep *vacuum.Report
+	go func() {
+		br, err := db.VacuumBatch(ctx, run, []string{"t"})
+		if br != nil && len(br.Tables) == 1 {
+			rep = br.Tables[0]
+		}
+		done <- err
+	}()
+	// Cancel once the scan and its read-ahead are under way.
+	for deadline := time.Now().Add(10 * time.Second); (run.Progress().HeapBlocksScanned < 3 || vacuum.ReadAheadBlocks() == before) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if vacuum.ReadAheadRunning() == 0 || vacuum.ReadAheadBlocks() == before {
+		t.Fatal("no read-ahead ran during the throttled scan")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled vacuum returned %v, want context.Canceled", err)
+	}
+	if n := vacuum.ReadAheadRunning(); n != 0 {
+		t.Fatalf("%d read-ahead goroutines still run after the cancelled vacuum returned", n)
+	}
+	// The read-ahead stayed within half of its ring (64 pages in the test
+	// pool) past the scan, not the whole table.
+	read := vacuum.ReadAheadBlocks() - before
+	if rep == nil || rep.PagesScanned >= rep.PagesTotal || read > rep.PagesScanned+32 {
+		t.Fatalf("read ahead %d blocks for a scan cancelled at %v: want at most 32 past it", read, rep)
+	}
+	t.Logf("read ahead %d blocks; the scan reached %d of %d", read, rep.PagesScanned, rep.PagesTotal)
+	checkClean(t, db)
+	verifyRows(t, db, tb)
+}
