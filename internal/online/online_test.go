@@ -136,6 +136,29 @@ func (r *recorder) all() []runnerwire.Progress {
 	return append([]runnerwire.Progress(nil), r.seen...)
 }
 
+// lastReplication is the replication part of the latest progress report, nil before any.
+func (r *recorder) lastReplication() *runnerwire.Replication {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return nil
+	}
+	return r.seen[len(r.seen)-1].Replication
+}
+
+// waitForKeptUpStandby waits for a progress report with the one standby in it and checks
+// that a standby keeping up lags by less than 1 MiB.
+func waitForKeptUpStandby(t *testing.T, rec *recorder) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "progress with the standby in it", func() bool {
+		rp := rec.lastReplication()
+		return rp != nil && rp.Standbys == 1
+	})
+	if rp := rec.lastReplication(); rp.LagBytes > 1<<20 {
+		t.Errorf("lag %d bytes while the standby keeps up, want under 1 MiB: %+v", rp.LagBytes, rp)
+	}
+}
+
 func limits(delay time.Duration, limit int) runnerwire.Limits {
 	l := runnerwire.DefaultLimits()
 	l.CostDelay, l.CostLimit = delay, limit
