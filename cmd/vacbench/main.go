@@ -2,7 +2,7 @@
 // the bundled engine and writes docs/benchmarks/REPORT.md, one CSV file per
 // table of figures and PNG plots (see internal/bench).
 //
-//	vacbench [--quick] [--only 7] [--out docs/benchmarks] [--work DIR] [--direct=true] [--standby-mbps N]
+//	vacbench [--quick] [--only 7] [--out docs/benchmarks] [--work DIR] [--direct=true]
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 )
 
 func main() {
+	bench.ServeIfChild() // experiment 5's engine-server processes are this binary
 	os.Exit(run(context.Background(), os.Args[1:], os.Stderr))
 }
 
@@ -33,17 +34,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	work := fs.String("work", "", "directory for the data directories (default: a new temporary directory, removed afterwards)")
 	quick := fs.Bool("quick", false, "run every experiment at toy size (under a minute)")
 	direct := fs.Bool("direct", true, "O_DIRECT relation I/O (falls back where the file system refuses it)")
-	standby := fs.Float64("standby-mbps", 0, "experiment 5: the standby's WAL rate in MB/s (0 = derived from a calibration run)")
 	only := fs.String("only", "", "comma-separated experiment numbers to run (default: all); the report then holds only those")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "vacbench: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if *standby < 0 {
-		fmt.Fprintln(stderr, "vacbench: --standby-mbps must not be negative")
 		return 2
 	}
 	var onlyIDs []int
@@ -66,10 +62,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	cfg := bench.Config{
 		OutDir: *out, WorkDir: *work, Quick: *quick, Direct: *direct, Only: onlyIDs,
-		StandbyBytesPerSecond: int64(*standby * 1e6),
-		Command:               strings.TrimSpace("vacbench " + strings.Join(args, " ")),
-		Via:                   via,
-		Logf:                  lg.Printf,
+		Command: strings.TrimSpace("vacbench " + strings.Join(args, " ")),
+		Via:     via,
+		Logf:    lg.Printf,
 	}
 	start := time.Now()
 	res, err := bench.Run(ctx, cfg)

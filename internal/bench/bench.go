@@ -56,7 +56,7 @@ type runner struct {
 	opened      int
 	directOpens int
 	seq         int
-	fgTmpl      string // experiment 1's data set, reused by experiment 5
+	fgTmpl      string // experiment 1's data set
 	probe       Probe  // the machine probe, measured first
 }
 
@@ -117,9 +117,6 @@ func RunSizes(ctx context.Context, cfg Config, sz Sizes) (*Result, error) {
 	res.Machine.DirectAsk = cfg.Direct
 	r := &runner{cfg: cfg, sz: sz, work: work, logf: cfg.Logf, warnings: map[string]int{}}
 	cfg.Logf("vacbench: %s sizes, work directory %s (%s), load %s", sz.Name, work, res.Machine.FS, res.Machine.LoadStart)
-	if cfg.Only != nil && slices.Contains(cfg.Only, 5) && !slices.Contains(cfg.Only, 1) {
-		return nil, errors.New("experiment 5 reuses experiment 1's data set: run both")
-	}
 	for _, e := range experiments {
 		if err := ctx.Err(); err != nil {
 			return res, err

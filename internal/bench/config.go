@@ -14,14 +14,11 @@ type Config struct {
 	WorkDir string
 	// Quick runs every experiment at toy size (under a minute).
 	Quick bool
-	// Only runs just these experiments (nil = all); experiment 5 needs 1's data set.
+	// Only runs just these experiments (nil = all).
 	Only []int
 	// Direct asks for O_DIRECT relation I/O (the engine falls back to
 	// buffered I/O where the file system refuses it; the report says so).
 	Direct bool
-	// StandbyBytesPerSecond fixes the simulated standby's WAL rate in
-	// experiment 5; 0 = derive it from a calibration run (see exp5).
-	StandbyBytesPerSecond int64
 	// Command is the command line recorded in the report, and Via what ran
 	// it ("make bench"), if anything.
 	Command, Via string
@@ -34,7 +31,7 @@ type Config struct {
 type Sizes struct {
 	Name string
 
-	// Experiment 1 (foreground impact) and 5 (VACUUM FULL) share one table.
+	// Experiment 1 (foreground impact).
 	FgRows       int
 	FgPayload    int
 	FgDeadPct    float64
@@ -76,12 +73,21 @@ type Sizes struct {
 	DeadLoaders    int
 	Mems           []int64
 
-	// Experiment 5 (VACUUM FULL and replication lag).
-	StandbyShare   float64 // standby rate as a share of the unthrottled FULL's WAL rate
-	CostShare      float64 // target WAL rate of the cost-delay run, same unit
-	LagSample      time.Duration
-	DrainFactor    float64 // keep sampling after FULL for this many times its duration at most
+	// WAL segment size of the engine's data directories (0 = 16 MiB).
 	WALSegmentSize int64
+
+	// Experiment 5 (VACUUM FULL and a synchronous standby's lag; the servers have
+	// experiment 7's buffer pool, SrvPoolBytes).
+	FullRows        int           // rows of the table FULL rewrites
+	FullPayload     int           // bytes of each row's padding
+	FullCostDelay   time.Duration // the cost-delay run's vacuum_cost_delay, at CostLimit
+	FullLoadScale   int           // pgbench -i -s of the load's tables
+	FullLoadRate    int           // pgbench -R (transactions per second)
+	FullLoadClients int           // pgbench -c
+	FullLoadChunk   time.Duration // pgbench -T of each chunk of the load
+	FullBaseline    time.Duration // load before FULL starts
+	LagSample       time.Duration // pg_stat_replication read every LagSample
+	DrainFactor     float64       // keep sampling after FULL for this many times its duration at most
 
 	// Experiment 6 (throttle accuracy).
 	AccRows      int
@@ -150,7 +156,9 @@ func DefaultSizes() Sizes {
 		DeadRows: 2_200_000, DeadPct: 91, DeadPoolBytes: 32 << 20, DeadLoaders: 4,
 		Mems: []int64{256 << 10, 1 << 20, 4 << 20, 16 << 20},
 
-		StandbyShare: 0.25, CostShare: 0.4, LagSample: 100 * ms, DrainFactor: 3,
+		FullRows: 150_000, FullPayload: 200, FullCostDelay: 2 * ms, FullLoadScale: 1, FullLoadRate: 50,
+		FullLoadClients: 2, FullLoadChunk: 5 * time.Second, FullBaseline: 3 * time.Second,
+		LagSample: 100 * ms, DrainFactor: 3,
 
 		AccRows: 60_000, AccPayload: 100,
 		AccDelays:    []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
@@ -194,7 +202,9 @@ func QuickSizes() Sizes {
 		DeadRows: 8_000, DeadPct: 80, DeadPoolBytes: 1 << 20, DeadLoaders: 2,
 		Mems: []int64{64 << 10, 256 << 10, 1 << 20},
 
-		StandbyShare: 0.25, CostShare: 0.4, LagSample: 20 * ms, DrainFactor: 3,
+		FullRows: 8_000, FullPayload: 200, FullCostDelay: 2 * ms, FullLoadScale: 1, FullLoadRate: 20,
+		FullLoadClients: 2, FullLoadChunk: 2 * time.Second, FullBaseline: 2 * time.Second,
+		LagSample: 100 * ms, DrainFactor: 3,
 		WALSegmentSize: 1 << 20,
 
 		AccRows: 3_000, AccPayload: 100,

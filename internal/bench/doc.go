@@ -16,11 +16,13 @@
 //  4. Dead-TID memory: tidstore against a sorted 6-byte array (bytes per
 //     TID, lookup ns) on synthetic sets, then index passes of a real table
 //     with about 2 million dead TIDs at several memory budgets.
-//  5. VACUUM FULL and replication lag (a stand-in, left to the replication
-//     work): a simulated standby (Standby) reads
-//     the WAL files at a fixed rate and holds the log's retention point;
-//     lag sampled during FULL unthrottled, with a cost delay and with a WAL
-//     byte limit.
+//  5. VACUUM FULL and replication lag: an engine-server primary and its
+//     synchronous standby (two processes of this binary, ServeIfChild) under
+//     a fixed-rate pgbench tpcb-like load, VACUUM FULL of another table
+//     unthrottled, with a cost delay and with the WAL-rate limit at the
+//     standby's measured apply rate; PostgreSQL 15 with a synchronous
+//     pg_basebackup standby beside it, its FULL unthrottled; lag from
+//     pg_stat_replication every 100 ms, commit p99 from pgbench -l.
 //  6. Throttle accuracy: achieved against configured rate for cost limits
 //     (rate pacing and PostgreSQL's nap rule) and byte limits.
 //  7. The engine server against PostgreSQL 15: pgbench select-only and
@@ -48,8 +50,8 @@
 //     CheckReport can recompute the committed headlines from the committed
 //     CSV files. A conclusion ("the disk decides", "reproduced") is printed
 //     only from a Rule stated beside it and the run's own figures.
-//   - The standby never lets the engine recycle WAL it has not consumed
-//     (wal.Log.SetRetention), and clears the retention point when stopped.
+//   - Experiment 5's standbys have replayed everything before each run
+//     starts, so every run's lag is its own.
 //
 // # Files written to Config.OutDir
 //

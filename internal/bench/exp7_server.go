@@ -36,6 +36,10 @@ type srvSystem struct {
 	name, addr, user, password string
 	dataDir                    string // the engine server's (experiment 8 vacuums it offline)
 	stop                       func()
+	// exited, when set, is closed once the server's process has exited; logPath holds its
+	// output (experiment 5's processes).
+	exited  <-chan struct{}
+	logPath string
 }
 
 func (s *srvSystem) url() string {

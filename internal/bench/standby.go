@@ -4,162 +4,275 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
-	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vacuumops/vacuum-operator/internal/pgtest"
+	"github.com/vacuumops/vacuum-operator/internal/server/command"
 )
 
-// Standby is a simulated streaming replica: it reads the primary's WAL
-// files, record by record, at a fixed byte rate, and holds the primary's
-// WAL retention point at what it has consumed, so checkpoints never
-// recycle WAL it still has to read. Lag is the primary's insert LSN minus
-// the consumed LSN.
-type Standby struct {
-	fsys     vfs.FS
-	dir      string
-	opts     wal.Options
-	log      *wal.Log
-	rate     atomic.Uint64 // bytes per second, float64 bits
-	consumed atomic.Uint64
-	records  atomic.Int64
-	reopens  atomic.Int64
-	cancel   context.CancelFunc
-	done     chan struct{}
-	err      error
-}
+// Experiment 5's servers: an engine-server primary and its synchronous standby as two
+// processes of this binary (ServeIfChild), and PostgreSQL 15 with a streaming standby.
 
-// standbyTick is how often the standby wakes to consume its allowance.
-const standbyTick = 5 * time.Millisecond
+// serverChildEnv, set to 1, makes this binary run engine-server's command line (ServeIfChild).
+const serverChildEnv = "VACBENCH_ENGINE_SERVER"
 
-// StartStandby starts consuming the WAL of the data directory dir from
-// the log's current insert LSN (which must be a record boundary: nothing
-// is being inserted when it is called) at rate bytes per second.
-func StartStandby(fsys vfs.FS, dir string, log *wal.Log, opts wal.Options, rate float64) *Standby {
-	if fsys == nil { // as engine.Options.FS: the operating system's
-		fsys = vfs.NewOS(nil)
+// ServeIfChild runs engine-server's command line and exits when this process was started by
+// experiment 5 as an engine-server process; otherwise it returns at once. A binary that runs
+// experiment 5 (cmd/vacbench, its tests) calls it first thing.
+func ServeIfChild() {
+	if os.Getenv(serverChildEnv) != "1" {
+		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Standby{fsys: fsys, dir: dir, opts: opts, log: log, cancel: cancel, done: make(chan struct{})}
-	s.SetRate(rate)
-	start := log.InsertLSN()
-	s.consumed.Store(uint64(start))
-	log.SetRetention(start)
-	go s.run(ctx)
-	return s
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := command.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// SetRate changes the standby's consumption rate (0 = paused).
-func (s *Standby) SetRate(bytesPerSecond float64) {
-	s.rate.Store(math.Float64bits(max(bytesPerSecond, 0)))
+// replicaPair is a primary whose commits wait for its standby's flush, and that standby.
+type replicaPair struct {
+	primary, standby *srvSystem
+	stop             func()
 }
 
-// Consumed is the end of the last record the standby has consumed.
-func (s *Standby) Consumed() wal.LSN { return wal.LSN(s.consumed.Load()) }
+// exp5Standby is the standby's name: its application_name, named by the primary's
+// --synchronous-standby (ours) or synchronous_standby_names (PostgreSQL).
+const exp5Standby = "s1"
 
-// Lag is the primary's insert LSN minus what the standby consumed.
-func (s *Standby) Lag() int64 {
-	ins, c := s.log.InsertLSN(), s.Consumed()
-	if ins < c {
+// startOursPair starts an engine-server primary with --synchronous-standby and a standby
+// whose first step is its base backup of that primary, as two processes.
+func (r *runner) startOursPair(ctx context.Context) (*replicaPair, error) {
+	dir := filepath.Join(r.work, "exp5-engine-server")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	const pw = "bench-secret"
+	users, pwFile := filepath.Join(dir, "users"), filepath.Join(dir, "password")
+	if err := os.WriteFile(users, []byte("bench:"+pw+" replication\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	common := []string{"--auth", "scram", "--users-file", users, "--buffer-pool", strconv.FormatInt(r.sz.SrvPoolBytes, 10),
+		"--max-connections", "64"}
+	primary, err := r.serverProcess(ctx, filepath.Join(dir, "primary.log"), pw,
+		append([]string{"serve", "--init", "--data", filepath.Join(dir, "primary"), "--synchronous-standby", exp5Standby}, common...)...)
+	if err != nil {
+		return nil, fmt.Errorf("engine-server primary: %w", err)
+	}
+	standby, err := r.serverProcess(ctx, filepath.Join(dir, "standby.log"), pw,
+		append([]string{"serve", "--data", filepath.Join(dir, "standby"), "--standby-of", primary.addr, "--name", exp5Standby,
+			"--basebackup-if-empty", "--user", "bench", "--password-file", pwFile, "--sslmode", "disable"}, common...)...)
+	if err != nil {
+		primary.stop()
+		return nil, fmt.Errorf("engine-server standby: %w", err)
+	}
+	return &replicaPair{primary: primary, standby: standby, stop: func() { standby.stop(); primary.stop() }}, nil
+}
+
+// serverProcess runs engine-server with args plus --listen on a free loopback port, its
+// output in logPath, and waits until it accepts the bench user's sessions.
+func (r *runner) serverProcess(ctx context.Context, logPath, password string, args ...string) (*srvSystem, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = logf.Close() }() // the child has its own descriptor
+	cmd := exec.Command(exe, append(args, "--listen", addr)...)
+	cmd.Env = append(os.Environ(), serverChildEnv+"=1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", exe, err)
+	}
+	exited := make(chan int, 1)
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		exited <- cmd.ProcessState.ExitCode()
+		close(waited)
+	}()
+	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: password, exited: waited, logPath: logPath}
+	s.stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill() // our own child, stuck in its shutdown
+			<-waited
+		}
+	}
+	if err := waitSQL(ctx, s, exited); err != nil {
+		s.stop()
+		out, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	return s, nil
+}
+
+// startPostgresPair starts PostgreSQL 15 with its durable defaults and experiment 7's buffer
+// pool, a streaming standby made with pg_basebackup, and then names that standby in
+// synchronous_standby_names (synchronous_commit=on): commits wait for its flush, as ours.
+func (r *runner) startPostgresPair(ctx context.Context) (*replicaPair, error) {
+	pg, err := pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64")
+	if err != nil {
+		return nil, err
+	}
+	sb, err := pg.StartStandby(ctx, exp5Standby)
+	if err != nil {
+		pg.Stop()
+		return nil, err
+	}
+	p := &replicaPair{
+		primary: &srvSystem{name: sysPostgres, addr: pg.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: pg.Stop},
+		standby: &srvSystem{name: sysPostgres, addr: sb.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: sb.Stop},
+		stop:    func() { sb.Stop(); pg.Stop() },
+	}
+	c, err := pgx.Connect(ctx, p.primary.url())
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	for _, q := range []string{"ALTER SYSTEM SET synchronous_standby_names = '" + exp5Standby + "'", "SELECT pg_reload_conf()"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var state string
+		err := c.QueryRow(ctx, "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1", exp5Standby).Scan(&state)
+		if err == nil && state == "sync" {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("PostgreSQL's standby %s not synchronous after 30 s (sync_state %q, %v)", exp5Standby, state, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watch returns a context cancelled when either server of the pair exits (a standby whose
+// replay failed, say): a synchronous primary would otherwise wait for it forever. The
+// cause names the server and carries its log's tail.
+func (p *replicaPair) watch(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		var s *srvSystem
+		select {
+		case <-wctx.Done():
+			return
+		case <-p.primary.exited:
+			s = p.primary
+		case <-p.standby.exited:
+			s = p.standby
+		}
+		out, _ := os.ReadFile(s.logPath)
+		if len(out) > 4000 {
+			out = out[len(out)-4000:]
+		}
+		cancel(fmt.Errorf("%s at %s exited during the run; the end of its log:\n%s", s.name, s.addr, out))
+	}()
+	return wctx, func() { cancel(context.Canceled) }
+}
+
+// LagSample is one reading of the primary's pg_stat_replication.
+type LagSample struct {
+	At       time.Duration // since sampling began
+	Current  uint64        // the primary's pg_current_wal_lsn()
+	Replayed uint64        // the standby's replay_lsn (else flush, else sent)
+}
+
+// Lag is the bytes of WAL the standby has not replayed.
+func (s LagSample) Lag() int64 {
+	if s.Current < s.Replayed {
 		return 0
 	}
-	return int64(ins - c)
+	return int64(s.Current - s.Replayed)
 }
 
-// Stop stops the standby, clears the retention point and returns the
-// first error that ended it early, if any.
-func (s *Standby) Stop() error {
-	s.cancel()
-	<-s.done
-	s.log.SetRetention(0)
-	return s.err
-}
+// lagQuery is the runner's own reading of a standby's position (package online), on both
+// servers alike.
+const lagQuery = `SELECT pg_current_wal_lsn()::text, coalesce(replay_lsn, flush_lsn, sent_lsn)::text FROM pg_stat_replication`
 
-func (s *Standby) run(ctx context.Context) {
-	defer close(s.done)
-	var rd *wal.Reader
-	defer func() {
-		if rd != nil {
-			rd.Close()
-		}
-	}()
-	budget := 0.0
-	last := time.Now()
-	tk := time.NewTicker(standbyTick)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-		}
-		now := time.Now()
-		// An idle standby banks at most two ticks of allowance: its rate is
-		// a ceiling, not a credit. A record larger than the allowance is
-		// consumed on credit (the budget goes negative) and paid for by the
-		// following ticks, so the average rate is exact.
-		rate := math.Float64frombits(s.rate.Load())
-		budget = min(budget+rate*now.Sub(last).Seconds(), rate*standbyTick.Seconds()*2)
-		last = now
-		for budget > 0 {
-			if rd == nil {
-				r, err := wal.NewReader(s.fsys, s.dir, s.Consumed(), s.opts)
-				if err != nil {
-					s.err = fmt.Errorf("standby: open WAL at %d: %w", s.Consumed(), err)
-					return
-				}
-				rd = r
-				s.reopens.Add(1)
-			}
-			rec, err := rd.Next()
-			var corrupt *wal.CorruptRecordError
-			if errors.Is(err, io.EOF) || errors.As(err, &corrupt) {
-				// The end of what the primary has written so far (the
-				// last record may be half written): read again next tick.
-				rd.Close()
-				rd = nil
-				break
-			}
-			if err != nil {
-				s.err = fmt.Errorf("standby: read WAL after %d: %w", s.Consumed(), err)
-				return
-			}
-			budget -= float64(rec.EndLSN - s.Consumed())
-			s.consumed.Store(uint64(rec.EndLSN))
-			s.log.SetRetention(rec.EndLSN)
-			s.records.Add(1)
-		}
+// readLag reads one sample from the primary's session c.
+func readLag(ctx context.Context, c *pgx.Conn) (LagSample, error) {
+	var cur, rep string
+	if err := c.QueryRow(ctx, lagQuery).Scan(&cur, &rep); err != nil {
+		return LagSample{}, fmt.Errorf("pg_stat_replication: %w", err)
 	}
+	a, err1 := parseLSN(cur)
+	b, err2 := parseLSN(rep)
+	return LagSample{Current: a, Replayed: b}, errors.Join(err1, err2)
 }
 
-// LagSample is one lag measurement.
-type LagSample struct {
-	At  time.Duration // since sampling began
-	Lag int64         // bytes
+// parseLSN reads a WAL position in pg_lsn's text form (16/B374D848).
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("WAL position %q: want two hexadecimal halves separated by /", s)
+	}
+	return h<<32 | l, nil
 }
 
-// lagSampler samples a standby's lag every interval until stopped.
+// lagSampler reads the primary's pg_stat_replication every interval until stopped.
 type lagSampler struct {
 	mu      sync.Mutex
 	samples []LagSample
+	err     error
+	start   time.Time
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-func sampleLag(s *Standby, every time.Duration) *lagSampler {
-	ls := &lagSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	start := time.Now()
+func sampleLag(ctx context.Context, s *srvSystem, every time.Duration) (*lagSampler, error) {
+	c, err := pgx.Connect(ctx, s.url())
+	if err != nil {
+		return nil, err
+	}
+	ls := &lagSampler{stop: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
 	go func() {
 		defer close(ls.done)
+		defer func() { _ = c.Close(context.Background()) }()
 		tk := time.NewTicker(every)
 		defer tk.Stop()
 		for {
+			smp, err := readLag(ctx, c)
+			smp.At = time.Since(ls.start)
 			ls.mu.Lock()
-			ls.samples = append(ls.samples, LagSample{At: time.Since(start), Lag: s.Lag()})
+			if err != nil {
+				ls.err = err
+				ls.mu.Unlock()
+				return
+			}
+			ls.samples = append(ls.samples, smp)
 			ls.mu.Unlock()
 			select {
 			case <-ls.stop:
@@ -168,11 +281,73 @@ func sampleLag(s *Standby, every time.Duration) *lagSampler {
 			}
 		}
 	}()
-	return ls
+	return ls, nil
 }
 
-func (ls *lagSampler) Stop() []LagSample {
+// last is the latest sample (zero before the first).
+func (ls *lagSampler) last() (LagSample, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.samples) == 0 {
+		return LagSample{}, ls.err
+	}
+	return ls.samples[len(ls.samples)-1], ls.err
+}
+
+// since is the sampling clock's reading of t.
+func (ls *lagSampler) since(t time.Time) time.Duration { return t.Sub(ls.start) }
+
+func (ls *lagSampler) Stop() ([]LagSample, error) {
 	close(ls.stop)
 	<-ls.done
-	return ls.samples
+	return ls.samples, ls.err
+}
+
+// load is pgbench's tpcb-like script at a fixed rate, run in consecutive chunks until
+// stopped, so that it lasts as long as the VACUUM FULL it runs beside, however long that is.
+type load struct {
+	mu   sync.Mutex
+	runs []pgbenchRun
+	err  error
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (r *runner) startLoad(ctx context.Context, s *srvSystem) *load {
+	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
+	chunk := strconv.Itoa(int(r.sz.FullLoadChunk / time.Second))
+	go func() {
+		defer close(l.done)
+		for {
+			run, err := r.pgbench(ctx, s, true, "-b", "tpcb-like", "-R", strconv.Itoa(r.sz.FullLoadRate),
+				"-c", strconv.Itoa(r.sz.FullLoadClients), "-j", "1", "-T", chunk)
+			l.mu.Lock()
+			l.runs = append(l.runs, run)
+			l.err = errors.Join(l.err, err)
+			l.mu.Unlock()
+			if err != nil {
+				return
+			}
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// Stop waits for the running chunk and returns every chunk's transactions as one run.
+func (l *load) Stop() (pgbenchRun, error) {
+	close(l.stop)
+	<-l.done
+	var all pgbenchRun
+	for _, r := range l.runs {
+		all.lat = append(all.lat, r.lat...)
+		all.ends = append(all.ends, r.ends...)
+		all.transactions += r.transactions
+		all.fails += r.fails
+	}
+	return all, l.err
 }
