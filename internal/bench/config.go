@@ -164,8 +164,8 @@ func DefaultSizes() Sizes {
 		AccDelays:    []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
 		AccByteShare: []float64{0.25, 0.5},
 
-		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 10 * time.Second, SrvRounds: 2,
-		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 30 * time.Second,
+		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 5 * time.Second, SrvRounds: 3,
+		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 18 * time.Second,
 		OnlineDelays: []time.Duration{0, 1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms},
 		OnlineScale:  2, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 3 * time.Second,
 

@@ -40,6 +40,9 @@ type srvSystem struct {
 	// output (experiment 5's processes).
 	exited  <-chan struct{}
 	logPath string
+	// cpu is the CPU time the server has used so far (for experiment 7's CPU per
+	// transaction); it is sampled with no client session open.
+	cpu func() (time.Duration, error)
 }
 
 func (s *srvSystem) url() string {
@@ -73,7 +76,9 @@ func (r *runner) startOurs(ctx context.Context, name string) (*srvSystem, error)
 			"--max-connections", "64"}, &log, &log)
 	}()
 	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, dataDir: filepath.Join(dir, "data"),
-		stop: func() { cancel(); <-done }}
+		stop: func() { cancel(); <-done },
+		// The server runs in this process, which does nothing else while pgbench runs.
+		cpu: func() (time.Duration, error) { return cpuTime(), nil }}
 	if err := waitSQL(ctx, s, done); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("engine-server: %w\n%s", err, log.String())
@@ -89,7 +94,8 @@ func (r *runner) startPostgres(ctx context.Context) (*srvSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &srvSystem{name: sysPostgres, addr: pg.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: pg.Stop}, nil
+	return &srvSystem{name: sysPostgres, addr: pg.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: pg.Stop,
+		cpu: postgresCPU(ctx, pg.Pid())}, nil
 }
 
 func waitSQL(ctx context.Context, s *srvSystem, exited <-chan int) error {
@@ -115,6 +121,7 @@ func waitSQL(ctx context.Context, s *srvSystem, exited <-chan int) error {
 type pgbenchRun struct {
 	tps                 float64
 	transactions, fails int64
+	cpu                 time.Duration // the server's CPU time over the run (when measured)
 	lat                 []time.Duration
 	ends                []time.Time
 }
@@ -128,7 +135,21 @@ var (
 // pgbench runs PostgreSQL 15's pgbench against s; with logs it reads every transaction's
 // latency from -l files.
 func (r *runner) pgbench(ctx context.Context, s *srvSystem, logs bool, args ...string) (pgbenchRun, error) {
+	return r.pgbenchCPU(ctx, s, logs, false, args...)
+}
+
+// pgbenchCPU is pgbench that, with cpu, also measures the server's CPU time from just
+// before pgbench starts to just after it ends (before its logs are read); s must then have
+// no other session open.
+func (r *runner) pgbenchCPU(ctx context.Context, s *srvSystem, logs, cpu bool, args ...string) (pgbenchRun, error) {
 	var run pgbenchRun
+	var cpu0 time.Duration
+	if cpu {
+		var err error
+		if cpu0, err = s.cpu(); err != nil {
+			return run, fmt.Errorf("%s's CPU time: %w", s.name, err)
+		}
+	}
 	host, port, _ := net.SplitHostPort(s.addr)
 	dir, err := os.MkdirTemp(r.work, "pgbench-")
 	if err != nil {
@@ -145,6 +166,13 @@ func (r *runner) pgbench(ctx context.Context, s *srvSystem, logs bool, args ...s
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return run, fmt.Errorf("pgbench %v against %s: %w\n%s", args, s.name, err, out)
+	}
+	if cpu {
+		cpu1, err := s.cpu()
+		if err != nil {
+			return run, fmt.Errorf("%s's CPU time: %w", s.name, err)
+		}
+		run.cpu = cpu1 - cpu0
 	}
 	if m := benchTPSRE.FindSubmatch(out); m != nil {
 		run.tps, _ = strconv.ParseFloat(string(m[1]), 64)
@@ -236,16 +264,14 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 	}
 	clients, threads := strconv.Itoa(sz.SrvClients), strconv.Itoa(sz.SrvThreads)
 	secs := strconv.Itoa(int(sz.SrvDuration / time.Second))
-	runs := NewTable("exp7_pgbench", 2, "workload", "system", "round", "tps", "p50_ms", "p99_ms", "transactions", "failed")
-	// Per workload and system, every round's figures, for the ratios.
-	tps := map[string]map[string][]float64{}
-	p99s := map[string]map[string][]float64{}
-	add := func(m map[string]map[string][]float64, w, s string, v float64) {
-		if m[w] == nil {
-			m[w] = map[string][]float64{}
-		}
-		m[w][s] = append(m[w][s], v)
-	}
+	runs := NewTable("exp7_pgbench", 2, "workload", "system", "round", "tps", "p50_ms", "p99_ms", "transactions", "failed",
+		"cpu_us_per_txn")
+	rounds := NewTable("exp7_rounds", 2, "workload", "round", "tps_ratio", "p99_ratio", "cpu_ratio")
+	// Per workload, measure and system, every round's figures; per workload and measure,
+	// every round's ratio (the two systems ran next to each other, so a round's ratio
+	// cancels most of the machine's drift between rounds).
+	type fig struct{ tps, p99, cpu float64 }
+	figs := map[string]map[string][]fig{}
 	order := func(round int) []*srvSystem {
 		if round%2 == 0 {
 			return []*srvSystem{ours, pg}
@@ -255,19 +281,30 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 	workloads := []string{"select-only", "tpcb-like"}
 	for round := range sz.SrvRounds {
 		for _, w := range workloads {
+			if figs[w] == nil {
+				figs[w] = map[string][]fig{}
+			}
 			for _, s := range order(round) {
-				run, err := r.pgbench(ctx, s, true, "-b", w, "-M", "prepared", "-c", clients, "-j", threads, "-T", secs)
+				run, err := r.pgbenchCPU(ctx, s, true, true, "-b", w, "-M", "prepared", "-c", clients, "-j", threads, "-T", secs)
 				if err != nil {
 					return nil, err
 				}
+				if run.transactions == 0 {
+					return nil, fmt.Errorf("pgbench %s against %s: no transaction in round %d", w, s.name, round+1)
+				}
 				p50, p99 := run.percentiles()
-				r.logf("  %s %s round %d: %.0f tps, p99 %.2f ms", w, s.name, round+1, run.tps, ms(p99))
+				cpuPer := float64(run.cpu.Microseconds()) / float64(run.transactions)
+				r.logf("  %s %s round %d: %.0f tps, p99 %.2f ms, %.0f CPU µs/txn", w, s.name, round+1, run.tps, ms(p99), cpuPer)
 				if err := runs.Add([]string{w + " -M prepared", s.name}, float64(round+1), run.tps, ms(p50), ms(p99),
-					float64(run.transactions), float64(run.fails)); err != nil {
+					float64(run.transactions), float64(run.fails), cpuPer); err != nil {
 					return nil, err
 				}
-				add(tps, w, s.name, run.tps)
-				add(p99s, w, s.name, ms(p99))
+				figs[w][s.name] = append(figs[w][s.name], fig{tps: run.tps, p99: ms(p99), cpu: cpuPer})
+			}
+			o, p := figs[w][sysOurs][round], figs[w][sysPostgres][round]
+			if err := rounds.Add([]string{w + " -M prepared", strconv.Itoa(round + 1)}, quot(o.tps, p.tps), quot(o.p99, p.p99),
+				quot(o.cpu, p.cpu)); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -293,11 +330,41 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 				float64(row.samples)); err != nil {
 				return nil, err
 			}
-			add(vacP99, label, s.name, ms(row.during))
+			if vacP99[label] == nil {
+				vacP99[label] = map[string][]float64{}
+			}
+			vacP99[label][s.name] = append(vacP99[label][s.name], ms(row.during))
 		}
 	}
 
 	ratios := NewTable("exp7_ratios", 1, "measure", "engine_server", "postgresql_15", "ratio")
+	// Each system's median over the rounds, and the median of the rounds' ratios.
+	pick := func(fs []fig, f func(fig) float64) []float64 {
+		v := make([]float64, len(fs))
+		for i, x := range fs {
+			v[i] = f(x)
+		}
+		return v
+	}
+	for _, w := range workloads {
+		for _, m := range []struct {
+			name string
+			f    func(fig) float64
+		}{
+			{"tps", func(x fig) float64 { return x.tps }},
+			{"p99_ms", func(x fig) float64 { return x.p99 }},
+			{"cpu_us_per_txn", func(x fig) float64 { return x.cpu }},
+		} {
+			o, p := pick(figs[w][sysOurs], m.f), pick(figs[w][sysPostgres], m.f)
+			q := make([]float64, len(o))
+			for i := range o {
+				q[i] = quot(o[i], p[i])
+			}
+			if err := ratios.Add([]string{w + " " + m.name}, medianF(o), medianF(p), medianF(q)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	mean := func(v []float64) float64 {
 		var s float64
 		for _, x := range v {
@@ -306,19 +373,7 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 		return s / float64(len(v))
 	}
 	ratio := func(name string, a, b float64) error {
-		q := 0.0
-		if b > 0 {
-			q = a / b
-		}
-		return ratios.Add([]string{name}, a, b, q)
-	}
-	for _, w := range workloads {
-		if err := ratio(w+" tps", mean(tps[w][sysOurs]), mean(tps[w][sysPostgres])); err != nil {
-			return nil, err
-		}
-		if err := ratio(w+" p99_ms", mean(p99s[w][sysOurs]), mean(p99s[w][sysPostgres])); err != nil {
-			return nil, err
-		}
+		return ratios.Add([]string{name}, a, b, quot(a, b))
 	}
 	for _, label := range []string{"unthrottled", fmt.Sprintf("cost delay %s", sz.SrvVacuumDelay)} {
 		if err := ratio("p99_ms during VACUUM "+label, mean(vacP99[label][sysOurs]), mean(vacP99[label][sysPostgres])); err != nil {
@@ -329,10 +384,11 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 		Title: "The engine server against PostgreSQL 15 under pgbench",
 		Claim: "(the engine-server issue's goals) pgbench select-only -M prepared at least PostgreSQL's TPS, " +
 			"tpcb-like at least 0.8 of it; the foreground p99 during VACUUM, ours against PostgreSQL's.",
-		Tables: []*Table{ratios, runs, vacs},
+		Tables: []*Table{ratios, rounds, runs, vacs},
 		Setup: []string{
 			sentence("PostgreSQL 15's pgbench (Debian), scale %d, %d clients on %d threads, %s per run, -M prepared, "+
-				"%d rounds, the two systems interleaved (order alternating by round); p50/p99 from pgbench -l",
+				"%d rounds, the two systems interleaved (order alternating by round); p50/p99 from pgbench -l; "+
+				"exp7_ratios holds each system's median over the rounds and the median of the rounds' ratios (exp7_rounds)",
 				sz.SrvScale, sz.SrvClients, sz.SrvThreads, sz.SrvDuration, sz.SrvRounds),
 			sentence("engine-server in this process (SCRAM, loopback, --buffer-pool %s); PostgreSQL 15 (Debian) as "+
 				"user nobody with shared_buffers %s, fsync, synchronous_commit and full_page_writes on, autovacuum off",
@@ -345,6 +401,9 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 			"One machine for the servers and pgbench: the client's CPU is part of every figure, the same for both.",
 			"The two VACUUMs last different times (exp7_vacuum's vacuum_s), so each p99 during VACUUM covers its own " +
 				"window; a short window holds few samples (fg_samples_during), and its p99 is noisier.",
+			"CPU per transaction is the server's user and system time over the run (from /proc: this process for the " +
+				"engine server, the postmaster and every backend and background process for PostgreSQL) over pgbench's " +
+				"transactions; pgbench's own CPU is in neither.",
 			"Both commit durably (PostgreSQL with fsync and synchronous_commit on; the engine flushes its WAL at " +
 				"every commit).",
 		},
@@ -417,6 +476,14 @@ func (r *runner) vacuumBeside(ctx context.Context, s *srvSystem, delay time.Dura
 	return row, nil
 }
 
+// quot is a/b, 0 when b is not positive.
+func quot(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
 // Goals of experiment 7 (the engine-server issue).
 const (
 	srvSelectGoal = 1.0
@@ -446,7 +513,7 @@ func serverHeadline(ts tables) (string, error) {
 		}
 		name := m[0]
 		ours, pg, q := c.num(t, m, "engine_server"), c.num(t, m, "postgresql_15"), c.num(t, m, "ratio")
-		if strings.HasSuffix(name, " tps") {
+		if strings.HasSuffix(name, " tps") || strings.HasSuffix(name, " cpu_us_per_txn") {
 			parts = append(parts, sentence("%s %.0f against %.0f (ratio %.2f)", name, ours, pg, q))
 		} else {
 			parts = append(parts, sentence("%s %.2f against %.2f (ratio %.2f)", name, ours, pg, q))

@@ -61,6 +61,14 @@ type Server struct {
 // Addr is HOST:PORT.
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
 
+// Pid is the postmaster's process id (0 when the server is not running).
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // ConnString is a keyword/value connection string for user to database db.
 func (s *Server) ConnString(user, db string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable", s.Host, s.Port, user, Password, db)
