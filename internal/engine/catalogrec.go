@@ -33,25 +33,64 @@ func (db *DB) logCatalog(c *catalog.Catalog) error {
 	return nil
 }
 
-// replaySkip decides which records replay ignores: those of a relation the
-// current catalog does not name but once did (dropped, or retired by a
-// VACUUM FULL or TRUNCATE: its OID is below the catalog's next OID).
-// Records of a relation newer than anything the catalog knows are applied:
-// on a standby they are the content of a table or index whose catalog
-// record follows them (an index build, a VACUUM FULL's rewrite); in a
-// primary's own recovery, the files of a DDL that never switched, which
-// the orphan sweep then removes as before.
+// replaySkip decides which records replay ignores: those of a relation it
+// knows was retired (dropped, or replaced by a VACUUM FULL or TRUNCATE), so
+// that its removed files are not made again. Replay knows a relation was
+// retired when a catalog it adopted named it and the current one does not,
+// or, for a relation below the next OID of the catalog replay started from
+// that this catalog does not name, when its file is gone the first time a
+// record names it (it was retired before the catalog was saved or copied).
+//
+// A relation the catalog does not name is not retired by that alone, even
+// below the catalog's next OID: a VACUUM FULL takes its new relfilenode from
+// the live catalog, so a catalog record of another table's switch logged
+// during the rewrite (a TRUNCATE, a DDL) already counts it. Its pages must
+// be applied: they are the table's content once the swap's record names it.
+// Records of a relation newer than anything the catalog knows are applied
+// too: on a standby the content of a table or index whose catalog record
+// follows them; in a primary's own recovery, the files of a DDL that never
+// switched, which the orphan sweep then removes as before.
 type replaySkip struct {
 	rels    map[storage.RelFileNode]bool
-	nextOID uint32
+	nextOID uint32 // of the catalog replay started from
+	// retired holds what replay decided for relations the catalog does not
+	// name: true = retired (skipped), false = applied.
+	retired map[storage.RelFileNode]bool
+	st      *storage.Manager
 }
 
-func newReplaySkip(c *catalog.Catalog) *replaySkip {
-	return &replaySkip{rels: c.Rels(), nextOID: c.NextOID}
+func newReplaySkip(c *catalog.Catalog, st *storage.Manager) *replaySkip {
+	return &replaySkip{rels: c.Rels(), nextOID: c.NextOID, retired: map[storage.RelFileNode]bool{}, st: st}
 }
 
 func (s *replaySkip) skip(r storage.RelFileNode) bool {
-	return !s.rels[r] && uint32(r) < s.nextOID
+	if s.rels[r] {
+		return false
+	}
+	if gone, ok := s.retired[r]; ok {
+		return gone
+	}
+	gone := false
+	if uint32(r) < s.nextOID {
+		exists, err := s.st.Exists(r, storage.MainFork)
+		gone = err == nil && !exists // on an error, redo reports it
+	}
+	s.retired[r] = gone
+	return gone
+}
+
+// adopt makes next's relations the named ones and marks those of the
+// catalog before it that next no longer names as retired.
+func (s *replaySkip) adopt(old, next map[storage.RelFileNode]bool) {
+	for r := range old {
+		if !next[r] {
+			s.retired[r] = true
+		}
+	}
+	for r := range next {
+		delete(s.retired, r)
+	}
+	s.rels = next
 }
 
 // redoCatalog replays a catalog record: a record no newer than the current
@@ -110,7 +149,7 @@ func (db *DB) adoptCatalog(next *catalog.Catalog, skip *replaySkip) error {
 		return fmt.Errorf("adopt catalog %d: %w", next.Seq, err)
 	}
 	db.cat = next
-	skip.rels, skip.nextOID = nrels, next.NextOID
+	skip.adopt(old, nrels)
 	db.dropRels(fmt.Sprintf("adopt catalog %d", next.Seq), retired)
 	return nil
 }

@@ -100,6 +100,9 @@ type DB struct {
 	receivedEnd    atomic.Uint64 // what Follow last saw the receiver make durable
 	replayAt       atomic.Pointer[time.Time]
 	standbyCancels atomic.Int64
+	// skip is the replay's record of retired relations (catalogrec.go), kept from
+	// Open's recovery for Follow; only the replaying goroutine uses it.
+	skip *replaySkip
 
 	// commitWait is SetCommitWait's function (nil: none).
 	commitWait atomic.Pointer[func(ctx context.Context, lsn wal.LSN) error]

@@ -189,7 +189,8 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 		return fmt.Errorf("recovery: %w", err)
 	}
 	defer func() { _ = rd.Close() }() // read-only: nothing to lose
-	skip := newReplaySkip(db.cat)
+	skip := newReplaySkip(db.cat, db.st)
+	db.skip = skip // a standby's Follow goes on with what this replay learnt
 	xidLimit := replayXIDLimit(db.txns.NextXID())
 	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: skip.skip}
 	info.EndLSN = start

@@ -108,7 +108,7 @@ func (db *DB) Follow(ctx context.Context, flushed func() wal.LSN, poll time.Dura
 	if poll <= 0 {
 		poll = 20 * time.Millisecond
 	}
-	skip := newReplaySkip(db.catalogNow())
+	skip := db.skip
 	env := &redo.Env{Pool: db.pool, Storage: db.st, Skip: skip.skip}
 	for {
 		if db.closed.Load() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -98,6 +99,7 @@ func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func())
 		for standby.ReplayedLSN() < end {
 			select {
 			case err := <-done:
+				done <- err // for the cleanup, which waits for Follow's end
 				t.Fatalf("Follow stopped at %X of %X: %v", uint64(standby.ReplayedLSN()), uint64(end), err)
 			default:
 			}
@@ -285,4 +287,59 @@ func TestHotStandbyCancelsAReaderAPruneWouldRemoveRowsFrom(t *testing.T) {
 	if n := len(scanAll(t, standby, "t")); n != 0 {
 		t.Fatalf("a new reader sees %d rows after the delete, want 0", n)
 	}
+}
+
+// TestHotStandbyReplaysAVacuumFullsRewriteWhileAnotherTableSwitches: a catalog switch of
+// another table (a TRUNCATE) logged while a VACUUM FULL is still writing its new heap
+// carries a next OID that already counts the new heap's relfilenode, which no catalog names
+// yet. The standby must go on applying the rewrite's pages all the same, so that rows
+// written after the swap replay onto them and its rows equal the primary's.
+func TestHotStandbyReplaysAVacuumFullsRewriteWhileAnotherTableSwitches(t *testing.T) {
+	opts := testOpts()
+	primary, standby, ship := standbyPair(t, opts)
+	if err := primary.CreateTable("h", accountCols); err != nil {
+		t.Fatal(err)
+	}
+	insertRange(t, primary, "h", 0, 10)
+	insertRange(t, primary, "t", 100, 6000)
+	deleteIDs(t, primary, 0, 3000)
+	ship()
+
+	nextOID := func() uint32 { // allocRelfilenode bumps it in place, under db.mu
+		primary.mu.RLock()
+		defer primary.mu.RUnlock()
+		return primary.cat.NextOID
+	}
+	before := nextOID()
+	// About one heap page per 10 ms: the rewrite lasts long after its relfilenode is taken.
+	slow := &throttle.Settings{CostDelay: 10 * time.Millisecond, CostLimit: 20, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}
+	done := make(chan error, 1)
+	go func() {
+		_, err := primary.VacuumFull(context.Background(), "t", vacuum.Options{Throttle: slow})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for nextOID() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("VACUUM FULL took no relfilenode in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := primary.TruncateTable(context.Background(), "h"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("VACUUM FULL ended (%v) before the TRUNCATE's catalog record: the test proves nothing", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The rows after the swap go onto the rewritten heap's last page.
+	insertRange(t, primary, "t", 7000, 7100)
+	ship()
+	sameRows(t, primary, standby, "t")
+	sameRows(t, primary, standby, "h")
+	checkClean(t, standby)
 }

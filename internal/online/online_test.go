@@ -136,6 +136,29 @@ func (r *recorder) all() []runnerwire.Progress {
 	return append([]runnerwire.Progress(nil), r.seen...)
 }
 
+// lastReplication is the replication part of the latest progress report, nil before any.
+func (r *recorder) lastReplication() *runnerwire.Replication {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return nil
+	}
+	return r.seen[len(r.seen)-1].Replication
+}
+
+// waitForKeptUpStandby waits for a progress report with the one standby in it and checks
+// that a standby keeping up lags by less than 1 MiB.
+func waitForKeptUpStandby(t *testing.T, rec *recorder) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "progress with the standby in it", func() bool {
+		rp := rec.lastReplication()
+		return rp != nil && rp.Standbys == 1
+	})
+	if rp := rec.lastReplication(); rp.LagBytes > 1<<20 {
+		t.Errorf("lag %d bytes while the standby keeps up, want under 1 MiB: %+v", rp.LagBytes, rp)
+	}
+}
+
 func limits(delay time.Duration, limit int) runnerwire.Limits {
 	l := runnerwire.DefaultLimits()
 	l.CostDelay, l.CostLimit = delay, limit
@@ -283,6 +306,56 @@ func TestCancellingTheRunCancelsTheServerSideVacuum(t *testing.T) {
 	}
 	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'VACUUM%' AND state = 'active'"); n != 0 {
 		t.Errorf("%d VACUUMs still active on the server after the cancel", n)
+	}
+}
+
+// A cancel landing inside a progress poll once closed the control session (pgx closes a
+// session whose query's context ends mid-query), so pg_cancel_backend could not be sent
+// and the server-side VACUUM ran on. Polls every millisecond put most cancels inside one.
+func TestCancellingTheRunDuringAProgressPollStillCancelsTheServerSideVacuum(t *testing.T) {
+	db, conn := newDB(t)
+	bloat(t, conn, "events", 20000, 200)
+	active := "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'VACUUM%' AND state = 'active' AND datname = $1"
+	t.Cleanup(func() { // a failed attempt's VACUUM would run for hours
+		_, _ = conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE query LIKE 'VACUUM%' AND datname = $1`, db)
+	})
+	for attempt := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		running := make(chan struct{})
+		var once sync.Once
+		run, err := online.New(ctx, target(db), online.Options{Throttle: limits(100*time.Millisecond, 1),
+			Parallelism: 1, PollInterval: time.Millisecond,
+			OnProgress: func(p runnerwire.Progress) {
+				if p.Phase == runnerwire.PhaseScanningHeap {
+					once.Do(func() { close(running) })
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := run.Vacuum(ctx); done <- err }()
+		select {
+		case <-running:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the vacuum never showed up in pg_stat_progress_vacuum")
+		}
+		// A few polls later, at a moment unrelated to the poll's own timing.
+		time.Sleep(time.Duration(attempt*3+2) * time.Millisecond)
+		cancel()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Vacuum did not return after the cancel")
+		}
+		_ = run.Close()
+		if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "backend") {
+			t.Errorf("attempt %d: Vacuum returned %v, want only context.Canceled", attempt, err)
+		}
+		if n := scalar[int64](t, conn, active, db); n != 0 {
+			t.Fatalf("attempt %d: %d VACUUMs still active on the server after the cancel", attempt, n)
+		}
 	}
 }
 

@@ -325,11 +325,17 @@ func (r *Run) Vacuum(ctx context.Context) (runnerwire.Report, error) {
 	go func() { wg.Wait(); close(finished) }()
 
 	cancelErr := r.watch(ctx, finished)
-	close(errs)
+	// errs stays open: when cancelling failed a worker may still be in its VACUUM, and
+	// its send must not panic (the channel holds one error per worker).
 	var werr error
-	for e := range errs {
-		if werr == nil || (isCancel(werr) && !isCancel(e)) {
-			werr = e
+	for drained := false; !drained; {
+		select {
+		case e := <-errs:
+			if werr == nil || (isCancel(werr) && !isCancel(e)) {
+				werr = e
+			}
+		default:
+			drained = true
 		}
 	}
 	r.mu.Lock()
@@ -362,7 +368,12 @@ func (r *Run) watch(ctx context.Context, finished <-chan struct{}) error {
 		case <-ctx.Done():
 			return r.cancelBackends(finished)
 		case <-tick.C:
-			r.poll(ctx)
+			// Not on ctx: pgx closes a session whose query's context is cancelled
+			// mid-query, and cancelBackends needs the control session alive. A SIGTERM
+			// landing inside a poll left the server-side VACUUM running.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
+			r.poll(pctx)
+			cancel()
 		}
 	}
 }
@@ -372,6 +383,14 @@ func (r *Run) watch(ctx context.Context, finished <-chan struct{}) error {
 func (r *Run) cancelBackends(finished <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
 	defer cancel()
+	if r.ctl.IsClosed() {
+		// A poll that timed out closed it: cancelling needs a session.
+		ctl, err := Connect(ctx, r.target, r.cfg)
+		if err != nil {
+			return fmt.Errorf("reconnect to cancel the running VACUUMs: %w", err)
+		}
+		r.ctl = ctl
+	}
 	var pids []uint32
 	deadline := time.After(cancelWait)
 	for {

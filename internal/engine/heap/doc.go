@@ -118,6 +118,9 @@
 //	             Data = oldOff u16 | flags u8
 //	InfoPrune    Blocks[0] main page, Data = pruneXID u64 | n u16 | n×off u16 (set LP_DEAD, compact)
 //	InfoVacuum   Blocks[0] main page, Data = n u16 | n×off u16 (LP_DEAD or dead tuple -> LP_UNUSED, compact)
+//	InfoVacuumVisible Blocks[0] main page, Data as InfoVacuum, then FlagAllVisible set;
+//	             Blocks[1] the VM page holding Blocks[0]'s bit, which is set (no data):
+//	             a page vacuum that leaves the page all-visible, in one record
 //	InfoTruncate no blocks, Main = rel u32 | nblocks u32 (main, VM and FSM forks)
 //	InfoNewPage  Blocks[0] WillInit, Data = lower u16 | upper u16 | page[:lower] | page[upper:]
 //	             (a whole page written by a BulkLoader; redo validates it)

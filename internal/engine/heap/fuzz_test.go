@@ -58,6 +58,7 @@ func FuzzHeapRecord(f *testing.F) {
 	f.Add(InfoUpdate, true, encodeUpdateNew(3, flagSameBlock, 1, tup))
 	f.Add(InfoPrune, false, encodePrune(9, []page.OffsetNumber{1, 2}))
 	f.Add(InfoVacuum, false, encodeOffsets(nil, []page.OffsetNumber{4}))
+	f.Add(InfoVacuumVisible, false, encodeOffsets(nil, []page.OffsetNumber{2, 5}))
 	f.Add(InfoTruncate, false, encodeTruncate(16384, 3))
 	np := make(page.Page, page.Size)
 	page.Init(np, 0)
@@ -75,7 +76,7 @@ func FuzzHeapRecord(f *testing.F) {
 			if err == nil && !bytes.Equal(encodePrune(0, offs)[8:], b[8:]) {
 				t.Fatal("prune offsets do not re-encode")
 			}
-		case InfoVacuum:
+		case InfoVacuum, InfoVacuumVisible:
 			offs, err := decodeOffsets(info, b)
 			if err == nil && !bytes.Equal(encodeOffsets(nil, offs), b) {
 				t.Fatal("vacuum offsets do not re-encode")

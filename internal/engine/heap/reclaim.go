@@ -101,8 +101,9 @@ func mergeOffsets(a, b []page.OffsetNumber) []page.OffsetNumber {
 // index of the table dropped its entries for the given slots: each offset
 // that is an LP_DEAD pointer, or a tuple dead for horizon (re-checked
 // here), becomes LP_UNUSED and the page is compacted, all in one vacuum
-// record; then the free space is recorded and the page marked all-visible
-// when it qualifies, as VacuumBlock does. Offsets that are neither are
+// record, which also sets the page all-visible (flag and VM bit) when it
+// qualifies afterwards (InfoVacuumVisible); then the free space is
+// recorded. Offsets that are neither are
 // ignored.
 func (r *Rel) ReclaimBlock(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy) (VacuumResult, error) {
 	return r.vacuumPage(blk, offs, horizon, s, true)
@@ -147,17 +148,6 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 		p.SetUnused(off)
 		freed = append(freed, off)
 	}
-	if len(freed) > 0 {
-		p.Compact()
-		b.MarkDirty(s)
-		rec := &wal.Record{Rmgr: wal.RmgrHeap, Info: InfoVacuum,
-			Blocks: []wal.BlockRef{{Rel: r.node, Fork: storage.MainFork, Block: storage.BlockNumber(blk),
-				Page: p, Data: encodeOffsets(nil, freed)}}}
-		if err := r.logChange(rec, s, p); err != nil {
-			b.Unlock()
-			return res, err
-		}
-	}
 	res.Freed = len(freed)
 	if len(freed) == len(ps.oldDead)+len(ps.newDead) {
 		// Nothing dead is left: the classification stands for the page.
@@ -168,8 +158,27 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 	}
 	if len(freed) > 0 {
 		ps.hinted = false // the hints ride along with the logged change
+		p.Compact()
+		b.MarkDirty(s)
+		rec := &wal.Record{Rmgr: wal.RmgrHeap, Info: InfoVacuum,
+			Blocks: []wal.BlockRef{{Rel: r.node, Fork: storage.MainFork, Block: storage.BlockNumber(blk),
+				Page: p, Data: encodeOffsets(nil, freed)}}}
+		if ps.allVisible {
+			// Free the slots and set the VM bit in one record.
+			rec.Info = InfoVacuumVisible
+			err = r.vm.SetWith(storage.BlockNumber(blk), b, s.Plain(), rec)
+			res.AllVisible = err == nil
+		} else {
+			err = r.logChange(rec, s, p)
+		}
+		if err != nil {
+			b.Unlock()
+			return res, err
+		}
 	}
-	res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s)
+	if !res.AllVisible {
+		res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s)
+	}
 	res.FreeSpace = p.FreeSpace()
 	b.Unlock()
 	if err != nil {

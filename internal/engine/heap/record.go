@@ -15,6 +15,11 @@ const (
 	InfoPrune    uint8 = 4
 	InfoVacuum   uint8 = 5
 	InfoTruncate uint8 = 6
+	// InfoVacuumVisible is InfoVacuum and the VM bit in one record: the
+	// freed slots of the heap page (Blocks[0]), after which the page is
+	// all-visible (its FlagAllVisible set) and its bit is set in the VM
+	// page (Blocks[1]). 7 is InfoNewPage (bulk.go).
+	InfoVacuumVisible uint8 = 8
 )
 
 // Per-block record flags.

@@ -39,17 +39,9 @@ func Redo(env *redo.Env, rec *wal.Record) error {
 			return nil
 		})
 	case InfoVacuum:
-		err = redoOffsets(env, rec, func(p page.Page, data []byte) error {
-			offs, err := decodeOffsets(InfoVacuum, data)
-			if err != nil {
-				return err
-			}
-			for _, off := range offs {
-				p.SetUnused(off)
-			}
-			p.Compact()
-			return nil
-		})
+		err = redoOffsets(env, rec, func(p page.Page, data []byte) error { return redoVacuum(InfoVacuum, p, data) })
+	case InfoVacuumVisible:
+		err = redoVacuumVisible(env, rec)
 	case InfoTruncate:
 		err = redoTruncate(env, rec)
 	case InfoNewPage:
@@ -61,6 +53,38 @@ func Redo(env *redo.Env, rec *wal.Record) error {
 		return fmt.Errorf("heap redo of record at %X: %w", uint64(rec.StartLSN), err)
 	}
 	return nil
+}
+
+// redoVacuum frees the logged slots of p and compacts it.
+func redoVacuum(info uint8, p page.Page, data []byte) error {
+	offs, err := decodeOffsets(info, data)
+	if err != nil {
+		return err
+	}
+	for _, off := range offs {
+		p.SetUnused(off)
+	}
+	p.Compact()
+	return nil
+}
+
+// redoVacuumVisible replays InfoVacuumVisible: the vacuum of the heap page
+// with its FlagAllVisible set, then the bit in the VM page. Each block is
+// applied or skipped by its own LSN, as for the two records it replaces.
+func redoVacuumVisible(env *redo.Env, rec *wal.Record) error {
+	if len(rec.Blocks) != 2 {
+		return &RecordError{Info: rec.Info, Reason: fmt.Sprintf("%d blocks, want 2", len(rec.Blocks))}
+	}
+	if err := applyBlock(env, rec, 0, func(p page.Page) error {
+		if err := redoVacuum(rec.Info, p, rec.Blocks[0].Data); err != nil {
+			return err
+		}
+		p.SetFlags(p.Flags() | page.FlagAllVisible)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return vm.RedoSetBit(env, rec, 1, rec.Blocks[0].Block)
 }
 
 // applyBlock runs fn on block i of rec when it needs the change.

@@ -7,22 +7,25 @@ import (
 )
 
 // RemovedXmax is, for a prune or vacuum record of block i of rec (wal.RmgrHeap,
-// InfoPrune or InfoVacuum), the largest deleting xid among the tuples the record removes
+// InfoPrune, InfoVacuum or InfoVacuumVisible), the largest deleting xid among the tuples the record removes
 // from p, the block's content before the record is applied: a hot standby's snapshot whose
 // Xmin is at or below it may still see one of them, so replay must wait for it or cancel
 // it first (PostgreSQL's snapshotConflictHorizon). ok is false for any other record, and
 // the xid is InvalidXID when the record removes no tuple with storage (dead line pointers
 // only) or p is new.
 func RemovedXmax(rec *wal.Record, i int, p page.Page) (_ txn.XID, ok bool) {
-	if rec.Rmgr != wal.RmgrHeap || (rec.Info != InfoPrune && rec.Info != InfoVacuum) || i < 0 || i >= len(rec.Blocks) {
+	if rec.Rmgr != wal.RmgrHeap || (rec.Info != InfoPrune && rec.Info != InfoVacuum && rec.Info != InfoVacuumVisible) || i < 0 || i >= len(rec.Blocks) {
 		return txn.InvalidXID, false
+	}
+	if rec.Info == InfoVacuumVisible && i != 0 {
+		return txn.InvalidXID, false // the VM page
 	}
 	var offs []page.OffsetNumber
 	var err error
 	if rec.Info == InfoPrune {
 		_, offs, err = decodePrune(rec.Blocks[i].Data)
 	} else {
-		offs, err = decodeOffsets(InfoVacuum, rec.Blocks[i].Data)
+		offs, err = decodeOffsets(rec.Info, rec.Blocks[i].Data)
 	}
 	if err != nil || p.IsNew() {
 		return txn.InvalidXID, true

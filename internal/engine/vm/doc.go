@@ -13,7 +13,10 @@
 //	(*Map).Count(nHeapBlocks, s) (int, error)  // all-visible pages below nHeapBlocks
 //	(*Map).Truncate(nHeapBlocks) error         // drop VM pages/bits past a truncated heap (not logged:
 //	                                           // the heap truncate record's redo calls it again)
+//	(*Map).SetWith(heapBlk, heapBuf, s, rec) error // Set inside the caller's heap record rec
+//	                                           // (appended as its VM block): one record, not two
 //	Redo(env *redo.Env, rec *wal.Record) error // RmgrVM records
+//	RedoSetBit(env, rec, i, heapBlk) error     // the VM block of a record written through SetWith
 //	ClearForRedo(env, rel, heapBlk) error      // heap redo clears the bit, as PostgreSQL does
 //	TruncateFork(pool, st, rel, nHeapBlocks) error // Truncate without a Map (heap truncate redo)
 //	BitsPerPage, Locate(heapBlk) (vmBlk, byteIdx, bit)
@@ -37,6 +40,8 @@
 //     (whose FlagAllVisible it sets); Main = heap block (uint32 LE). The
 //     caller holds the heap page's exclusive lock; Set takes the VM page's
 //     lock after it (lock order heap page, then VM page, everywhere).
+//     SetWith instead appends the VM page to the caller's own heap record
+//     (heap's InfoVacuumVisible), whose redo calls RedoSetBit.
 //   - Clearing is never logged by itself: every heap change that clears a
 //     bit (insert, delete, update on an all-visible page) records that fact
 //     in its own heap record, and heap redo calls ClearForRedo whatever the

@@ -20,18 +20,7 @@ func Redo(env *redo.Env, rec *wal.Record) error {
 		return fmt.Errorf("vm redo of record at %X: malformed (main %d bytes, %d blocks)", uint64(rec.StartLSN), len(rec.Main), len(rec.Blocks))
 	}
 	h := storage.BlockNumber(binary.LittleEndian.Uint32(rec.Main))
-	vb, i, bit := Locate(h)
-	if ref := rec.Blocks[0]; ref.Fork != storage.VMFork || ref.Block != vb {
-		return fmt.Errorf("vm redo of record at %X: block 0 is fork %d block %d, want VM block %d", uint64(rec.StartLSN), ref.Fork, ref.Block, vb)
-	}
-	if err := apply(env, rec, 0, func(p page.Page) error {
-		bm := bitmap(p, true)
-		if bm == nil {
-			return fmt.Errorf("visibility map block %d has a bad header", vb)
-		}
-		bm[i] |= 1 << bit
-		return nil
-	}); err != nil {
+	if err := RedoSetBit(env, rec, 0, h); err != nil {
 		return err
 	}
 	if len(rec.Blocks) == 2 {
@@ -44,6 +33,33 @@ func Redo(env *redo.Env, rec *wal.Record) error {
 		})
 	}
 	return nil
+}
+
+// RedoSetBit replays the VM half of a record written through SetWith:
+// block i of rec must be the VM page holding heap block h's bit, which is
+// set unless the VM page's LSN says the record is already applied.
+func RedoSetBit(env *redo.Env, rec *wal.Record, i int, h storage.BlockNumber) error {
+	if i < 0 || i >= len(rec.Blocks) {
+		return fmt.Errorf("vm redo of record at %X: no block %d", uint64(rec.StartLSN), i)
+	}
+	vb, _, _ := Locate(h)
+	if ref := rec.Blocks[i]; ref.Fork != storage.VMFork || ref.Block != vb {
+		return fmt.Errorf("vm redo of record at %X: block %d is fork %d block %d, want VM block %d", uint64(rec.StartLSN), i, ref.Fork, ref.Block, vb)
+	}
+	return setBitForRedo(env, rec, i, h)
+}
+
+// setBitForRedo sets heap block h's bit in block i of rec, the VM page.
+func setBitForRedo(env *redo.Env, rec *wal.Record, i int, h storage.BlockNumber) error {
+	vb, idx, bit := Locate(h)
+	return apply(env, rec, i, func(p page.Page) error {
+		bm := bitmap(p, true)
+		if bm == nil {
+			return fmt.Errorf("visibility map block %d has a bad header", vb)
+		}
+		bm[idx] |= 1 << bit
+		return nil
+	})
 }
 
 // apply runs fn on block i of rec when redo.ReadBlock says it is needed.

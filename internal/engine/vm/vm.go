@@ -120,6 +120,27 @@ func (m *Map) extendTo(vb storage.BlockNumber, s *buffer.Strategy) error {
 // FlagAllVisible and the record's LSN too. The caller decides that the
 // page is all-visible; Set only records it.
 func (m *Map) Set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy) error {
+	return m.set(h, heap, s, nil)
+}
+
+// SetWith marks heap block h all-visible in the same WAL record as the
+// caller's change of the heap page, so that a page vacuum logs one record
+// rather than two (as PostgreSQL 17 logs prune, freeze and the VM bit in
+// one). rec is the caller's record, not yet inserted, whose Blocks[0] is
+// heap block h of the main fork; heap is h's buffer, exclusively locked by
+// the caller, its page already changed as rec says. SetWith appends the VM
+// page as rec's second block, sets the bit and the heap page's
+// FlagAllVisible, inserts rec and stamps both pages with its LSN. The
+// redo of such a record sets the bit with RedoSetBit.
+func (m *Map) SetWith(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record) error {
+	if heap == nil || rec == nil || len(rec.Blocks) != 1 || rec.Blocks[0].Fork != storage.MainFork || rec.Blocks[0].Block != h {
+		return fmt.Errorf("visibility map set for block %d of relation %d: the heap record must have the heap page as its only block", h, m.rel)
+	}
+	return m.set(h, heap, s, rec)
+}
+
+// set is Set (rec nil: a record of its own) and SetWith (rec given).
+func (m *Map) set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record) error {
 	vb, i, bit := Locate(h)
 	if err := m.extendTo(vb, s); err != nil {
 		return err
@@ -136,20 +157,26 @@ func (m *Map) Set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy
 		return fmt.Errorf("visibility map block %d of relation %d has a bad header", vb, m.rel)
 	}
 	heapNeeds := heap != nil && heap.Page().Flags()&page.FlagAllVisible == 0
-	if bm[i]&(1<<bit) != 0 && !heapNeeds {
+	if rec == nil && bm[i]&(1<<bit) != 0 && !heapNeeds {
 		return nil
 	}
 	bm[i] |= 1 << bit
 	b.MarkDirty(s)
-	var main [4]byte
-	binary.LittleEndian.PutUint32(main[:], uint32(h))
-	rec := &wal.Record{Rmgr: wal.RmgrVM, Info: InfoSetAllVisible, Main: main[:],
-		Blocks: []wal.BlockRef{{Rel: m.rel, Fork: storage.VMFork, Block: vb, Page: b.Page()}}}
+	vmRef := wal.BlockRef{Rel: m.rel, Fork: storage.VMFork, Block: vb, Page: b.Page()}
+	if rec == nil {
+		var main [4]byte
+		binary.LittleEndian.PutUint32(main[:], uint32(h))
+		rec = &wal.Record{Rmgr: wal.RmgrVM, Info: InfoSetAllVisible, Main: main[:], Blocks: []wal.BlockRef{vmRef}}
+		if heap != nil {
+			rec.Blocks = append(rec.Blocks, wal.BlockRef{Rel: m.rel, Fork: storage.MainFork, Block: h, Page: heap.Page()})
+		}
+	} else {
+		rec.Blocks = append(rec.Blocks, vmRef)
+	}
 	if heap != nil {
 		hp := heap.Page()
 		hp.SetFlags(hp.Flags() | page.FlagAllVisible)
 		heap.MarkDirty(s)
-		rec.Blocks = append(rec.Blocks, wal.BlockRef{Rel: m.rel, Fork: storage.MainFork, Block: h, Page: hp})
 	}
 	lsn, err := m.log.Insert(rec, usageOf(s))
 	if err != nil {

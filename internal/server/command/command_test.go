@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -157,5 +159,58 @@ func TestInitCreatesADataDirectoryOnce(t *testing.T) {
 	}
 	if code := Main(context.Background(), []string{"init", "--data", dir}, &out, &out); code != ExitUsage {
 		t.Fatalf("second init: %d, want %d", code, ExitUsage)
+	}
+}
+
+func TestServeWithPprofServesGoProfilesOnItsLoopbackAddress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr, prof := freeAddr(t), freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
+			"--buffer-pool", "4Mi", "--pprof", prof}, &logs, &logs)
+	}()
+	defer func() {
+		stop()
+		select {
+		case <-exit:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30 s")
+		}
+	}()
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + prof + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, err := get("/debug/pprof/")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no profiler on %s: %v (status %d)\n%s", prof, err, code, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/debug/pprof/heap?debug=1", "heap profile:"},
+		{"/debug/pprof/goroutine?debug=1", "goroutine profile:"},
+		{"/debug/pprof/symbol", "num_symbols"},
+	} {
+		code, body, err := get(tc.path)
+		if err != nil || code != http.StatusOK || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: status %d, err %v, body without %q: %.200s", tc.path, code, err, tc.want, body)
+		}
+	}
+	if !strings.Contains(logs.String(), "profiler on http://"+prof+"/debug/pprof/") {
+		t.Errorf("the log does not name the profiler's address:\n%s", logs.String())
 	}
 }
