@@ -66,7 +66,13 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	if a := p.Adaptive; a != nil {
 		s.SetAdaptive(a.Binding, a.BudgetPerMille, p.ThrottleApplies, a.BoundSeconds)
 	}
-	if rp := p.Replication; rp != nil {
+	foldReplication(s, p.Replication)
+}
+
+// foldReplication writes the standbys' lag of a progress report or summary into status;
+// nil (no standby seen, or a volume) leaves it as it is.
+func foldReplication(s *vacuumv1alpha1.VacuumRunStatus, rp *runnerwire.Replication) {
+	if rp != nil {
 		s.SetReplication(int32(min(rp.Standbys, math.MaxInt32)), rp.LagBytes, rp.LagSeconds, rp.MaxLagBytes, rp.MaxLagSeconds)
 	}
 }
@@ -97,6 +103,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 		}
 	}
 	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
+	foldReplication(s, sum.Replication)
 	if sum.Phase == runnerwire.SummarySucceeded {
 		s.SetPercent(100)
 		s.VacuumPhase = string(runnerwire.PhaseDone)

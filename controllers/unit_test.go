@@ -215,6 +215,25 @@ func TestProgressAndSummaryFoldIntoStatus(t *testing.T) {
 	}
 }
 
+func TestASummarysReplicationLagReachesStatusEvenWithoutAProgressRead(t *testing.T) {
+	var st vacuumv1alpha1.VacuumRunStatus
+	sum := readGolden[runnerwire.Summary](t, "summary-succeeded.json")
+	foldSummary(&st, &sum)
+	if st.Replication != nil {
+		t.Fatalf("replication %+v from a summary without one", st.Replication)
+	}
+	sum.Replication = &runnerwire.Replication{Standbys: 1, LagBytes: 4096, LagSeconds: 0.071, MaxLagBytes: 7800, MaxLagSeconds: 0.075}
+	foldSummary(&st, &sum)
+	if r := st.Replication; r == nil || r.Standbys != 1 || r.LagBytes != 4096 || r.MaxLagBytes != 7800 || r.MaxReplayLag == "" {
+		t.Fatalf("status.replication %+v, want the summary's standby and lag", r)
+	}
+	sum.Replication = nil
+	foldSummary(&st, &sum)
+	if st.Replication == nil || st.Replication.MaxLagBytes != 7800 {
+		t.Errorf("a summary without replication dropped the lag already in status: %+v", st.Replication)
+	}
+}
+
 func TestRunTokenIsAnHMACOfTheRunUIDUnderTheManagerKey(t *testing.T) {
 	k1, k2 := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
 	first, again := runToken(k1, "a"), runToken(k1, "a")

@@ -404,7 +404,7 @@ func (r *Run) Progress() runnerwire.Progress {
 func (r *Run) Report() runnerwire.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}, Server: r.identity()}
+	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}, Server: r.identity(), Replication: copyReplication(r.replication)}
 	t := &rep.Totals
 	for _, st := range r.states {
 		if !st.done && st.result.Table == "" {

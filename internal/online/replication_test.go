@@ -78,6 +78,9 @@ func TestReplicationLagInProgressIsTheLargestStandbysLag(t *testing.T) {
 	go func() { _, err := run.Vacuum(ctx); done <- err }()
 	last := rec.lastReplication
 	waitForKeptUpStandby(t, &rec)
+	if rp := run.Report().Replication; rp == nil || rp.Standbys != 1 {
+		t.Errorf("the run's report has replication %+v, want the standby its progress saw", rp)
+	}
 
 	if err := sproc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

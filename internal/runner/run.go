@@ -274,7 +274,7 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	}
 	rep.Tables = tables
 	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
-		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote}
+		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote, Replication: rep.Replication}
 	switch {
 	case code == runnerwire.ExitOK && rep.StopReason != "":
 		complete := 0

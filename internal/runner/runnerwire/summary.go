@@ -63,6 +63,10 @@ type Summary struct {
 	// ResumeNote says why a run asked to resume started its tables at block 0 (a PostgreSQL
 	// server cannot resume); "" otherwise.
 	ResumeNote string `json:"resumeNote"`
+	// Replication is the standbys' lag as the run last read it, with the largest it saw (as
+	// Progress.Replication): a run shorter than the operator's progress interval has it here
+	// only. Absent for a volume and while no standby was seen.
+	Replication *Replication `json:"replication,omitempty"`
 }
 
 // ServerIdentity is a server as an online run found it.
@@ -81,9 +85,10 @@ type Report struct {
 	Totals Totals        `json:"totals"`
 	// Server is the server an online run reached (absent for a data directory).
 	Server *ServerIdentity `json:"server"`
-	// StopReason and ResumeNote are as in Summary.
-	StopReason string `json:"stopReason"`
-	ResumeNote string `json:"resumeNote"`
+	// StopReason, ResumeNote and Replication are as in Summary.
+	StopReason  string       `json:"stopReason"`
+	ResumeNote  string       `json:"resumeNote"`
+	Replication *Replication `json:"replication,omitempty"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per
