@@ -61,7 +61,14 @@ func makeVolume(ctx context.Context, ns, pvc string, tables ...bloat) volume {
 		Expect(s.DeadTuples).To(BeNumerically(">", 0), "bloat left no dead tuples in %s", s.Name)
 	}
 	v.giveToRunner()
+	bindLocalVolume(ctx, ns, pvc)
+	return v
+}
 
+// bindLocalVolume binds claim ns/pvc to the host directory ns-pvc under the volumes
+// directory through a local PV on the node (at the path the node sees it).
+func bindLocalVolume(ctx context.Context, ns, pvc string) {
+	GinkgoHelper()
 	nodes := &corev1.NodeList{}
 	Expect(k8sClient.List(ctx, nodes)).To(Succeed())
 	Expect(nodes.Items).To(HaveLen(1))
@@ -104,7 +111,6 @@ func makeVolume(ctx context.Context, ns, pvc string, tables ...bloat) volume {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
 		g.Expect(claim.Status.Phase).To(Equal(corev1.ClaimBound))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the claim never bound to its local PV")
-	return v
 }
 
 // giveToRunner makes every file of the volume the runner's (commands run on the host as root
