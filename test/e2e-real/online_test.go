@@ -69,13 +69,16 @@ var _ = Describe("An online run on the real cluster", func() {
 			WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(BeNumerically(">", 100), "the load runs through the ClusterIP")
 
 		By("an online VacuumRun of the table orders through the operator, in a real runner container")
-		limit := int32(10)
+		// 1 cost unit per 20 ms: the table's few hundred pages take tens of seconds, several
+		// of the operator's progress reads (at 1,000 units/s the run took 1.3 s and ended
+		// before any read carried the foreground).
+		limit := int32(1)
 		run := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "online"}}
 		run.Spec.Target.Server = &vacuumv1alpha1.ServerTarget{Service: "shop-db", Database: "shop",
 			CredentialsSecret: vacuumv1alpha1.CredentialsSecret{Name: "shop-db-vacuum"},
 			TLS:               &vacuumv1alpha1.ServerTLS{Mode: vacuumv1alpha1.TLSDisable}}
 		run.Spec.Target.Tables = []string{"orders"}
-		run.Spec.Throttle = vacuumv1alpha1.Throttle{CostDelay: &metav1.Duration{Duration: 10 * time.Millisecond}, CostLimit: &limit}
+		run.Spec.Throttle = vacuumv1alpha1.Throttle{CostDelay: &metav1.Duration{Duration: 20 * time.Millisecond}, CostLimit: &limit}
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		var sawForeground bool
 		Eventually(func(g Gomega) vacuumv1alpha1.RunPhase {
