@@ -66,7 +66,7 @@ type Summary struct {
 	// Replication is the standbys' lag as the run last read it, with the largest it saw (as
 	// Progress.Replication): a run shorter than the operator's progress interval has it here
 	// only. Absent for a volume and while no standby was seen.
-	Replication *Replication `json:"replication,omitempty"`
+	Replication *Replication `json:"replication"`
 }
 
 // ServerIdentity is a server as an online run found it.
@@ -88,7 +88,7 @@ type Report struct {
 	// StopReason, ResumeNote and Replication are as in Summary.
 	StopReason  string       `json:"stopReason"`
 	ResumeNote  string       `json:"resumeNote"`
-	Replication *Replication `json:"replication,omitempty"`
+	Replication *Replication `json:"replication"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per
