@@ -154,6 +154,13 @@ func (lv *lazy) scanAndClean() error {
 	if err := lv.estimateSkipped(); err != nil {
 		return err
 	}
+	// The scan's read-ahead stops before the last cycle, whose second pass
+	// starts its own on the same ring: a ring (its slots, its run buffers) is
+	// one goroutine's at a time. Left running, it shared the ring with the
+	// second pass's and could leave a page under IO for ever, so the pass
+	// waited on it (a hang of bench's quick run).
+	lv.scanAhead.stop()
+	lv.scanAhead = nil
 	if lv.store.Len() > 0 {
 		if err := lv.vacuumDead(); err != nil {
 			return err
