@@ -86,11 +86,17 @@ func (r *runner) startOurs(ctx context.Context, name string) (*srvSystem, error)
 	return s, nil
 }
 
-// startPostgres starts PostgreSQL 15 with its durable defaults back (pgtest turns fsync,
-// synchronous_commit and full_page_writes off for tests) and the same buffer pool.
-func (r *runner) startPostgres(ctx context.Context) (*srvSystem, error) {
-	pg, err := pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
+// startDurablePostgres starts PostgreSQL 15 with its durable defaults back (pgtest turns fsync,
+// synchronous_commit and full_page_writes off for tests), the engine server's buffer pool and
+// its connection limit, so the two servers compare on the same terms.
+func (r *runner) startDurablePostgres(ctx context.Context) (*pgtest.Server, error) {
+	return pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
 		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64")
+}
+
+// startPostgres starts PostgreSQL 15 as startDurablePostgres does, for experiment 7 and 8.
+func (r *runner) startPostgres(ctx context.Context) (*srvSystem, error) {
+	pg, err := r.startDurablePostgres(ctx)
 	if err != nil {
 		return nil, err
 	}

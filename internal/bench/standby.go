@@ -131,12 +131,11 @@ func (r *runner) serverProcess(ctx context.Context, logPath, password string, ar
 	return s, nil
 }
 
-// startPostgresPair starts PostgreSQL 15 with its durable defaults and experiment 7's buffer
-// pool, a streaming standby made with pg_basebackup, and then names that standby in
-// synchronous_standby_names (synchronous_commit=on): commits wait for its flush, as ours.
+// startPostgresPair starts PostgreSQL 15 as startDurablePostgres does, a streaming standby made
+// with pg_basebackup, and then names that standby in synchronous_standby_names
+// (synchronous_commit=on): commits wait for its flush, as ours.
 func (r *runner) startPostgresPair(ctx context.Context) (*replicaPair, error) {
-	pg, err := pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
-		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64")
+	pg, err := r.startDurablePostgres(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,22 @@ func waitForKeptUpStandby(t *testing.T, rec *recorder) {
 	}
 }
 
+// waitForCaughtUpStandby waits, once a stopped standby runs again, for its lag to fall below a
+// quarter of the bytes written while it was stopped, and checks that the run's maxima kept at
+// least what was seen while it was stopped. It returns the last replication progress.
+func waitForCaughtUpStandby(t *testing.T, rec *recorder, written int64, stopped runnerwire.Replication) *runnerwire.Replication {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "the lag falling back once the standby runs again", func() bool {
+		rp := rec.lastReplication()
+		return rp != nil && rp.LagBytes < written/4
+	})
+	rp := rec.lastReplication()
+	if rp.MaxLagBytes < stopped.LagBytes || rp.MaxLagSeconds < stopped.LagSeconds {
+		t.Errorf("after the standby caught up: %+v, want the maxima at least those seen while it was stopped (%+v)", rp, stopped)
+	}
+	return rp
+}
+
 func limits(delay time.Duration, limit int) runnerwire.Limits {
 	l := runnerwire.DefaultLimits()
 	l.CostDelay, l.CostLimit = delay, limit

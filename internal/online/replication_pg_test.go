@@ -96,14 +96,7 @@ func TestPostgreSQLStandbysLagIsInProgress(t *testing.T) {
 	if err := standby.ContinueProcesses(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "the lag falling back once the standby runs again", func() bool {
-		rp := last()
-		return rp != nil && rp.LagBytes < int64(written)/4
-	})
-	rp := last()
-	if rp.MaxLagBytes < stopped.LagBytes || rp.MaxLagSeconds < stopped.LagSeconds {
-		t.Errorf("after the standby caught up: %+v, want the maxima at least those seen while it was stopped (%+v)", rp, stopped)
-	}
+	rp := waitForCaughtUpStandby(t, &rec, int64(written), stopped)
 	t.Logf("after SIGCONT: %+v", *rp)
 	waitUntil(t, 30*time.Second, "the standby's copy of other at the primary's 10000 rows", func() bool {
 		return scalar[int64](t, sc, "SELECT count(*) FROM other") == 10000
