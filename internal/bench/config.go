@@ -202,8 +202,9 @@ func QuickSizes() Sizes {
 		DeadRows: 8_000, DeadPct: 80, DeadPoolBytes: 1 << 20, DeadLoaders: 2,
 		Mems: []int64{64 << 10, 256 << 10, 1 << 20},
 
-		FullRows: 8_000, FullPayload: 200, FullCostDelay: 2 * ms, FullLoadScale: 1, FullLoadRate: 20,
-		FullLoadClients: 2, FullLoadChunk: 2 * time.Second, FullBaseline: 2 * time.Second,
+		// No cost-delay FULL (FullCostDelay 0) and a smaller table, for time.
+		FullRows: 4_000, FullPayload: 200, FullCostDelay: 0, FullLoadScale: 1, FullLoadRate: 20,
+		FullLoadClients: 2, FullLoadChunk: time.Second, FullBaseline: 1500 * ms,
 		LagSample: 100 * ms, DrainFactor: 3,
 		WALSegmentSize: 1 << 20,
 

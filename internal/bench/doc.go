@@ -19,7 +19,7 @@
 //  5. VACUUM FULL and replication lag: an engine-server primary and its
 //     synchronous standby (two processes of this binary, ServeIfChild) under
 //     a fixed-rate pgbench tpcb-like load, VACUUM FULL of another table
-//     unthrottled, with a cost delay and with the WAL-rate limit at the
+//     unthrottled, with a cost delay and with the WAL-rate limit at half the
 //     standby's measured apply rate; PostgreSQL 15 with a synchronous
 //     pg_basebackup standby beside it, its FULL unthrottled; lag from
 //     pg_stat_replication every 100 ms, commit p99 from pgbench -l.

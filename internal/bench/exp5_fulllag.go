@@ -17,8 +17,8 @@ import (
 // rate on pgbench's tables, and VACUUM FULL of a separate bloated table the load does not
 // touch, so the foreground feels the standby and not the table's lock. Lag is read every
 // LagSample from the primary's pg_stat_replication. Our FULL runs unthrottled (which measures
-// the standby's apply rate), with a cost delay, and with the WAL-rate limit at that apply
-// rate less the load's own WAL rate; PostgreSQL 15 with a pg_basebackup standby in
+// the standby's apply rate), with a cost delay, and with the WAL-rate limit at exp5LimitShare
+// of that apply rate less the load's own WAL rate; PostgreSQL 15 with a pg_basebackup standby in
 // synchronous_standby_names runs the same load and its FULL unthrottled (it has no throttle
 // for FULL).
 
@@ -29,6 +29,12 @@ const (
 	exp5Behind = 1 << 20
 	// exp5LagGoal is the replication issue's goal for the WAL-limited FULL's peak lag.
 	exp5LagGoal = 1 << 20
+	// exp5LimitShare is the share of the standby's measured apply rate the WAL limit is set
+	// at. A limit equal to the apply rate leaves no room: the throttle lets a burst of 100 ms
+	// at its rate through after any stall, and on this shared 2-core machine the standby's
+	// rate varies from one second to the next. At 0.95 of it (session 9's run before this
+	// constant, load 35-42) the lag wandered between 0.4 and 9 MB through the whole FULL.
+	exp5LimitShare = 0.5
 )
 
 // fullRun is one VACUUM FULL beside the load, watched through pg_stat_replication.
@@ -163,8 +169,18 @@ func (r *runner) fullBesideUntil(ctx context.Context, p *replicaPair, name strin
 		return fr, err
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	if _, err := c.Exec(ctx, "UPDATE "+exp5Table+" SET n = n + 1 WHERE id % 2 = 0"); err != nil {
-		return fr, fmt.Errorf("%s: bloating UPDATE: %w", p.primary.name, err)
+	// The bloating UPDATE, then a scan that sets the hint bits and a checkpoint that makes
+	// them durable: otherwise FULL's own scan set them, and when a checkpoint had come
+	// between, our engine logged a full-page image of every old page for it (its
+	// wal_log_hints rule), as much WAL again as the rewrite and far cheaper to replay. Which
+	// runs met a checkpoint depended on the WAL written before them, so the runs wrote
+	// different WAL (session 8's unthrottled FULL 101.7 MB, the next two 47 MB) and the apply
+	// rate measured on one did not hold for the others.
+	for _, q := range []string{"UPDATE " + exp5Table + " SET n = n + 1 WHERE id % 2 = 0",
+		"SELECT count(*) FROM " + exp5Table, "CHECKPOINT"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return fr, fmt.Errorf("%s: %s: %w", p.primary.name, q, err)
+		}
 	}
 	if err := waitReplayed(ctx, c, 120*time.Second); err != nil {
 		return fr, fmt.Errorf("%s: %w", p.primary.name, err)
@@ -277,17 +293,20 @@ func runFullLag(ctx context.Context, r *runner) (*Section, error) {
 	if !behind {
 		apply = fullRate // it kept up: it applies at least as fast as FULL writes
 	}
-	walLimit := int64(max(apply-loadWAL, 0.1*apply))
+	walLimit := int64(max(exp5LimitShare*apply-loadWAL, 0.1*apply))
 	r.logf("  unthrottled: FULL %.2f s, %.1f MB WAL, peak lag %.2f MB; standby applies %.1f MB/s (behind: %v), load writes %.2f MB/s of WAL; WAL limit %.2f MB/s",
 		un.seconds(), un.walBytes()/1e6, float64(un.peakLag())/1e6, apply/1e6, behind, loadWAL/1e6, float64(walLimit)/1e6)
-	for _, c := range []struct {
+	type setting struct {
 		name  string
 		delay time.Duration
 		wal   int64
-	}{
-		{fmt.Sprintf("cost delay %s", sz.FullCostDelay), sz.FullCostDelay, 0},
-		{fmt.Sprintf("WAL limit %.1f MB/s", float64(walLimit)/1e6), 0, walLimit},
-	} {
+	}
+	var settings []setting
+	if sz.FullCostDelay > 0 { // the quick sizes leave it out, for time
+		settings = append(settings, setting{fmt.Sprintf("cost delay %s", sz.FullCostDelay), sz.FullCostDelay, 0})
+	}
+	settings = append(settings, setting{fmt.Sprintf("WAL limit %.1f MB/s", float64(walLimit)/1e6), 0, walLimit})
+	for _, c := range settings {
 		fr, err := r.fullBeside(ctx, ours, c.name, c.delay, c.wal)
 		if err != nil {
 			return nil, err
@@ -365,6 +384,10 @@ func fullLagSection(r *runner, runs []fullRun, apply float64, behind bool, loadW
 	if !behind {
 		how = "it was never 1 MiB behind for 0.5 s, so its rate is taken as the unthrottled FULL's WAL rate"
 	}
+	costRun := "no cost-delay run at these sizes"
+	if sz.FullCostDelay > 0 {
+		costRun = sentence("cost delay %s at limit %d", sz.FullCostDelay, sz.CostLimit)
+	}
 	sec.Setup = []string{
 		sentence("ours: engine-server primary with --synchronous-standby %s and its standby (serve --standby-of "+
 			"--basebackup-if-empty --name %s), two processes on loopback, --buffer-pool %s each",
@@ -382,8 +405,10 @@ func fullLagSection(r *runner, runs []fullRun, apply float64, behind bool, loadW
 			"FULL until the standby replayed all FULL wrote (or %.0fx FULL's time)", sz.LagSample, sz.FullBaseline, sz.DrainFactor),
 		sentence("the standby's apply rate, measured in the unthrottled run: %s (%.2f MB/s); the load's WAL rate before "+
 			"FULL %.2f MB/s", how, apply/1e6, loadWAL/1e6),
-		sentence("cost delay %s at limit %d; WAL limit: vacuum_max_wal_rate = the apply rate less the load's WAL "+
-			"rate (at least a tenth of the apply rate)", sz.FullCostDelay, sz.CostLimit),
+		sentence("WAL limit: vacuum_max_wal_rate = %.2f of the apply rate less the load's WAL rate (at least a tenth "+
+			"of the apply rate); %s", exp5LimitShare, costRun),
+		sentence("before each run: the bloating UPDATE, a count(*) that sets the hint bits and a CHECKPOINT, so no " +
+			"FULL logs hint-bit page images and every run writes the same kind of WAL"),
 	}
 	var when []string
 	for _, fr := range runs {
@@ -401,8 +426,8 @@ func fullLagSection(r *runner, runs []fullRun, apply float64, behind bool, loadW
 	return sec, nil
 }
 
-// fullLagRows are experiment 5's rows by system: ours (unthrottled, cost delay, WAL limit)
-// and PostgreSQL's.
+// fullLagRows are experiment 5's rows by system: ours (unthrottled, cost delay when the sizes
+// have one, WAL limit last) and PostgreSQL's.
 func fullLagRows(c *cells) (ours [][]string, pg []string) {
 	const t = "exp5_full_lag"
 	for _, row := range c.rows(t, "") {
@@ -412,8 +437,8 @@ func fullLagRows(c *cells) (ours [][]string, pg []string) {
 			ours = append(ours, row)
 		}
 	}
-	if len(ours) != 3 || pg == nil {
-		c.fail("table %s: want three runs of ours and one of PostgreSQL's", t)
+	if len(ours) < 2 || len(ours) > 3 || pg == nil {
+		c.fail("table %s: want two or three runs of ours and one of PostgreSQL's", t)
 	}
 	return ours, pg
 }
@@ -425,10 +450,10 @@ func fullLagRules(ts tables) []Rule {
 	if c.err != nil {
 		return nil
 	}
-	peak := c.num(t, ours[2], "peak_lag_mb")
+	peak := c.num(t, ours[len(ours)-1], "peak_lag_mb")
 	return []Rule{{
-		Statement: sentence("The goal is met when, with the WAL-rate limit at the standby's apply rate, the peak lag "+
-			"is at most %.2f MB (1 MiB)", exp5LagGoal/1e6),
+		Statement: sentence("The goal is met when, with the WAL-rate limit at %.2f of the standby's apply rate, the peak lag "+
+			"is at most %.2f MB (1 MiB)", exp5LimitShare, exp5LagGoal/1e6),
 		Holds: peak <= exp5LagGoal/1e6,
 		Then:  sentence("Met: %.2f MB.", peak),
 		Else:  sentence("Not met: %.2f MB.", peak),
@@ -442,10 +467,17 @@ func fullLagVerdict(ts tables) *Verdict {
 	if c.err != nil {
 		return nil
 	}
-	un, cd := c.num(t, ours[0], "peak_lag_mb"), c.num(t, ours[1], "peak_lag_mb")
-	v := &Verdict{Field: "lag 92 MB unthrottled, ~40 MB with a cost delay",
-		Run: sentence("ours %.1f MB unthrottled, %.1f MB with a cost delay; PostgreSQL 15 %.1f MB unthrottled", un, cd,
-			c.num(t, pg, "peak_lag_mb"))}
+	un := c.num(t, ours[0], "peak_lag_mb")
+	v := &Verdict{Field: "lag 92 MB unthrottled, ~40 MB with a cost delay"}
+	if len(ours) == 2 {
+		v.Run = sentence("ours %.1f MB unthrottled, no cost-delay run at these sizes; PostgreSQL 15 %.1f MB unthrottled",
+			un, c.num(t, pg, "peak_lag_mb"))
+		v.Outcome, v.Why = "not measured here", "these sizes run no cost-delay FULL"
+		return v
+	}
+	cd := c.num(t, ours[1], "peak_lag_mb")
+	v.Run = sentence("ours %.1f MB unthrottled, %.1f MB with a cost delay; PostgreSQL 15 %.1f MB unthrottled", un, cd,
+		c.num(t, pg, "peak_lag_mb"))
 	switch {
 	case un > exp5Behind/1e6 && cd < un:
 		v.Outcome, v.Why = Reproduced, "unthrottled FULL left the real synchronous standby behind, and the cost delay less so"

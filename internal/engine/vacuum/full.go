@@ -12,6 +12,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
 var (
@@ -45,6 +46,10 @@ const (
 	walPerRecord     = 64                              // record header and block reference
 	fillSlack        = 1.15                            // pages are not filled to the last byte
 )
+
+// walFlushAfter is how much WAL a VACUUM FULL under a WAL-rate limit leaves unflushed at a
+// delay point; see (*full).delay.
+const walFlushAfter = 256 << 10
 
 // full is one table's VACUUM FULL.
 type full struct {
@@ -125,7 +130,7 @@ func (f *full) rewrite() error {
 	hook := func() error {
 		f.rep.PagesScanned++
 		f.ts.blocksScanned.Add(1)
-		return f.w.delay()
+		return f.delay()
 	}
 	err = t.Heap.ScanLiveForRewrite(f.w.ctx, f.horizon, f.w.s, hook, func(_ page.TID, h heap.TupleHeader, data []byte) error {
 		tid, err := nh.InsertRaw(h, data, f.ws)
@@ -174,7 +179,7 @@ func (f *full) rewrite() error {
 		if err != nil {
 			return err
 		}
-		if _, err := btree.Build(t.BtreeDeps, rel, next, f.ws, f.w.delay); err != nil {
+		if _, err := btree.Build(t.BtreeDeps, rel, next, f.ws, f.delay); err != nil {
 			return fmt.Errorf("index %q: %w", ix.Name, err)
 		}
 		sorters[i].close()
@@ -207,7 +212,7 @@ func (f *full) rewrite() error {
 // Options.TempDir is set, the index sort runs.
 func (f *full) checkSpace() error {
 	t := f.t
-	c, err := t.Heap.CountTuplesPaced(f.w.ctx, f.horizon, f.w.s, f.w.delay)
+	c, err := t.Heap.CountTuplesPaced(f.w.ctx, f.horizon, f.w.s, f.delay)
 	if err != nil {
 		return err
 	}
@@ -235,6 +240,32 @@ func (f *full) checkSpace() error {
 	}
 	if free < need {
 		return &NoSpaceError{Table: t.Name, Dir: t.Dir, Need: need, Free: free}
+	}
+	return nil
+}
+
+// delay is the FULL's delay point (every page of the count, the copy and the index
+// builds): the worker's throttle and cancellation, then, when a WAL-rate limit is on, a
+// flush of the log once more than walFlushAfter of it is unflushed. The limit paces the WAL
+// the FULL inserts, but a standby is sent only flushed WAL, and a FULL commits nothing
+// until its swap: its WAL became durable only when a ring eviction or another session's
+// commit forced a flush, each time all of it at once (4.8 MB in one flush in
+// TestVacuumFullWALLimitBoundsTheWALItInsertsAndFlushesInHeapCopyAndIndexRebuild, under
+// an 8 MB/s limit), so the standby's lag jumped by that much whatever the limit.
+// Flushing behind the throttle makes the WAL a standby receives follow the limit too, as
+// PostgreSQL's WAL writer (wal_writer_flush_after = 1MB) does for its FULL.
+func (f *full) delay() error {
+	if err := f.w.delay(); err != nil {
+		return err
+	}
+	if effectiveRate(f.ts.thr.Settings(), f.run.thr.Settings(), throttle.WALBytes) == 0 {
+		return nil
+	}
+	log := f.t.Log
+	if end := log.InsertLSN(); end-log.FlushedLSN() >= walFlushAfter {
+		if err := log.Flush(end, f.w.u); err != nil {
+			return fmt.Errorf("flush WAL behind the WAL-rate limit: %w", err)
+		}
 	}
 	return nil
 }
