@@ -94,9 +94,9 @@ func TestEngineServerRunSendsAdaptiveTargetsAndReportsTheBinding(t *testing.T) {
 		}
 		waitUntil(t, 30*time.Second, "table "+tc.table+" scanning", func() bool { return len(scanned()) > 0 })
 		if tc.start.Off() {
-			// Three reports while it scans, 50 ms apart: longer than one of the server's 100 ms
-			// control periods, after which a target would show;
-			// none carries adaptive progress.
+			// Three reports while it scans, 50 ms apart, span more than one of the server's
+			// 100 ms control periods (after which a target would show): none carries
+			// adaptive progress.
 			waitUntil(t, 10*time.Second, "table "+tc.table+"'s third progress report while scanning", func() bool { return len(scanned()) >= 3 })
 			for _, p := range scanned() {
 				if p.Adaptive != nil {
