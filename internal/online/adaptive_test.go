@@ -46,12 +46,18 @@ func TestAdaptiveIsRefusedWhereItCannotRun(t *testing.T) {
 // settings before the table: its progress carries the server's adaptive binding and
 // budget), the second without one (no adaptive progress) until UpdateAdaptive sets one
 // live through vacuum_set_throttle (then it does).
+//
+// Its own work takes a few seconds; the first test of the package to start an engine
+// server also pays engineServerBinary's go build of cmd/engine-server (most of the time
+// this test was charged with when it ran first).
 func TestEngineServerRunSendsAdaptiveTargetsAndReportsTheBinding(t *testing.T) {
 	addr := startEngineServer(t)
 	c := engineConn(t, addr)
 	for _, tb := range []string{"a", "b"} {
 		exec(t, c, "CREATE TABLE "+tb+" (id bigint PRIMARY KEY, n bigint, pad bytea)")
-		exec(t, c, "INSERT INTO "+tb+" SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 1500) g")
+		// 300 rows: about 20 pages after the UPDATE, tens of seconds at the slow throttle;
+		// only the fast ceiling below lets the VACUUM finish.
+		exec(t, c, "INSERT INTO "+tb+" SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 300) g")
 		exec(t, c, "UPDATE "+tb+" SET n = n + 1")
 	}
 	on := runnerwire.DefaultAdaptive()
@@ -63,19 +69,21 @@ func TestEngineServerRunSendsAdaptiveTargetsAndReportsTheBinding(t *testing.T) {
 	}{{"a", on}, {"b", runnerwire.DefaultAdaptive()}} {
 		var rec recorder
 		run, err := online.New(context.Background(), engineTarget(t, addr), online.Options{Parallelism: 1, Tables: []string{tc.table},
-			Throttle: slow, Adaptive: tc.start, OnProgress: rec.add, PollInterval: 100 * time.Millisecond})
+			Throttle: slow, Adaptive: tc.start, OnProgress: rec.add, PollInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { _, err := run.Vacuum(context.Background()); done <- err }()
-		scanning := func() bool {
-			for _, p := range rec.all() {
+		// scanned is the progress reports since the VACUUM began scanning.
+		scanned := func() []runnerwire.Progress {
+			all := rec.all()
+			for i, p := range all {
 				if p.PagesScanned > 0 {
-					return true
+					return all[i:]
 				}
 			}
-			return false
+			return nil
 		}
 		adaptive := func() *runnerwire.AdaptiveProgress {
 			all := rec.all()
@@ -84,11 +92,16 @@ func TestEngineServerRunSendsAdaptiveTargetsAndReportsTheBinding(t *testing.T) {
 			}
 			return all[len(all)-1].Adaptive
 		}
-		waitUntil(t, 30*time.Second, "table "+tc.table+" scanning", scanning)
+		waitUntil(t, 30*time.Second, "table "+tc.table+" scanning", func() bool { return len(scanned()) > 0 })
 		if tc.start.Off() {
-			time.Sleep(300 * time.Millisecond)
-			if a := adaptive(); a != nil {
-				t.Fatalf("table %s with no target: adaptive progress %+v, want none", tc.table, a)
+			// Three reports while it scans, 50 ms apart, span more than one of the server's
+			// 100 ms control periods (after which a target would show): none carries
+			// adaptive progress.
+			waitUntil(t, 10*time.Second, "table "+tc.table+"'s third progress report while scanning", func() bool { return len(scanned()) >= 3 })
+			for _, p := range scanned() {
+				if p.Adaptive != nil {
+					t.Fatalf("table %s with no target: adaptive progress %+v, want none", tc.table, p.Adaptive)
+				}
 			}
 			if err := run.UpdateAdaptive(on); err != nil {
 				t.Fatalf("UpdateAdaptive: %v", err)
