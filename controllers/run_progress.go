@@ -30,6 +30,16 @@ func seconds(f float64) metav1.Duration {
 	return metav1.Duration{Duration: time.Duration(toInt(f*1e3)) * time.Millisecond}
 }
 
+// slept is the runner's time slept for status.totals.timeSlept; nil (unset) when the server
+// does not report it (PostgreSQL).
+func slept(secs *float64) *metav1.Duration {
+	if secs == nil {
+		return nil
+	}
+	d := seconds(*secs)
+	return &d
+}
+
 // foldProgress writes a /progress snapshot into the run's status.
 func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.Table, s.VacuumPhase = p.Table, string(p.Phase)
@@ -37,7 +47,7 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	s.SetRates(toInt(p.PagesPerSecond), toInt(p.ReadBytesPerSecond), toInt(p.WriteBytesPerSecond), toInt(p.WALBytesPerSecond))
 	t := vacuumv1alpha1.RunTotals{
 		PagesScanned: p.PagesScanned, TuplesRemoved: p.TuplesRemoved, BytesRead: p.BytesRead,
-		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: seconds(p.SleptSeconds),
+		BytesWritten: p.BytesWritten, WALBytes: p.WALBytes, IndexPasses: p.IndexPasses, TimeSlept: slept(p.SleptSeconds),
 	}
 	if s.Totals != nil {
 		t.PagesRemoved = s.Totals.PagesRemoved
@@ -56,17 +66,25 @@ func foldProgress(s *vacuumv1alpha1.VacuumRunStatus, p *runnerwire.Progress) {
 	if s.Server != nil && p.ThrottleApplies != "" {
 		s.Server.ThrottleApplies = p.ThrottleApplies
 	}
-	if fg := p.Foreground; fg != nil {
-		var baseN, baseP99 int64
-		if b := p.ForegroundBaseline; b != nil {
-			baseN, baseP99 = b.Statements, b.P99Microseconds
-		}
-		s.SetForeground(fg.Statements, toInt(fg.StatementsPerSecond), fg.P50Microseconds, fg.P99Microseconds, baseN, baseP99)
-	}
+	foldForeground(s, p.Foreground, p.ForegroundBaseline)
 	if a := p.Adaptive; a != nil {
 		s.SetAdaptive(a.Binding, a.BudgetPerMille, p.ThrottleApplies, a.BoundSeconds)
 	}
 	foldReplication(s, p.Replication)
+}
+
+// foldForeground writes the engine server's foreground of a progress report or summary
+// (with the baseline read before the vacuum) into status; nil (a volume, PostgreSQL, or a
+// summary of a runner without it) leaves it as it is.
+func foldForeground(s *vacuumv1alpha1.VacuumRunStatus, fg, base *runnerwire.Foreground) {
+	if fg == nil {
+		return
+	}
+	var baseN, baseP99 int64
+	if base != nil {
+		baseN, baseP99 = base.Statements, base.P99Microseconds
+	}
+	s.SetForeground(fg.Statements, toInt(fg.StatementsPerSecond), fg.P50Microseconds, fg.P99Microseconds, baseN, baseP99)
 }
 
 // foldReplication writes the standbys' lag of a progress report or summary into status;
@@ -83,7 +101,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	s.Totals = &vacuumv1alpha1.RunTotals{
 		PagesScanned: t.PagesScanned, PagesRemoved: t.PagesRemoved, TuplesRemoved: t.TuplesRemoved,
 		BytesRead: t.BytesRead, BytesWritten: t.BytesWritten, WALBytes: t.WALBytes, IndexPasses: t.IndexPasses,
-		TimeSlept: seconds(t.SleptSeconds),
+		TimeSlept: slept(t.SleptSeconds),
 	}
 	s.SetRates(toInt(t.PagesPerSecond), toInt(t.ReadRate.Achieved), toInt(t.WriteRate.Achieved), toInt(t.WALRate.Achieved))
 	index := map[string]int{}
@@ -104,6 +122,7 @@ func foldSummary(s *vacuumv1alpha1.VacuumRunStatus, sum *runnerwire.Summary) {
 	}
 	s.TablesOmitted = int32(min(sum.TablesOmitted, math.MaxInt32))
 	foldReplication(s, sum.Replication)
+	foldForeground(s, sum.Foreground, sum.ForegroundBaseline)
 	if sum.Phase == runnerwire.SummarySucceeded {
 		s.SetPercent(100)
 		s.VacuumPhase = string(runnerwire.PhaseDone)

@@ -234,6 +234,27 @@ func TestASummarysReplicationLagReachesStatusEvenWithoutAProgressRead(t *testing
 	}
 }
 
+func TestASummarysForegroundReachesStatusEvenWithoutAProgressRead(t *testing.T) {
+	var st vacuumv1alpha1.VacuumRunStatus
+	sum := readGolden[runnerwire.Summary](t, "summary-succeeded.json")
+	foldSummary(&st, &sum)
+	if st.Foreground != nil {
+		t.Fatalf("foreground %+v from a summary without one", st.Foreground)
+	}
+	sum.Foreground = &runnerwire.Foreground{WindowSeconds: 10, Statements: 1950, StatementsPerSecond: 195, P50Microseconds: 180, P99Microseconds: 2600}
+	sum.ForegroundBaseline = &runnerwire.Foreground{WindowSeconds: 10, Statements: 2000, StatementsPerSecond: 200, P50Microseconds: 170, P99Microseconds: 2000}
+	foldSummary(&st, &sum)
+	f := st.Foreground
+	if f == nil || f.P99 != "2.6ms" || f.BaselineP99 != "2ms" || f.StatementsPerSecond != 195 || f.P99VsBaseline != "1.3x" {
+		t.Fatalf("status.foreground %+v, want the summary's p99 2.6ms at 195/s against a 2ms baseline (1.3x)", f)
+	}
+	sum.Foreground, sum.ForegroundBaseline = nil, nil
+	foldSummary(&st, &sum)
+	if st.Foreground == nil || st.Foreground.P99 != "2.6ms" {
+		t.Errorf("a summary without a foreground dropped the one already in status: %+v", st.Foreground)
+	}
+}
+
 func TestRunTokenIsAnHMACOfTheRunUIDUnderTheManagerKey(t *testing.T) {
 	k1, k2 := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
 	first, again := runToken(k1, "a"), runToken(k1, "a")

@@ -122,9 +122,11 @@ type RunTotals struct {
 	// indexPasses is the number of index vacuum passes.
 	// +required
 	IndexPasses int64 `json:"indexPasses"`
-	// timeSlept is the time spent sleeping for the throttle, as a duration string.
-	// +required
-	TimeSlept metav1.Duration `json:"timeSlept"` //nolint:kubeapilinter // nodurations: a sub-second duration string ("350ms"), as throttle.costDelay
+	// timeSlept is the time spent sleeping for the throttle, as a duration string: the
+	// engine's own count, also for an online run of the engine server. Unset for an online
+	// run of PostgreSQL, which counts no time its VACUUM sleeps for vacuum_cost_delay.
+	// +optional
+	TimeSlept *metav1.Duration `json:"timeSlept,omitempty"` //nolint:kubeapilinter // nodurations: a sub-second duration string ("350ms"), as throttle.costDelay
 }
 
 // TableStatus is one table done or in flight.

@@ -22,8 +22,12 @@ func printReports(out io.Writer, runs []vacuumv1alpha1.VacuumRun) {
 			_, _ = fmt.Fprintf(out, "  %s\n", s.Message)
 		}
 		if t := s.Totals; t != nil {
+			slept := "not reported by the server"
+			if t.TimeSlept != nil {
+				slept = t.TimeSlept.Duration.String()
+			}
 			_, _ = fmt.Fprintf(out, "  totals: %d tuples removed, %d pages scanned, %d pages removed, %d index passes, read %s, written %s, WAL %s, slept %s\n",
-				t.TuplesRemoved, t.PagesScanned, t.PagesRemoved, t.IndexPasses, bytes(t.BytesRead), bytes(t.BytesWritten), bytes(t.WALBytes), t.TimeSlept.Duration)
+				t.TuplesRemoved, t.PagesScanned, t.PagesRemoved, t.IndexPasses, bytes(t.BytesRead), bytes(t.BytesWritten), bytes(t.WALBytes), slept)
 		}
 		if len(s.Tables) > 0 {
 			var b strings.Builder

@@ -285,7 +285,7 @@ func throttleLines(run *vacuumv1alpha1.VacuumRun, now time.Time) []string {
 	}
 	if tot := run.Status.Totals; tot != nil && run.Status.StartTime != nil {
 		elapsed := now.Sub(run.Status.StartTime.Time)
-		if elapsed > 0 && tot.TimeSlept.Duration > 0 {
+		if elapsed > 0 && tot.TimeSlept != nil && tot.TimeSlept.Duration > 0 {
 			share := 100 * tot.TimeSlept.Seconds() / elapsed.Seconds()
 			s := fmt.Sprintf("- it slept %s for the throttle in %s of running (%.0f%%)", tot.TimeSlept.Round(time.Millisecond), elapsed.Round(time.Second), share)
 			if share >= 50 {

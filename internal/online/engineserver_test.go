@@ -186,6 +186,12 @@ func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunn
 		}
 		return len(scanned) >= 3 && c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_progress_vacuum").Scan(&pid) == nil
 	})
+	// The time slept reaches progress from the server's time_slept_ms while the VACUUM runs.
+	waitUntil(t, 30*time.Second, "the server-side VACUUM's time slept seen in progress", func() bool {
+		all := rec.all()
+		p := all[len(all)-1]
+		return p.SleptSeconds != nil && *p.SleptSeconds > 0
+	})
 	delay := scalar[int64](t, c, "SELECT cost_delay_us FROM pg_stat_progress_vacuum WHERE pid = $1", pid)
 	if delay != 100000 {
 		t.Fatalf("the server-side VACUUM's cost delay is %d us, want the run's 100000", delay)
@@ -220,6 +226,15 @@ func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunn
 	}
 	if n := scalar[int64](t, c, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'orders'"); n != 0 {
 		t.Errorf("n_dead_tup %d after the run, want 0", n)
+	}
+	// The server's own count of the sleep: at 100 ms per cost unit, then 50 ms per 4 units,
+	// the VACUUM slept at least the 300 ms before the first change was made.
+	if s := res.rep.Totals.SleptSeconds; s == nil || *s < 0.3 || len(res.rep.Tables) != 1 ||
+		res.rep.Tables[0].SleptSeconds == nil || *res.rep.Tables[0].SleptSeconds != *s {
+		t.Errorf("report's time slept %v (table %+v), want the server's VERBOSE figure, at least 0.3 s", s, res.rep.Tables)
+	}
+	if res.rep.Foreground == nil || res.rep.ForegroundBaseline == nil {
+		t.Errorf("report's foreground %+v baseline %+v, want the engine server's latency view read", res.rep.Foreground, res.rep.ForegroundBaseline)
 	}
 }
 

@@ -233,6 +233,13 @@ func TestLazyRunTakesDeadTuplesToZeroWithProgressMoving(t *testing.T) {
 		if p.Foreground != nil || p.ForegroundBaseline != nil {
 			t.Fatalf("progress %+v has a foreground: PostgreSQL has no latency histogram to read it from", p)
 		}
+		if p.SleptSeconds != nil {
+			t.Fatalf("progress slept %v s: PostgreSQL counts no time slept, so it must be unset", *p.SleptSeconds)
+		}
+	}
+	if rep.Totals.SleptSeconds != nil || tr.SleptSeconds != nil || rep.Foreground != nil {
+		t.Errorf("report slept %v (table %v), foreground %+v: PostgreSQL reports neither, both must be unset",
+			rep.Totals.SleptSeconds, tr.SleptSeconds, rep.Foreground)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/utils/ptr"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
@@ -82,6 +83,17 @@ func (r *Run) end(st *tableState, l runnerwire.Limits, notices []string, elapsed
 	for _, ix := range v.Indexes {
 		res.Indexes = append(res.Indexes, runnerwire.IndexResult{Name: ix.Name, Pages: ix.Pages, EntriesRemoved: ix.EntriesRemoved})
 	}
+	if r.server.Kind == KindEngineServer {
+		// The engine server counts its sleep: the table's VERBOSE says it at the end; a
+		// table stopped before its notices keeps what the last poll read.
+		slept := v.Slept
+		if !v.SleptReported {
+			r.mu.Lock()
+			slept = st.slept
+			r.mu.Unlock()
+		}
+		res.SleptSeconds = ptr.To(slept.Seconds())
+	}
 	secs := math.Max(elapsed.Seconds(), 1e-9)
 	res.PagesPerSecond = float64(res.PagesScanned) / secs
 	res.CostRate, res.ReadRate, res.WriteRate, res.WALRate = rates(l, secs,
@@ -152,11 +164,12 @@ func (r *Run) poll(ctx context.Context) {
 				pid                                    int32
 				phase                                  string
 				total, scanned, vacuumed, passes, dead int64
+				sleptMS                                *int64
 				adaptive                               adaptiveRow
 			}
 			got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
 				var x row
-				dest := append([]any{&x.pid, &x.phase, &x.total, &x.scanned, &x.vacuumed, &x.passes, &x.dead},
+				dest := append([]any{&x.pid, &x.phase, &x.total, &x.scanned, &x.vacuumed, &x.passes, &x.dead, &x.sleptMS},
 					x.adaptive.dest()...)
 				err := cr.Scan(dest...)
 				return x, err
@@ -171,6 +184,9 @@ func (r *Run) poll(ctx context.Context) {
 							}
 							st.blocksTotal, st.blocksScanned, st.blocksVacuumed = x.total, x.scanned, x.vacuumed
 							st.indexPasses, st.deadTuples = x.passes, x.dead
+							if x.sleptMS != nil {
+								st.slept = time.Duration(*x.sleptMS) * time.Millisecond
+							}
 							if a := x.adaptive.progress(); a != nil {
 								st.adaptive = a
 							}
@@ -233,20 +249,25 @@ func (r *Run) phase(p string) (runnerwire.Phase, bool) {
 	return q, ok
 }
 
-// progressQuery selects pid, phase, heap blocks total/scanned/vacuumed, index passes and
-// dead tuples of the given backends. heap_tuples_written is coalesced: the engine server,
-// which counts blocks, not tuples, leaves it NULL, and a NULL would fail the row's scan.
+// progressQuery selects pid, phase, heap blocks total/scanned/vacuumed, index passes, dead
+// tuples and time slept (the engine server's lazy view; NULL elsewhere) of the given
+// backends. heap_tuples_written is coalesced: the engine server, which counts blocks, not
+// tuples, leaves it NULL, and a NULL would fail the row's scan.
 func (r *Run) progressQuery() string {
 	if r.opts.Full {
 		return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, coalesce(heap_tuples_written, 0),
-			index_rebuild_count, 0::bigint` + r.adaptiveColumns() + ` FROM pg_stat_progress_cluster WHERE pid = ANY($1)`
+			index_rebuild_count, 0::bigint, NULL::int8` + r.adaptiveColumns() + ` FROM pg_stat_progress_cluster WHERE pid = ANY($1)`
 	}
 	dead := "num_dead_tuples"
 	if r.server.Major >= 17 {
 		dead = "num_dead_item_ids"
 	}
+	slept := "NULL::int8"
+	if r.server.Kind == KindEngineServer {
+		slept = "time_slept_ms"
+	}
 	return `SELECT pid, phase, heap_blks_total, heap_blks_scanned, heap_blks_vacuumed,
-		index_vacuum_count, ` + dead + r.adaptiveColumns() + ` FROM pg_stat_progress_vacuum WHERE pid = ANY($1)`
+		index_vacuum_count, ` + dead + `, ` + slept + r.adaptiveColumns() + ` FROM pg_stat_progress_vacuum WHERE pid = ANY($1)`
 }
 
 // adaptiveColumns are the engine server's adaptive columns of both progress views (NULL
@@ -342,6 +363,7 @@ func (r *Run) Progress() runnerwire.Progress {
 		p.Phase, p.Table = r.states[r.started].phase, r.states[r.started].table.Qualified()
 	}
 	var weight, weighted float64
+	var slept float64
 	for _, st := range r.states {
 		w := math.Max(1, float64(st.table.Bytes))
 		weight += w
@@ -369,8 +391,10 @@ func (r *Run) Progress() runnerwire.Progress {
 			p.BufferHits += res.BufferHits
 			p.BufferMisses += res.BufferMisses
 			p.BuffersDirtied += res.BuffersDirtied
+			slept += ptr.Deref(res.SleptSeconds, 0)
 			continue
 		}
+		slept += st.slept.Seconds()
 		p.PagesTotal += st.blocksTotal
 		p.PagesScanned += st.blocksScanned
 		p.PagesVacuumed += st.blocksVacuumed
@@ -379,6 +403,9 @@ func (r *Run) Progress() runnerwire.Progress {
 	}
 	if weight > 0 {
 		p.Percent = weighted / weight
+	}
+	if r.server.Kind == KindEngineServer {
+		p.SleptSeconds = &slept
 	}
 	if r.between != nil {
 		r.boundSoFar(time.Now())
@@ -404,7 +431,8 @@ func (r *Run) Progress() runnerwire.Progress {
 func (r *Run) Report() runnerwire.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}, Server: r.identity(), Replication: copyReplication(r.replication)}
+	rep := runnerwire.Report{Tables: []runnerwire.TableResult{}, Server: r.identity(), Replication: copyReplication(r.replication),
+		Foreground: copyForeground(r.foreground), ForegroundBaseline: copyForeground(r.baseline)}
 	t := &rep.Totals
 	for _, st := range r.states {
 		if !st.done && st.result.Table == "" {
@@ -434,6 +462,12 @@ func (r *Run) Report() runnerwire.Report {
 		t.BufferHits += res.BufferHits
 		t.BufferMisses += res.BufferMisses
 		t.BuffersDirtied += res.BuffersDirtied
+		if res.SleptSeconds != nil {
+			t.SleptSeconds = ptr.To(ptr.Deref(t.SleptSeconds, 0) + *res.SleptSeconds)
+		}
+	}
+	if r.server.Kind == KindEngineServer && t.SleptSeconds == nil {
+		t.SleptSeconds = ptr.To(0.0) // nothing vacuumed yet: it slept for nothing
 	}
 	t.ElapsedSeconds = r.elapsed().Seconds()
 	secs := math.Max(t.ElapsedSeconds, 1e-9)

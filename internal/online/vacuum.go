@@ -68,7 +68,10 @@ type tableState struct {
 	// from the progress view
 	blocksTotal, blocksScanned, blocksVacuumed, indexPasses, deadTuples int64
 	adaptive                                                            *runnerwire.AdaptiveProgress // the engine server's adaptive columns, nil while NULL
-	result                                                              runnerwire.TableResult
+	// slept is the engine server's time_slept_ms of the table's lazy VACUUM at the last
+	// poll (0 on PostgreSQL, and for FULL, whose view has no such column)
+	slept  time.Duration
+	result runnerwire.TableResult
 }
 
 // New connects to t, detects the server, checks o against it and picks the tables. Close

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Verbose is what a table's VACUUM VERBOSE notices say, parsed from PostgreSQL's messages
@@ -17,6 +18,11 @@ type Verbose struct {
 	TuplesRemoved, TuplesRemaining             int64
 	Hits, Misses, Dirtied                      int64
 	WALRecords, WALFullPageImages, WALBytes    int64
+	// Slept is the time the table's VACUUM slept for the throttle, from the engine server's
+	// "system usage: elapsed E s, slept S s" line; SleptReported says the line was there.
+	// PostgreSQL's system usage line has no such figure: it counts no time slept.
+	Slept         time.Duration
+	SleptReported bool
 	// Indexes are the indexes named by the notices, in order, with the row versions each
 	// scan removed (summed) and their pages.
 	Indexes []VerboseIndex
@@ -38,6 +44,7 @@ var (
 	reIndexPages  = regexp.MustCompile(`index "((?:[^"]|"")*)": pages: (\d+) in total`)
 	reIndexScan   = regexp.MustCompile(`scanned index "((?:[^"]|"")*)" to remove (\d+) row versions`)
 	reIndexNeeded = regexp.MustCompile(`had (\d+) dead item identifiers removed`)
+	reSlept       = regexp.MustCompile(`system usage: elapsed [0-9.]+ s, slept ([0-9]+(?:\.[0-9]+)?) s`)
 	reFullSummary = regexp.MustCompile(`found (\d+) removable, (\d+) nonremovable row versions in (\d+) pages`)
 )
 
@@ -66,6 +73,11 @@ func ParseVerbose(notices []string) Verbose {
 			num(reTuples, n, &v.TuplesRemoved, &v.TuplesRemaining)
 			num(reBuffers, n, &v.Hits, &v.Misses, &v.Dirtied)
 			num(reWAL, n, &v.WALRecords, &v.WALFullPageImages, &v.WALBytes)
+			if m := reSlept.FindStringSubmatch(n); m != nil {
+				if s, err := strconv.ParseFloat(m[1], 64); err == nil {
+					v.Slept, v.SleptReported = time.Duration(s*float64(time.Second)), true
+				}
+			}
 			var removed int64
 			if v.IndexScans > 0 {
 				num(reIndexNeeded, n, &removed)

@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 )
 
 // pg15Lazy is PostgreSQL 15's VACUUM (VERBOSE) of a table with a TOAST table, as the notices
@@ -37,6 +40,23 @@ func TestParseVerboseReadsTheTablesSummaryNotItsToastTables(t *testing.T) {
 	}
 	if len(ix) != 1 || ix[0] != (VerboseIndex{Name: "items_pkey", Pages: 112, EntriesRemoved: 20000}) {
 		t.Errorf("indexes %+v", ix)
+	}
+}
+
+func TestParseVerboseReadsTheEngineServersTimeSleptAndNoneFromPostgreSQL(t *testing.T) {
+	rep := vacuum.Report{Table: "orders", Mode: vacuum.ModeLazy, Elapsed: 2500 * time.Millisecond, Slept: 1750 * time.Millisecond}
+	var b strings.Builder
+	if err := rep.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	v := ParseVerbose([]string{"INFO:  " + b.String()})
+	if !v.Found || !v.SleptReported || v.Slept != 1750*time.Millisecond {
+		t.Errorf("from the engine's VERBOSE %q parsed slept %v (reported %v), want 1.75s", b.String(), v.Slept, v.SleptReported)
+	}
+	pg := append([]string{}, pg15Lazy...)
+	pg[1] += "\nsystem usage: CPU: user: 0.01 s, system: 0.00 s, elapsed: 0.05 s"
+	if v := ParseVerbose(pg); v.SleptReported || v.Slept != 0 {
+		t.Errorf("PostgreSQL 15's VERBOSE gave slept %v (reported %v): it has no such figure", v.Slept, v.SleptReported)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -98,7 +100,7 @@ func tableResultFrom(r *vacuum.Report) runnerwire.TableResult {
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		WALRecords: u.WALRecords, WALFullPageImages: u.WALFPIs, RingDirtyEvictions: u.RingDirtyEvictions,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
-		SleptSeconds: r.Slept.Seconds(), Indexes: []runnerwire.IndexResult{}, Notices: []string{},
+		SleptSeconds: ptr.To(r.Slept.Seconds()), Indexes: []runnerwire.IndexResult{}, Notices: []string{},
 		CostRate: rateFrom(r.Rates.Cost), ReadRate: rateFrom(r.Rates.Read),
 		WriteRate: rateFrom(r.Rates.Write), WALRate: rateFrom(r.Rates.WAL),
 		Complete: r.Complete, BlockReached: r.BlockReached, ResumedFromBlock: r.ResumedFromBlock,
@@ -120,7 +122,7 @@ func totalsFrom(t vacuum.Totals) runnerwire.Totals {
 		IndexPasses: t.IndexPasses, ElapsedSeconds: t.Elapsed.Seconds(), PagesPerSecond: t.PagesPerSecond,
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		WALRecords: u.WALRecords, WALFullPageImages: u.WALFPIs, RingDirtyEvictions: u.RingDirtyEvictions,
-		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied, SleptSeconds: t.Slept.Seconds(),
+		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied, SleptSeconds: ptr.To(t.Slept.Seconds()),
 		CostRate: rateFrom(t.Rates.Cost), ReadRate: rateFrom(t.Rates.Read),
 		WriteRate: rateFrom(t.Rates.Write), WALRate: rateFrom(t.Rates.WAL),
 	}
@@ -149,7 +151,7 @@ func progressFrom(s vacuum.Progress) runnerwire.Progress {
 		DeadTuples: s.DeadTIDs, DeadTupleBytes: s.DeadTIDBytes, TuplesRemoved: s.TuplesRemoved,
 		BytesRead: u.ReadBytes, BytesWritten: u.WriteBytes, WALBytes: u.WALBytes, WALFlushes: u.WALFlushes,
 		BufferHits: u.Hits, BufferMisses: u.Misses, BuffersDirtied: u.Dirtied,
-		SleptSeconds: s.Slept.Seconds(), ElapsedSeconds: s.Elapsed.Seconds(),
+		SleptSeconds: ptr.To(s.Slept.Seconds()), ElapsedSeconds: s.Elapsed.Seconds(),
 		PagesPerSecond: s.PagesPerSecond, ReadBytesPerSecond: s.ReadBytesPerSecond,
 		WriteBytesPerSecond: s.WriteBytesPerSecond, WALBytesPerSecond: s.WALBytesPerSecond,
 		Percent: s.Percent, Tables: []runnerwire.TableProgress{},

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
@@ -42,7 +43,7 @@ var progressMetrics = []metricDef{
 	counter("buffer_hits_total", "Buffer pool hits.", func(p runnerwire.Progress) float64 { return float64(p.BufferHits) }),
 	counter("buffer_misses_total", "Buffer pool misses.", func(p runnerwire.Progress) float64 { return float64(p.BufferMisses) }),
 	counter("buffers_dirtied_total", "Buffers dirtied.", func(p runnerwire.Progress) float64 { return float64(p.BuffersDirtied) }),
-	counter("slept_seconds_total", "Time the throttle made workers sleep.", func(p runnerwire.Progress) float64 { return p.SleptSeconds }),
+	counter("slept_seconds_total", "Time the throttle made workers sleep.", func(p runnerwire.Progress) float64 { return ptr.Deref(p.SleptSeconds, 0) }),
 	gauge("elapsed_seconds", "Time since the run started.", func(p runnerwire.Progress) float64 { return p.ElapsedSeconds }),
 	gauge("pages_per_second", "Heap pages scanned per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.PagesPerSecond }),
 	gauge("read_bytes_per_second", "Bytes read per second over the last 5 s.", func(p runnerwire.Progress) float64 { return p.ReadBytesPerSecond }),

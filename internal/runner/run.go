@@ -274,7 +274,8 @@ func summaryOfReport(ctx context.Context, rep runnerwire.Report, err error, code
 	}
 	rep.Tables = tables
 	s := runnerwire.Summary{Phase: runnerwire.SummarySucceeded, ExitCode: code, Totals: rep.Totals, Tables: rep.Tables,
-		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote, Replication: rep.Replication}
+		Server: rep.Server, StopReason: rep.StopReason, ResumeNote: rep.ResumeNote, Replication: rep.Replication,
+		Foreground: rep.Foreground, ForegroundBaseline: rep.ForegroundBaseline}
 	switch {
 	case code == runnerwire.ExitOK && rep.StopReason != "":
 		complete := 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"k8s.io/utils/ptr"
 
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
@@ -99,7 +100,11 @@ func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 			t.WALRecords, t.WALFullPageImages, t.WALBytes, t.WALFlushes)
 		if len(t.Notices) > 0 {
 			// An online table: the figures above come from the server's own notices.
-			p.printf("  throttle: %s (the server does not report time slept)\n", rates(t.CostRate, t.ReadRate, t.WriteRate, t.WALRate))
+			slept := "the server does not report time slept"
+			if t.SleptSeconds != nil {
+				slept = fmt.Sprintf("the server slept %.2f s", *t.SleptSeconds)
+			}
+			p.printf("  throttle: %s (%s)\n", rates(t.CostRate, t.ReadRate, t.WriteRate, t.WALRate), slept)
 			p.printf("  server's VACUUM VERBOSE:\n")
 			for _, n := range t.Notices {
 				p.printf("    %s\n", strings.ReplaceAll(n, "\n", "\n    "))
@@ -107,7 +112,7 @@ func writeVerbose(w io.Writer, rep runnerwire.Report) error {
 			p.printf("\n")
 			continue
 		}
-		p.printf("  throttle: slept %.2f s; %s\n\n", t.SleptSeconds,
+		p.printf("  throttle: slept %.2f s; %s\n\n", ptr.Deref(t.SleptSeconds, 0),
 			rates(t.CostRate, t.ReadRate, t.WriteRate, t.WALRate))
 	}
 	tt := rep.Totals

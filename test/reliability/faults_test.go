@@ -58,12 +58,15 @@ var _ = Describe("The operator under faults of the API server and the node", Ord
 
 		// The manager reconnects and goes on folding the runner's progress into the run: the
 		// run shows work the runner did after the restart.
-		after := waitProgress(pod, func(p runnerwire.Progress) bool { return p.SleptSeconds > during.SleptSeconds })
+		after := waitProgress(pod, func(p runnerwire.Progress) bool {
+			return ptr.Deref(p.SleptSeconds, 0) > ptr.Deref(during.SleptSeconds, 0)
+		})
 		Eventually(func(g Gomega) {
 			r := getRunG(g, run)
 			g.Expect(r.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
 			g.Expect(r.Status.Totals).NotTo(BeNil())
-			g.Expect(r.Status.Totals.TimeSlept.Seconds()).To(BeNumerically(">=", after.SleptSeconds-0.01))
+			g.Expect(r.Status.Totals.TimeSlept).NotTo(BeNil())
+			g.Expect(r.Status.Totals.TimeSlept.Seconds()).To(BeNumerically(">=", ptr.Deref(after.SleptSeconds, 0)-0.01))
 		}).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		unthrottle(run)

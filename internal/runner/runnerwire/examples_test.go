@@ -84,7 +84,7 @@ func exampleProgress() Progress {
 		DeadTuples: 150000, DeadTupleBytes: 900000, TuplesRemoved: 250000,
 		BytesRead: 98304000, BytesWritten: 41943040, WALBytes: 20971520, WALFlushes: 310,
 		BufferHits: 1200, BufferMisses: 12000, BuffersDirtied: 5120,
-		SleptSeconds: 3.25, ElapsedSeconds: 12.5, PagesPerSecond: 1610,
+		SleptSeconds: ptr.To(3.25), ElapsedSeconds: 12.5, PagesPerSecond: 1610,
 		ReadBytesPerSecond: 13189120, WriteBytesPerSecond: 5242880, WALBytesPerSecond: 2097152,
 		Percent: 62.5, ThrottleApplies: ThrottleAppliesImmediately,
 		Tables: []TableProgress{
@@ -104,7 +104,7 @@ func exampleTable(name string) TableResult {
 		ElapsedSeconds: 6.5, PagesPerSecond: 1230.75, BytesRead: 65536000, BytesWritten: 26214400,
 		WALBytes: 13107200, WALFlushes: 160, WALRecords: 8100, WALFullPageImages: 1500,
 		RingDirtyEvictions: 155, BufferHits: 800, BufferMisses: 8000, BuffersDirtied: 3200,
-		SleptSeconds: 1.75,
+		SleptSeconds: ptr.To(1.75),
 		Indexes:      []IndexResult{{Name: name + "_pkey", Pages: 1400, EntriesRemoved: 100000}},
 		CostRate:     Rate{Configured: 100000, Achieved: 81250.5},
 		ReadRate:     Rate{Configured: 52428800, Achieved: 10082461.5},
@@ -138,7 +138,7 @@ func exampleTotals(tables ...TableResult) Totals {
 		t.BufferHits += r.BufferHits
 		t.BufferMisses += r.BufferMisses
 		t.BuffersDirtied += r.BuffersDirtied
-		t.SleptSeconds += r.SleptSeconds
+		t.SleptSeconds = ptr.To(ptr.Deref(t.SleptSeconds, 0) + ptr.Deref(r.SleptSeconds, 0))
 	}
 	t.PagesPerSecond = 1230.75
 	t.CostRate = Rate{Configured: 100000, Achieved: 81250.5}

@@ -43,25 +43,27 @@ const (
 // TableResult and Totals, and in the VacuumRun's status); the JSON keys are the wire's and
 // stay as they were (heapBlocksScanned is PagesScanned).
 type Progress struct {
-	Phase               Phase           `json:"phase"`
-	Table               string          `json:"table"`
-	TablesDone          int64           `json:"tablesDone"`
-	TablesTotal         int64           `json:"tablesTotal"`
-	PagesTotal          int64           `json:"heapBlocksTotal"`
-	PagesScanned        int64           `json:"heapBlocksScanned"`
-	PagesVacuumed       int64           `json:"heapBlocksVacuumed"`
-	IndexPasses         int64           `json:"indexPasses"`
-	DeadTuples          int64           `json:"deadTuples"`
-	DeadTupleBytes      int64           `json:"deadTupleBytes"`
-	TuplesRemoved       int64           `json:"tuplesRemoved"`
-	BytesRead           int64           `json:"bytesRead"`
-	BytesWritten        int64           `json:"bytesWritten"`
-	WALBytes            int64           `json:"walBytes"`
-	WALFlushes          int64           `json:"walFlushes"`
-	BufferHits          int64           `json:"bufferHits"`
-	BufferMisses        int64           `json:"bufferMisses"`
-	BuffersDirtied      int64           `json:"buffersDirtied"`
-	SleptSeconds        float64         `json:"sleptSeconds"`
+	Phase          Phase  `json:"phase"`
+	Table          string `json:"table"`
+	TablesDone     int64  `json:"tablesDone"`
+	TablesTotal    int64  `json:"tablesTotal"`
+	PagesTotal     int64  `json:"heapBlocksTotal"`
+	PagesScanned   int64  `json:"heapBlocksScanned"`
+	PagesVacuumed  int64  `json:"heapBlocksVacuumed"`
+	IndexPasses    int64  `json:"indexPasses"`
+	DeadTuples     int64  `json:"deadTuples"`
+	DeadTupleBytes int64  `json:"deadTupleBytes"`
+	TuplesRemoved  int64  `json:"tuplesRemoved"`
+	BytesRead      int64  `json:"bytesRead"`
+	BytesWritten   int64  `json:"bytesWritten"`
+	WALBytes       int64  `json:"walBytes"`
+	WALFlushes     int64  `json:"walFlushes"`
+	BufferHits     int64  `json:"bufferHits"`
+	BufferMisses   int64  `json:"bufferMisses"`
+	BuffersDirtied int64  `json:"buffersDirtied"`
+	// SleptSeconds is the time the throttle slept so far; null when the server does not
+	// report it (PostgreSQL).
+	SleptSeconds        *float64        `json:"sleptSeconds"`
 	ElapsedSeconds      float64         `json:"elapsedSeconds"`
 	PagesPerSecond      float64         `json:"pagesPerSecond"`
 	ReadBytesPerSecond  float64         `json:"readBytesPerSecond"`

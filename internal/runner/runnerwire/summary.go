@@ -67,6 +67,12 @@ type Summary struct {
 	// Progress.Replication): a run shorter than the operator's progress interval has it here
 	// only. Absent for a volume and while no standby was seen.
 	Replication *Replication `json:"replication"`
+	// Foreground is the engine server's foreground as the run last read it (its latency
+	// view after the last VACUUM ended) and ForegroundBaseline the read just before the
+	// first VACUUM, as in Progress: a run shorter than the operator's progress interval has
+	// them here only. Null for a volume and for PostgreSQL, which has no latency histogram.
+	Foreground         *Foreground `json:"foreground"`
+	ForegroundBaseline *Foreground `json:"foregroundBaseline"`
 }
 
 // ServerIdentity is a server as an online run found it.
@@ -85,10 +91,13 @@ type Report struct {
 	Totals Totals        `json:"totals"`
 	// Server is the server an online run reached (absent for a data directory).
 	Server *ServerIdentity `json:"server"`
-	// StopReason, ResumeNote and Replication are as in Summary.
-	StopReason  string       `json:"stopReason"`
-	ResumeNote  string       `json:"resumeNote"`
-	Replication *Replication `json:"replication"`
+	// StopReason, ResumeNote, Replication, Foreground and ForegroundBaseline are as in
+	// Summary.
+	StopReason         string       `json:"stopReason"`
+	ResumeNote         string       `json:"resumeNote"`
+	Replication        *Replication `json:"replication"`
+	Foreground         *Foreground  `json:"foreground"`
+	ForegroundBaseline *Foreground  `json:"foregroundBaseline"`
 }
 
 // Rate compares a throttle's limit with what the vacuum achieved, in cost units or bytes per
@@ -107,34 +116,36 @@ type IndexResult struct {
 
 // TableResult is what vacuuming one table did, the facts VACUUM VERBOSE prints.
 type TableResult struct {
-	Table              string        `json:"table"`
-	Mode               Mode          `json:"mode"`
-	Skipped            bool          `json:"skipped"`
-	PagesTotal         int64         `json:"pagesTotal"`
-	PagesScanned       int64         `json:"pagesScanned"`
-	PagesRemoved       int64         `json:"pagesRemoved"`
-	PagesRemaining     int64         `json:"pagesRemaining"`
-	TuplesRemoved      int64         `json:"tuplesRemoved"`
-	TuplesRemaining    int64         `json:"tuplesRemaining"`
-	IndexPasses        int64         `json:"indexPasses"`
-	ElapsedSeconds     float64       `json:"elapsedSeconds"`
-	PagesPerSecond     float64       `json:"pagesPerSecond"`
-	BytesRead          int64         `json:"bytesRead"`
-	BytesWritten       int64         `json:"bytesWritten"`
-	WALBytes           int64         `json:"walBytes"`
-	WALFlushes         int64         `json:"walFlushes"`
-	WALRecords         int64         `json:"walRecords"`
-	WALFullPageImages  int64         `json:"walFullPageImages"`
-	RingDirtyEvictions int64         `json:"ringDirtyEvictions"`
-	BufferHits         int64         `json:"bufferHits"`
-	BufferMisses       int64         `json:"bufferMisses"`
-	BuffersDirtied     int64         `json:"buffersDirtied"`
-	SleptSeconds       float64       `json:"sleptSeconds"`
-	Indexes            []IndexResult `json:"indexes"`
-	CostRate           Rate          `json:"costRate"`
-	ReadRate           Rate          `json:"readRate"`
-	WriteRate          Rate          `json:"writeRate"`
-	WALRate            Rate          `json:"walRate"`
+	Table              string  `json:"table"`
+	Mode               Mode    `json:"mode"`
+	Skipped            bool    `json:"skipped"`
+	PagesTotal         int64   `json:"pagesTotal"`
+	PagesScanned       int64   `json:"pagesScanned"`
+	PagesRemoved       int64   `json:"pagesRemoved"`
+	PagesRemaining     int64   `json:"pagesRemaining"`
+	TuplesRemoved      int64   `json:"tuplesRemoved"`
+	TuplesRemaining    int64   `json:"tuplesRemaining"`
+	IndexPasses        int64   `json:"indexPasses"`
+	ElapsedSeconds     float64 `json:"elapsedSeconds"`
+	PagesPerSecond     float64 `json:"pagesPerSecond"`
+	BytesRead          int64   `json:"bytesRead"`
+	BytesWritten       int64   `json:"bytesWritten"`
+	WALBytes           int64   `json:"walBytes"`
+	WALFlushes         int64   `json:"walFlushes"`
+	WALRecords         int64   `json:"walRecords"`
+	WALFullPageImages  int64   `json:"walFullPageImages"`
+	RingDirtyEvictions int64   `json:"ringDirtyEvictions"`
+	BufferHits         int64   `json:"bufferHits"`
+	BufferMisses       int64   `json:"bufferMisses"`
+	BuffersDirtied     int64   `json:"buffersDirtied"`
+	// SleptSeconds is the time the throttle slept; null when the server does not report it
+	// (PostgreSQL counts no time its VACUUM sleeps for vacuum_cost_delay).
+	SleptSeconds *float64      `json:"sleptSeconds"`
+	Indexes      []IndexResult `json:"indexes"`
+	CostRate     Rate          `json:"costRate"`
+	ReadRate     Rate          `json:"readRate"`
+	WriteRate    Rate          `json:"writeRate"`
+	WALRate      Rate          `json:"walRate"`
 	// Complete: the table's vacuum ran to its end in this run (or had nothing to do). A
 	// table stopped by StopAt, or not reached before it, is not complete.
 	Complete bool `json:"complete"`
@@ -176,11 +187,13 @@ type Totals struct {
 	BufferHits         int64   `json:"bufferHits"`
 	BufferMisses       int64   `json:"bufferMisses"`
 	BuffersDirtied     int64   `json:"buffersDirtied"`
-	SleptSeconds       float64 `json:"sleptSeconds"`
-	CostRate           Rate    `json:"costRate"`
-	ReadRate           Rate    `json:"readRate"`
-	WriteRate          Rate    `json:"writeRate"`
-	WALRate            Rate    `json:"walRate"`
+	// SleptSeconds is the time the throttle slept, summed over the tables; null when the
+	// server does not report it (PostgreSQL).
+	SleptSeconds *float64 `json:"sleptSeconds"`
+	CostRate     Rate     `json:"costRate"`
+	ReadRate     Rate     `json:"readRate"`
+	WriteRate    Rate     `json:"writeRate"`
+	WALRate      Rate     `json:"walRate"`
 }
 
 // TruncateSummary encodes s in at most limit bytes (MaxSummaryBytes when limit <= 0): it keeps
