@@ -66,7 +66,7 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 			return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonClaimNotFound, msg, stopPollInterval)
 		}
 	}
-	if made, err := r.ensureTokenSecret(ctx, run); made || err != nil {
+	if retry, err := r.ensureTokenSecret(ctx, run); retry || err != nil {
 		return ctrl.Result{RequeueAfter: conflictRetry}, err
 	}
 	if q := run.Spec.Target.Quiesce; q != nil {

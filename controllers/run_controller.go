@@ -69,6 +69,8 @@ type RunReconciler struct {
 	// runners makes the HTTP calls to runner pods, outside any reconcile.
 	runners     *runnerCalls
 	runnersOnce sync.Once
+	// leases are the volume Leases the runs hold, as last written (run_lock.go).
+	leases heldLeases
 }
 
 // DefaultWorkers is how many runs, and how many policies, are reconciled at once by default.
@@ -135,8 +137,11 @@ func (r *RunReconciler) reconcileRun(ctx context.Context, run *vacuumv1alpha1.Va
 		return r.finalize(ctx, run)
 	}
 	if !controllerutil.ContainsFinalizer(run, vacuumv1alpha1.FinalizerRun) {
-		// The update triggers the next reconcile.
-		return ctrl.Result{}, r.addFinalizer(ctx, run)
+		if err := r.addFinalizer(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+		// On with the run in this reconcile, from the patched copy: waiting for the patch's
+		// own event would put a trip through the work queue between every tick and its pod.
 	}
 	if run.IsFinished() {
 		if res, err := r.releaseAfterEnd(ctx, run); err != nil || res.RequeueAfter > 0 {

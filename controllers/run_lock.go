@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,6 +39,43 @@ func leaseName(pvc string) string {
 	return name[:253-17] + "-" + hex.EncodeToString(sum[:8])
 }
 
+// heldLeases remembers, per run UID, the Lease as this manager last wrote or read it while
+// the run held it. A run holds its lock over many reconciles (each progress poll, each pod
+// event), and nobody else writes a Lease whose holder is a run still going (a takeover needs
+// the holder ended or gone), so between renewals a reconcile trusts the copy instead of
+// reading the Lease again: one uncached request fewer on every reconcile of an active run.
+// The renewal (an update with the remembered resourceVersion) checks the copy every
+// leaseRenewEvery; a conflict or a missing Lease drops it, and the next reconcile reads.
+// A manager that restarts starts empty and reads.
+type heldLeases struct {
+	mu sync.Mutex
+	m  map[types.UID]*coordinationv1.Lease
+}
+
+func (h *heldLeases) get(uid types.UID) *coordinationv1.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l := h.m[uid]; l != nil {
+		return l.DeepCopy()
+	}
+	return nil
+}
+
+func (h *heldLeases) put(uid types.UID, l *coordinationv1.Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[types.UID]*coordinationv1.Lease{}
+	}
+	h.m[uid] = l.DeepCopy()
+}
+
+func (h *heldLeases) forget(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, uid)
+}
+
 // volumeLock is the outcome of acquireVolumeLock: held since when, or held by whom.
 type volumeLock struct {
 	held   bool
@@ -58,6 +96,25 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		},
 	}
 	taken := volumeLock{held: true, since: now.Time}
+	if held := r.leases.get(run.UID); held != nil && held.Name == lease.Name {
+		if held.Spec.AcquireTime != nil {
+			taken.since = held.Spec.AcquireTime.Time
+		}
+		if held.Spec.RenewTime != nil && now.Sub(held.Spec.RenewTime.Time) < leaseRenewEvery {
+			return taken, nil
+		}
+		held.Spec.RenewTime = &now
+		err := r.Update(ctx, held) // the remembered resourceVersion: a compare-and-swap
+		if err == nil {
+			r.leases.put(run.UID, held)
+			return taken, nil
+		}
+		r.leases.forget(run.UID)
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return volumeLock{}, fmt.Errorf("renew lease %s/%s: %w", held.Namespace, held.Name, err)
+		}
+		// Changed or gone since this manager wrote it: read it, as without a copy.
+	}
 	// Read first: a run holds its lock over many reconciles and takes it once, so a Create
 	// first would cost each reconcile an AlreadyExists before the read.
 	var cur coordinationv1.Lease
@@ -65,6 +122,7 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 	if apierrors.IsNotFound(err) {
 		err = r.Create(ctx, lease)
 		if err == nil {
+			r.leases.put(run.UID, lease)
 			return taken, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -79,7 +137,11 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		if cur.Spec.AcquireTime != nil {
 			taken.since = cur.Spec.AcquireTime.Time
 		}
-		return taken, r.renewLease(ctx, &cur, now)
+		if err := r.renewLease(ctx, &cur, now); err != nil {
+			return volumeLock{}, err
+		}
+		r.leases.put(run.UID, &cur)
+		return taken, nil
 	}
 	holderName := cur.Labels[vacuumv1alpha1.LabelRun]
 	stale, err := r.holderGone(ctx, run.Namespace, holderName, ptr.Deref(cur.Spec.HolderIdentity, ""))
@@ -94,6 +156,7 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		}
 		return volumeLock{holder: holderName}, fmt.Errorf("take over stale lease %s/%s: %w", cur.Namespace, cur.Name, err)
 	}
+	r.leases.put(run.UID, &cur)
 	return taken, nil
 }
 
@@ -113,25 +176,45 @@ func (r *RunReconciler) holderGone(ctx context.Context, ns, name, uid string) (b
 	return string(holder.UID) != uid || holder.IsFinished() && holder.DeletionTimestamp == nil, nil
 }
 
+// renewLease renews a lease the run holds when leaseRenewEvery has passed; a conflict
+// leaves it as it was read, for the next reconcile to read again.
 func (r *RunReconciler) renewLease(ctx context.Context, lease *coordinationv1.Lease, now metav1.MicroTime) error {
 	if lease.Spec.RenewTime != nil && now.Sub(lease.Spec.RenewTime.Time) < leaseRenewEvery {
 		return nil
 	}
+	read := lease.DeepCopy()
 	lease.Spec.RenewTime = &now
-	if err := r.Update(ctx, lease); err != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("renew lease %s/%s: %w", lease.Namespace, lease.Name, err)
+	if err := r.Update(ctx, lease); err != nil {
+		*lease = *read
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("renew lease %s/%s: %w", lease.Namespace, lease.Name, err)
+		}
 	}
 	return nil
 }
 
 // releaseVolumeLock deletes the run's lease if the run holds it.
 func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	held := r.leases.get(run.UID)
+	r.leases.forget(run.UID)
 	var cur coordinationv1.Lease
 	name := lockName(run)
 	if name == "" {
 		return nil // an online run that never identified its server holds no lock
 	}
 	k := types.NamespacedName{Namespace: run.Namespace, Name: name}
+	if held != nil && held.Name == name {
+		// Delete the copy this manager last wrote, unread: its UID and resourceVersion make
+		// the delete fail if anyone changed the Lease since, and then it is read first.
+		pre := metav1.Preconditions{UID: &held.UID, ResourceVersion: &held.ResourceVersion}
+		err := r.Delete(ctx, held, &client.DeleteOptions{Preconditions: &pre})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("release lease %s/%s: %w", k.Namespace, k.Name, err)
+		}
+	}
 	if err := r.APIReader.Get(ctx, k, &cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}

@@ -178,7 +178,7 @@ func (r *RunReconciler) advanceOnline(ctx context.Context, run *vacuumv1alpha1.V
 	if addr == "" && (newAttempt || st.Server == nil) {
 		return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonEndpointNotReady, msg, stopPollInterval)
 	}
-	if made, err := r.ensureTokenSecret(ctx, run); made || err != nil {
+	if retry, err := r.ensureTokenSecret(ctx, run); retry || err != nil {
 		return ctrl.Result{RequeueAfter: conflictRetry}, err
 	}
 	if st.Server == nil || st.Server.SystemIdentifier == "" {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -44,7 +46,21 @@ type options struct {
 	logLevel               int
 	windowSeconds          bool
 	pprofAddr              string
+	kubeAPIQPS             float64
+	kubeAPIBurst           int
 }
+
+// Defaults of the manager's client of the API server. No client-side rate limit, as
+// controller-runtime configures its clients on SIG API Machinery's advice
+// (kubernetes-sigs/controller-runtime#3119): the
+// API server's Priority and Fairness queues and sheds the manager's requests by its flow
+// schema, while a client-side token bucket only makes the manager's own reconciles wait
+// (client-go's old 20 QPS and 30 of burst would hold a fleet that needs hundreds of
+// requests a second in a queue of seconds). --kube-api-qps sets a ceiling where wanted.
+const (
+	defaultKubeAPIQPS   = -1
+	defaultKubeAPIBurst = 0
+)
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -81,6 +97,11 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.logLevel, "v", 0, "log verbosity (0 = info, higher = more)")
 	fs.BoolVar(&o.windowSeconds, "window-schedule-seconds", false,
 		"for tests: spec.window.schedule may have a leading seconds field (six fields), so windows can open seconds apart")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", defaultKubeAPIQPS,
+		"requests per second the manager's client may send the API server on average; -1 sets no client-side limit "+
+			"and leaves the pacing to the API server's Priority and Fairness")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", defaultKubeAPIBurst,
+		"requests the client may send at once above --kube-api-qps (default: twice --kube-api-qps); only with a --kube-api-qps above 0")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "",
 		"for profiling: a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) serving net/http/pprof's /debug/pprof/ (default: off)")
 	if err := fs.Parse(args); err != nil {
@@ -95,7 +116,41 @@ func parseFlags(args []string) (options, error) {
 	if o.progressInterval <= 0 {
 		return o, fmt.Errorf("--progress-interval must be positive, got %s", o.progressInterval)
 	}
+	if err := checkRateLimit(&o); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// checkRateLimit refuses a client rate limit client-go would read otherwise than written
+// (0 selects client-go's own 5 QPS; a burst below the rate never reaches it) and fills in a
+// burst of twice the rate when none is given.
+func checkRateLimit(o *options) error {
+	switch {
+	case o.kubeAPIQPS == -1:
+		if o.kubeAPIBurst != 0 {
+			return fmt.Errorf("--kube-api-burst=%d needs a --kube-api-qps above 0 (it is -1: no client-side limit)", o.kubeAPIBurst)
+		}
+		return nil
+	case o.kubeAPIQPS <= 0:
+		return fmt.Errorf("--kube-api-qps must be -1 (no client-side limit) or above 0, got %g", o.kubeAPIQPS)
+	case o.kubeAPIBurst == 0:
+		o.kubeAPIBurst = int(math.Ceil(2 * o.kubeAPIQPS))
+	case float64(o.kubeAPIBurst) < o.kubeAPIQPS:
+		return fmt.Errorf("--kube-api-burst=%d is below --kube-api-qps=%g", o.kubeAPIBurst, o.kubeAPIQPS)
+	}
+	return nil
+}
+
+// restConfig is the manager's client configuration: the kubeconfig or in-cluster one, with
+// the rate limit of the flags.
+func restConfig(o options) (*rest.Config, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load the API server's configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	return cfg, nil
 }
 
 // loopbackOnly refuses an address that is not a loopback one: the profiles show the
@@ -168,7 +223,14 @@ func run(ctx context.Context, o options) error {
 	if err := vacuumv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	// Request latency and the client-side rate limiter's wait, beside controller-runtime's
+	// default rest_client_requests_total: where a slow reconcile spends its time.
+	metrics.RegisterRESTClientMetrics(metrics.MetricRequestLatency, metrics.MetricRateLimiterLatency)
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
@@ -210,6 +272,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "namespace", o.namespace, "watchNamespaces", o.watchNamespaces, "runnerImage", o.runnerImage, "progressInterval", o.progressInterval)
+	ctrl.Log.Info("starting manager", "namespace", o.namespace, "watchNamespaces", o.watchNamespaces, "runnerImage", o.runnerImage,
+		"progressInterval", o.progressInterval, "workers", o.workers, "kubeAPIQPS", o.kubeAPIQPS, "kubeAPIBurst", o.kubeAPIBurst)
 	return mgr.Start(ctx)
 }

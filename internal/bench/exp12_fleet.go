@@ -46,13 +46,18 @@ import (
 // and RSS and CPU from /proc, and each tick's delay to its run's pod from the objects.
 
 const (
-	fleetTable       = "exp12_fleet"
-	fleetNoNodeLabel = "bench.vacuumops.io/no-such-node"
-	reconcileMetric  = "controller_runtime_reconcile_time_seconds"
-	requestsMetric   = "rest_client_requests_total"
-	heapMetric       = "go_memstats_heap_alloc_bytes"
-	fleetRows        = 300 // rows of the tiny volume's one table
-	fleetSettle      = 3 * time.Second
+	fleetTable         = "exp12_fleet"
+	fleetRequestsTable = "exp12_requests"
+	fleetNoNodeLabel   = "bench.vacuumops.io/no-such-node"
+	reconcileMetric    = "controller_runtime_reconcile_time_seconds"
+	requestsMetric     = "rest_client_requests_total"
+	queueMetric        = "workqueue_queue_duration_seconds"
+	depthMetric        = "workqueue_depth"
+	latencyMetric      = "rest_client_request_duration_seconds"
+	limiterMetric      = "rest_client_rate_limiter_duration_seconds"
+	heapMetric         = "go_memstats_heap_alloc_bytes"
+	fleetRows          = 300 // rows of the tiny volume's one table
+	fleetSettle        = 3 * time.Second
 )
 
 // Goals of the issue, at the largest fleet.
@@ -70,13 +75,19 @@ type fleetSample struct {
 	at   time.Time
 	m    managerstat.Sample
 	proc managerstat.Proc
+	cp   managerstat.Proc // the control plane: kube-apiserver and etcd together
 }
+
+// controlPlaneNames are the processes whose CPU is the control plane's: where a reconcile
+// that waits on the API server spends its time.
+var controlPlaneNames = []string{"kube-apiserver", "etcd"}
 
 // fleetManager is a manager process of the experiment.
 type fleetManager struct {
 	cmd                  *exec.Cmd
 	done                 chan struct{}
 	metrics, pprof, prob string
+	cpPids               []int // the control plane's processes (children of this one)
 }
 
 // fleetSeen is when the experiment's watch first saw a run and its pod.
@@ -117,11 +128,15 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 		"policy_reconciles", "policy_p50_ms", "policy_p99_ms", "run_reconciles", "run_p50_ms", "run_p99_ms",
 		"requests", "requests_per_run", "heap_idle_mib", "heap_mib", "heap_kib_per_policy",
 		"rss_idle_mib", "rss_mib", "rss_kib_per_policy", "cpu_s", "cpu_ms_per_run", "cpu_cores",
-		"tick_to_run_p99_s", "tick_to_pod_ts_p99_s", "tick_to_pod_p50_s", "tick_to_pod_p99_s", "tick_to_pod_max_s", "no_pod_runs")
-	sec.Tables = append(sec.Tables, tb)
+		"tick_to_run_p99_s", "tick_to_pod_ts_p99_s", "tick_to_pod_p50_s", "tick_to_pod_p99_s", "tick_to_pod_max_s", "no_pod_runs",
+		"policy_queue_mean_ms", "run_queue_mean_ms", "policy_depth_max", "run_depth_max",
+		"request_mean_ms", "request_p99_ms", "limiter_p99_ms", "control_plane_cores")
+	// API requests per run by HTTP method (a list is a GET): which requests a run costs.
+	tbReq := NewTable(fleetRequestsTable, 2, "fleet", "method", "policies", "requests", "requests_per_run")
+	sec.Tables = append(sec.Tables, tb, tbReq)
 	for i, n := range sz.FleetScales {
 		last := i == len(sz.FleetScales)-1
-		if err := r.fleetOnce(ctx, c, bin, tmpl, n, last, tb); err != nil {
+		if err := r.fleetOnce(ctx, c, bin, tmpl, n, last, tb, tbReq); err != nil {
 			return nil, fmt.Errorf("%d policies: %w", n, err)
 		}
 	}
@@ -173,7 +188,7 @@ func fleetVolume(ctx context.Context, runner, dir string) error {
 
 // fleetOnce measures a fleet of n policies with a fresh manager, and adds its row. Unless
 // last, it deletes the fleet afterwards, so the next manager's caches hold only its own.
-func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl string, n int, last bool, tb *Table) error {
+func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl string, n int, last bool, tb, tbReq *Table) error {
 	sz := r.sz
 	ns := fmt.Sprintf("fleet-%d", n)
 	if err := devcluster.EnsureNamespace(ctx, c.Client, ns); err != nil {
@@ -228,6 +243,8 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 	r.logf("  %d policies created in %s", n, s1.at.Sub(s0.at).Round(time.Millisecond))
 	prof := make(chan error, 1)
 	go func() { prof <- m.profile(ctx, n, sz.FleetWindow-time.Second) }()
+	depth := make(chan map[string]float64, 1)
+	go func() { depth <- m.maxDepth(wctx, time.Second) }()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -243,7 +260,14 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 		return err
 	}
 	stopWatch()
-	if err := fleetRow(tb, n, realCount, s0, s1, s2, seen); err != nil {
+	if err := fleetRow(tb, n, realCount, s0, s1, s2, seen, <-depth); err != nil {
+		return err
+	}
+	if err := fleetRequests(tbReq, n, s0, s2, seen); err != nil {
+		return err
+	}
+	// The whole exposition at the end, beside the manager's log, for what the table leaves out.
+	if err := download(ctx, m.metrics, filepath.Join(r.work, fmt.Sprintf("manager-%d.metrics", n))); err != nil {
 		return err
 	}
 	r.logf("  %d policies: %s", n, fleetRowText(tb))
@@ -372,6 +396,10 @@ func (s *fleetSeen) delays(end time.Time) (run, podTS, podSeen []time.Duration, 
 // startFleetManager starts bin/manager against kubeconfig, metrics over plain HTTP and pprof
 // on free loopback ports, and waits until it is ready and its controllers have started.
 func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string) (*fleetManager, error) {
+	cpPids, err := childProcesses(controlPlaneNames)
+	if err != nil {
+		return nil, err
+	}
 	addrs := make([]string, 3)
 	for i := range addrs {
 		a, err := freeLoopbackAddr()
@@ -396,7 +424,7 @@ func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string) (*f
 		return nil, fmt.Errorf("start manager: %w", err)
 	}
 	m := &fleetManager{cmd: cmd, done: make(chan struct{}), metrics: "http://" + addrs[0] + "/metrics",
-		pprof: "http://" + addrs[1] + "/debug/pprof/heap?gc=1", prob: "http://" + addrs[2] + "/readyz"}
+		pprof: "http://" + addrs[1] + "/debug/pprof/heap?gc=1", prob: "http://" + addrs[2] + "/readyz", cpPids: cpPids}
 	go func() { _ = cmd.Wait(); close(m.done) }()
 	// Ready, and both controllers started: then the idle baseline.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -477,7 +505,68 @@ func (m *fleetManager) sample(ctx context.Context, gc bool) (fleetSample, error)
 	if err != nil {
 		return fleetSample{}, err
 	}
-	return fleetSample{at: time.Now(), m: s, proc: p}, nil
+	var cp managerstat.Proc
+	for _, pid := range m.cpPids {
+		q, err := managerstat.ReadProc(pid)
+		if err != nil {
+			return fleetSample{}, fmt.Errorf("control plane: %w", err)
+		}
+		cp.CPU += q.CPU
+		cp.RSSBytes += q.RSSBytes
+	}
+	return fleetSample{at: time.Now(), m: s, proc: p, cp: cp}, nil
+}
+
+// maxDepth scrapes the manager every interval until ctx ends and returns the deepest each
+// controller's work queue was (workqueue_depth, by controller name).
+func (m *fleetManager) maxDepth(ctx context.Context, every time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	for {
+		if s, err := managerstat.Scrape(ctx, m.metrics); err == nil {
+			for _, c := range []string{"vacuumpolicy", "vacuumrun"} {
+				out[c] = max(out[c], s.Sum(depthMetric, managerstat.Labels{"name": c}))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(every):
+		}
+	}
+}
+
+// childProcesses are the pids of this process's children named one of names (their
+// /proc/<pid>/stat command): envtest starts kube-apiserver and etcd as direct children.
+func childProcesses(names []string) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(self) || !slices.Contains(names, string(b[open+1:end])) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != len(names) {
+		return nil, fmt.Errorf("found %d of the control plane's %d processes %v among this process's children", len(pids), len(names), names)
+	}
+	return pids, nil
 }
 
 // FleetProfileEnv names a directory that receives the manager's CPU profile over each
@@ -579,7 +668,7 @@ func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns stri
 
 // fleetRow adds the row of a fleet of n policies, measured by samples s0 (idle, before the
 // policies), s1 (all created) and s2 (the end).
-func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSeen) error {
+func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSeen, depth map[string]float64) error {
 	quant := func(ctrl string) (count, p50, p99 float64, err error) {
 		h2, err := s2.m.Histogram(reconcileMetric, managerstat.Labels{"controller": ctrl})
 		if err != nil {
@@ -603,6 +692,36 @@ func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSe
 	if err != nil {
 		return err
 	}
+	// What a reconcile waits on: its turn in the work queue, the API server's answers, and
+	// the client-side rate limiter (no series at all when the client has none).
+	between := func(name string, sel managerstat.Labels) managerstat.Histogram {
+		h2, err := s2.m.Histogram(name, sel)
+		if err != nil {
+			return managerstat.Histogram{}
+		}
+		h0, _ := s0.m.Histogram(name, sel)
+		if h, err := h2.Sub(h0); err == nil {
+			return h
+		}
+		return managerstat.Histogram{}
+	}
+	meanMs := func(h managerstat.Histogram) float64 {
+		if h.Count == 0 {
+			return 0
+		}
+		return 1000 * h.Sum / h.Count
+	}
+	p99Ms := func(h managerstat.Histogram) float64 {
+		if h.Count == 0 {
+			return 0
+		}
+		return 1000 * h.Quantile(0.99)
+	}
+	pq := between(queueMetric, managerstat.Labels{"name": "vacuumpolicy"})
+	rq := between(queueMetric, managerstat.Labels{"name": "vacuumrun"})
+	lat := between(latencyMetric, nil)
+	lim := between(limiterMetric, nil)
+	cpCores := (s2.cp.CPU - s1.cp.CPU).Seconds() / s2.at.Sub(s1.at).Seconds()
 	runD, podTS, podSeen, noPod := seen.delays(s2.at)
 	runs := len(podSeen)
 	if runs == 0 {
@@ -621,7 +740,23 @@ func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSe
 		req, req/float64(runs), heap0/(1<<20), heap2/(1<<20), (heap2-heap0)/1024/fn,
 		rss0/(1<<20), rss2/(1<<20), (rss2-rss0)/1024/fn, cpu, 1000*cpu/float64(runs), cores,
 		secs(percentileOr(runD, 0.99)), secs(percentile(podTS, 0.99)), secs(percentile(podSeen, 0.5)), secs(percentile(podSeen, 0.99)),
-		secs(podSeen[len(podSeen)-1]), float64(noPod))
+		secs(podSeen[len(podSeen)-1]), float64(noPod),
+		meanMs(pq), meanMs(rq), depth["vacuumpolicy"], depth["vacuumrun"],
+		meanMs(lat), p99Ms(lat), p99Ms(lim), cpCores)
+}
+
+// fleetRequests adds the fleet's API requests per run by HTTP method.
+func fleetRequests(tb *Table, n int, s0, s2 fleetSample, seen *fleetSeen) error {
+	_, _, podSeen, _ := seen.delays(s2.at)
+	runs := float64(max(len(podSeen), 1))
+	for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		sel := managerstat.Labels{"method": method}
+		req := s2.m.Sum(requestsMetric, sel) - s0.m.Sum(requestsMetric, sel)
+		if err := tb.Add([]string{fleetLabel(n), method}, float64(n), req, req/runs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func percentileOr(s []time.Duration, q float64) time.Duration {
