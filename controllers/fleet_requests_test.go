@@ -98,10 +98,7 @@ var _ = Describe("A run's volume Lease", func() {
 
 		By("releasing it at the run's end without reading it")
 		before := reads.count()
-		run := getRun(ns, "held")
-		patch := clientMergeFrom(run)
-		run.Spec.Cancel = true
-		Expect(k8sClient.Patch(suiteCtx, run, patch)).To(Succeed())
+		setPodTerminated(getPod(ns, "held-1"), 0, "Completed", string(goldenBytes("summary-succeeded.json")))
 		Eventually(func() error {
 			reconcileRun(r, ns, "held")
 			return k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &again)
