@@ -188,7 +188,7 @@ func DefaultSizes() Sizes {
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
-		AdaptScale: 5, AdaptRate: 400, AdaptClients: 4, AdaptThreads: 2, AdaptDeadEvery: 10,
+		AdaptScale: 5, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
 		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
 
 		LimRows: 200_000, LimRuns: 3,

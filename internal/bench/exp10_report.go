@@ -184,9 +184,19 @@ func adaptiveRules(ts tables) []Rule {
 	var out []Rule
 	for _, part := range []string{exp10Latency, exp10Lag} {
 		a, f := readAdaptiveRow(c, part, exp10ColAdaptive), readAdaptiveRow(c, part, exp10ColOurs)
+		tg := c.row("exp10_targets", part)
+		alone, un := c.num("exp10_targets", tg, "alone"), c.num("exp10_targets", tg, "beside_unthrottled")
 		if c.err != nil {
 			return nil
 		}
+		out = append(out, Rule{
+			Statement: sentence("%s target: the start's measurements bracket a target when the load's figure beside the "+
+				"unthrottled VACUUM is above its figure alone", part),
+			Holds: un > alone,
+			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM.", alone, un),
+			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM): the unthrottled VACUUM did not "+
+				"raise the figure on this run, so the target and what follows from it say nothing of throttling.", alone, un),
+		})
 		met, why := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
 		out = append(out,
 			Rule{
