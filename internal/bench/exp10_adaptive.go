@@ -323,7 +323,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 	}
 	for i := range runs {
 		x := &runs[i]
-		p99, n := all.between(x.start, x.end)
+		p99, n := p99Through(all, x.start, x.end)
 		x.figure, x.n, x.failed = ms(p99), n, all.fails
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.end, exp10Window, p99Stat, ms(target))
@@ -332,6 +332,25 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, x.n, x.held, x.total)
 	}
 	return aloneP99, runs, nil
+}
+
+// p99Through is the p99 and count of the load's transactions that ended while the VACUUM
+// ran; when none did (the foreground stalled for all of it), of those that ended from its
+// start to the first one after its end, which waited through it: a stall is never a p99 of 0.
+func p99Through(run pgbenchRun, start, end time.Time) (time.Duration, int) {
+	if p99, n := run.between(start, end); n > 0 {
+		return p99, n
+	}
+	var next time.Time
+	for _, e := range run.ends {
+		if e.After(end) && (next.IsZero() || e.Before(next)) {
+			next = e
+		}
+	}
+	if next.IsZero() {
+		return 0, 0
+	}
+	return run.between(start, next)
 }
 
 // exp10Target is the online run's connection to s.

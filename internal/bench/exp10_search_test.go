@@ -184,3 +184,23 @@ func TestBestFixedIsTheSmallestDelayWhoseMedianHoldsAndSkipsTheStartsRuns(t *tes
 		t.Error("no fixed delay's median is within 3.5, yet bestFixed found one")
 	}
 }
+
+func TestAVacuumWithNoTransactionEndingInsideItIsJudgedByTheOneThatWaitedThroughIt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	run := pgbenchRun{
+		lat:  []time.Duration{2 * msec, 900 * msec, 3 * msec},
+		ends: []time.Time{t0.Add(-time.Second), t0.Add(1500 * msec), t0.Add(2 * time.Second)},
+	}
+	if p99, n := p99Through(run, t0, t0.Add(time.Second)); p99 != 900*msec || n != 1 {
+		t.Errorf("stalled VACUUM: p99 %s over %d transactions, want 900ms over 1 (the first after its end)", p99, n)
+	}
+	if p99, n := p99Through(run, t0, t0.Add(1600*msec)); p99 != 900*msec || n != 1 {
+		t.Errorf("VACUUM holding a transaction: p99 %s over %d, want 900ms over 1", p99, n)
+	}
+	if _, n := p99Through(run, t0, t0.Add(3*time.Second)); n != 2 {
+		t.Errorf("%d transactions in the VACUUM, want 2", n)
+	}
+	if p99, n := p99Through(run, t0.Add(5*time.Second), t0.Add(6*time.Second)); p99 != 0 || n != 0 {
+		t.Errorf("no transaction after the VACUUM at all: %s, %d; want 0, 0", p99, n)
+	}
+}
