@@ -40,6 +40,9 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp7_vacuum", 2, 4, 0},
 		{"exp8_online", 2, 2 * len(sz.OnlineDelays), 0},
 		{"exp9_windows", 1, 1 + (len(sz.WinSplits)-1)*len(sz.WinCycles), 0},
+		{"exp10_summary", 2, 6, 0},
+		{"exp10_targets", 2, 2, 0},
+		{"exp10_runs", 4, -1, 2 * (sz.AdaptRuns + sz.AdaptRuns*(1+len(sz.AdaptDelays)))},
 		{"exp11_summary", 1, 5, 0},
 		{"exp11_runs", 1, -1, 4 * sz.LimRuns},
 	}
@@ -205,6 +208,39 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 		for _, r := range tb.rows {
 			if !slices.ContainsFunc(series.rows, func(s []string) bool { return s[0] == r[0] }) {
 				t.Errorf("lag series has no samples of %q", r[0])
+			}
+		}
+	})
+
+	t.Run("adaptive throttling's runs were each judged against a target chosen between the load alone and beside the unthrottled vacuum", func(t *testing.T) {
+		tg := tables["exp10_targets"]
+		alone, un, goal := tg.col(t, "alone"), tg.col(t, "beside_unthrottled"), tg.col(t, "target_value")
+		for i, row := range tg.rows {
+			lo, hi := math.Min(alone[i], un[i]), math.Max(alone[i], un[i])
+			if row[0] == "replication lag" {
+				lo = math.Max(lo, 8192/1e6) // the lag alone is raised to one WAL page
+			}
+			if goal[i] <= 0 || goal[i] < lo*0.999 || goal[i] > hi*1.001 {
+				t.Errorf("%s: target %.4f not within alone %.4f and unthrottled %.4f", row[0], goal[i], alone[i], un[i])
+			}
+		}
+		runs := tables["exp10_runs"]
+		windows, secs := runs.col(t, "windows"), runs.col(t, "vacuum_s")
+		adaptive := map[string]int{}
+		for i, row := range runs.rows {
+			if secs[i] <= 0 {
+				t.Errorf("run %v: VACUUM time %.3f s", row[:4], secs[i])
+			}
+			if row[3] != "calibration" && windows[i] < 1 {
+				t.Errorf("run %v was judged over no window", row[:4])
+			}
+			if row[2] == "adaptive" {
+				adaptive[row[0]]++
+			}
+		}
+		for _, part := range []string{"foreground p99", "replication lag"} {
+			if adaptive[part] != bench.QuickSizes().AdaptRuns {
+				t.Errorf("%s: %d adaptive runs, want %d", part, adaptive[part], bench.QuickSizes().AdaptRuns)
 			}
 		}
 	})

@@ -80,6 +80,7 @@ var experiments = []experiment{
 	{7, runServer, serverHeadline},
 	{8, runOnline, onlineHeadline},
 	{9, runWindows, windowsHeadline},
+	{10, runAdaptive, adaptiveHeadline},
 	{11, runLimit, limitHeadline},
 	{12, runFleet, fleetHeadline},
 }

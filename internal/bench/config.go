@@ -120,6 +120,21 @@ type Sizes struct {
 	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
 	WinCycles           []int // dead-items cycles a window's cycles are sized for
 
+	// Experiment 10: adaptive throttling against the best fixed cost delay (the servers have
+	// experiment 7's buffer pool; the lag target's pair, load and sampling are experiment 5's).
+	AdaptDelays    []time.Duration // the fixed grid, increasing, above 0 (experiment 1's delays)
+	AdaptRuns      int             // interleaved runs of each setting (and of the start's unthrottled VACUUM)
+	AdaptBisect    int             // bisection steps inside the grid's bracket
+	AdaptScale     int             // pgbench -i -s of the foreground target's servers
+	AdaptRate      int             // pgbench -R of the select-only load
+	AdaptClients   int             // pgbench -c
+	AdaptThreads   int             // pgbench -j
+	AdaptDeadEvery int             // the bloating UPDATE touches every AdaptDeadEvery-th account
+	AdaptChunk     time.Duration   // pgbench -T of each chunk of a load
+	AdaptAlone     time.Duration   // the load alone at the start
+	AdaptSettle    time.Duration   // between a bloating UPDATE and its VACUUM
+	AdaptFullRows  int             // rows of the table the lag target's FULL rewrites (FullPayload bytes each)
+
 	// Experiment 11: the vacuum against PostgreSQL 15 and against the machine's limit.
 	LimRows int64 // bulkdata's table, both hint-bit states
 	LimRuns int   // interleaved rounds (each: every state and I/O mode, then PostgreSQL)
@@ -172,6 +187,10 @@ func DefaultSizes() Sizes {
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
+		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
+		AdaptScale: 5, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
+		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
+
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
 	}
@@ -219,6 +238,10 @@ func QuickSizes() Sizes {
 
 		WinRows: 8_000, WinPayload: 100, WinPoolBytes: 1 << 20, WinCostDelay: 10 * ms, WinCostLimit: 200,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
+
+		AdaptDelays: []time.Duration{1 * ms, 20 * ms}, AdaptRuns: 1, AdaptBisect: 0,
+		AdaptScale: 1, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 1, AdaptDeadEvery: 10,
+		AdaptChunk: time.Second, AdaptAlone: time.Second, AdaptSettle: 200 * ms, AdaptFullRows: 4_000,
 
 		LimRows: 5_000, LimRuns: 1,
 		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 6 * time.Second, FleetWindow: 6 * time.Second,

@@ -29,6 +29,14 @@
 //     tpcb-like (-M prepared) TPS and p99 on both, interleaved, as ratios,
 //     and the foreground p99 during an unthrottled and a 10 ms-throttled
 //     VACUUM of pgbench_accounts after a bloating UPDATE.
+//  10. Adaptive throttling against the best fixed cost delay: for a foreground
+//     p99 target (select-only at a fixed rate beside an online lazy VACUUM, the
+//     engine server and PostgreSQL 15) and a replication-lag target (tpcb-like
+//     at a fixed rate beside an online VACUUM FULL, experiment 5's pairs), the
+//     targets chosen from the load alone and beside the unthrottled VACUUM, the
+//     VACUUM's time with the vacuum_adaptive_* settings against the fastest
+//     fixed delay that holds the target (experiment 1's delays, then bisection,
+//     interleaved rounds), and the share of 1-second windows that held it.
 //
 // # Invariants
 //
@@ -65,4 +73,5 @@
 //	exp5_full_lag.csv            exp5_lag_series.csv exp5_lag_vs_time.png
 //	exp6_throttle_accuracy.csv   exp6_cost_accuracy.png exp6_byte_accuracy.png
 //	exp7_ratios.csv              exp7_pgbench.csv exp7_vacuum.csv
+//	exp10_summary.csv            exp10_targets.csv exp10_runs.csv
 package bench

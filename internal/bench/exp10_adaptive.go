@@ -1,0 +1,627 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vacuumops/vacuum-operator/internal/online"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+)
+
+// Experiment 10: adaptive throttling against the best fixed setting (the adaptive-throttling
+// issue's figure of merit), side by side in one run. Two targets, each chosen from what the
+// experiment measures at its start:
+//
+//   - a foreground p99 target: pgbench select-only at a fixed rate (-R) beside an online lazy
+//     VACUUM of pgbench_accounts (package online, the runner pod's path), on the engine server
+//     and on PostgreSQL 15;
+//   - a replication-lag target: pgbench tpcb-like at a fixed rate beside an online VACUUM FULL
+//     of a table the load does not touch, on an engine-server primary with a synchronous
+//     standby (experiment 5's pair) and on PostgreSQL 15 with its own.
+//
+// For each target, the VACUUM's time with adaptive throttling (the vacuum_adaptive_* settings,
+// the static throttle at the grid's fastest delay as the ceiling) against the fastest fixed
+// cost delay that holds the target: experiment 1's delays, then bisection between the two
+// that bracket the target, 3 interleaved runs of each; PostgreSQL 15 with its best fixed
+// setting is the third column. Every run also counts the 1-second windows that held the
+// target.
+
+const (
+	exp10Table    = "pgbench_accounts"
+	exp10Full     = "adapt_full"
+	exp10Window   = time.Second
+	exp10Goal     = 0.95 // share of 1-second windows that must hold the target
+	exp10LagFloor = 8192 // one WAL page: a smaller lag alone is a standby that keeps up
+	exp10Latency  = "foreground p99"
+	exp10Lag      = "replication lag"
+	exp10Adaptive = "adaptive"
+	exp10Fixed    = "fixed"
+	exp10PollTime = 250 * time.Millisecond
+)
+
+// exp10Setting is one VACUUM to run: a fixed cost delay, or adaptive throttling with the
+// grid's fastest delay as its ceiling.
+type exp10Setting struct {
+	delay    time.Duration // 0: unthrottled
+	adaptive bool
+	phase    string // calibration, grid, bisection
+	round    int
+}
+
+func (s exp10Setting) name() string {
+	if s.adaptive {
+		return exp10Adaptive
+	}
+	return exp10Fixed
+}
+
+// exp10Run is one measured VACUUM.
+type exp10Run struct {
+	exp10Setting
+	system      string
+	start, end  time.Time // the VACUUM's
+	spanEnd     time.Time // the end of what is judged (lag: until the standby replayed the VACUUM)
+	seconds     float64   // the VACUUM's time
+	figure      float64   // p99 in ms (latency) or peak lag in MB (lag) over [start, spanEnd]
+	n           int       // transactions (latency) or lag samples (lag) in it
+	held, total int       // 1-second windows that held the target, of all
+	bound       float64   // seconds bound by the target's signal (adaptive runs)
+	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
+	failed      int64
+}
+
+// exp10Limits is the fixed throttle at cost delay d.
+func (r *runner) exp10Limits(d time.Duration) runnerwire.Limits {
+	l := runnerwire.DefaultLimits()
+	l.CostDelay, l.CostLimit = d, r.sz.CostLimit
+	return l
+}
+
+// exp10Floor is the adaptive floor in per mille of the ceiling: the grid's slowest delay, so
+// the adaptive throttle can go as slow as the slowest fixed setting and no slower.
+func exp10Floor(delays []time.Duration) int {
+	return max(1, int(1000*delays[0]/delays[len(delays)-1]))
+}
+
+func runAdaptive(ctx context.Context, r *runner) (*Section, error) {
+	sz := r.sz
+	if len(sz.AdaptDelays) < 2 || sz.AdaptDelays[0] <= 0 || sz.AdaptRuns < 1 {
+		return nil, fmt.Errorf("experiment 10 wants at least two increasing cost delays above 0 and a run of each, got %v, %d", sz.AdaptDelays, sz.AdaptRuns)
+	}
+	lat, err := r.exp10Latency(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", exp10Latency, err)
+	}
+	lag, err := r.exp10Lag(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", exp10Lag, err)
+	}
+	return exp10Section(r, lat, lag)
+}
+
+// exp10Part is one target's runs.
+type exp10Part struct {
+	name                     string
+	alone, unthrottled, goal float64 // the start's figures and the target chosen from them
+	runs                     []exp10Run
+}
+
+// exp10Ceiling is the adaptive runs' static ceiling, the grid's fastest delay.
+func (r *runner) exp10Ceiling() time.Duration { return r.sz.AdaptDelays[0] }
+
+// medianOf is the median figure and time of the runs of one system and setting at delay d.
+func medianOf(runs []exp10Run, system, setting string, d time.Duration) (figure, seconds float64, n int) {
+	var f, s []float64
+	for _, x := range runs {
+		if x.system == system && x.name() == setting && x.delay == d && x.phase != "calibration" {
+			f, s = append(f, x.figure), append(s, x.seconds)
+		}
+	}
+	return medianF(f), medianF(s), len(f)
+}
+
+// exp10Search runs the grid (AdaptRuns rounds, each measuring every delay and, for the adaptive
+// system, adaptive throttling) and then bisects each system's bracket steps times; measure runs the
+// settings of one system in order.
+func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []string, adaptiveOn string, steps int,
+	grid func(system string) []time.Duration,
+	measure func(ctx context.Context, system string, set []exp10Setting) ([]exp10Run, error)) error {
+	for round := 1; round <= r.sz.AdaptRuns; round++ {
+		for _, sys := range systems {
+			var set []exp10Setting
+			if sys == adaptiveOn {
+				set = append(set, exp10Setting{delay: r.exp10Ceiling(), adaptive: true, phase: "grid", round: round})
+			}
+			for _, d := range grid(sys) {
+				set = append(set, exp10Setting{delay: d, phase: "grid", round: round})
+			}
+			runs, err := measure(ctx, sys, set)
+			if err != nil {
+				return err
+			}
+			part.runs = append(part.runs, runs...)
+		}
+	}
+	bs := map[string]*bisection{}
+	for _, sys := range systems {
+		g := grid(sys)
+		figs := make([]float64, len(g))
+		for i, d := range g {
+			figs[i], _, _ = medianOf(part.runs, sys, exp10Fixed, d)
+		}
+		if lo, hi, ok := gridBracket(g, figs, part.goal); ok {
+			bs[sys] = &bisection{lo: lo, hi: hi}
+		}
+	}
+	for step := range steps {
+		// The systems alternate by run: 3 runs of each system's midpoint, interleaved.
+		mids := map[string]time.Duration{}
+		for _, sys := range systems {
+			if b := bs[sys]; b != nil {
+				if m, ok := b.mid(); ok {
+					mids[sys] = m
+				}
+			}
+		}
+		if len(mids) == 0 {
+			break
+		}
+		for round := 1; round <= r.sz.AdaptRuns; round++ {
+			for _, sys := range systems {
+				m, ok := mids[sys]
+				if !ok {
+					continue
+				}
+				runs, err := measure(ctx, sys, []exp10Setting{{delay: m, phase: "bisection", round: round}})
+				if err != nil {
+					return err
+				}
+				part.runs = append(part.runs, runs...)
+			}
+		}
+		for sys, m := range mids {
+			f, _, _ := medianOf(part.runs, sys, exp10Fixed, m)
+			bs[sys].update(m, f <= part.goal)
+			r.logf("  %s bisection %d on %s: %s median %.3f against target %.3f: bracket now %s..%s",
+				part.name, step+1, sys, m, f, part.goal, bs[sys].lo, bs[sys].hi)
+		}
+	}
+	return nil
+}
+
+// ----- the foreground p99 target: lazy VACUUM beside select-only at a fixed rate -----
+
+func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
+	sz := r.sz
+	ours, err := r.startOurs(ctx, "exp10-engine-server")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { ours.stop() }()
+	pg, err := r.startPostgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { pg.stop() }()
+	systems := map[string]*srvSystem{sysOurs: ours, sysPostgres: pg}
+	for _, s := range []*srvSystem{ours, pg} {
+		if _, err := r.pgbench(ctx, s, false, "-i", "-I", "dtgp", "-s", strconv.Itoa(sz.AdaptScale)); err != nil {
+			return nil, err
+		}
+	}
+	part := &exp10Part{name: exp10Latency}
+	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.
+	var cal []exp10Setting
+	for i := range sz.AdaptRuns {
+		cal = append(cal, exp10Setting{phase: "calibration", round: i + 1})
+	}
+	alone, runs, err := r.latencyBlock(ctx, ours, 0, sz.AdaptAlone, cal)
+	if err != nil {
+		return nil, err
+	}
+	part.runs = append(part.runs, runs...)
+	var un []float64
+	for _, x := range runs {
+		un = append(un, x.figure)
+	}
+	part.alone, part.unthrottled = ms(alone), medianF(un)
+	part.goal = chooseTarget(part.alone, part.unthrottled, 0)
+	target := time.Duration(part.goal * float64(time.Millisecond))
+	r.logf("  foreground p99 alone %.2f ms, beside the unthrottled VACUUM %.2f ms (median of %d): target %.2f ms",
+		part.alone, part.unthrottled, len(un), part.goal)
+	measure := func(ctx context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
+		_, runs, err := r.latencyBlock(ctx, systems[sys], target, 0, set)
+		return runs, err
+	}
+	grid := func(string) []time.Duration { return sz.AdaptDelays }
+	if err := r.exp10Search(ctx, part, []string{sysOurs, sysPostgres}, sysOurs, sz.AdaptBisect, grid, measure); err != nil {
+		return nil, err
+	}
+	return part, nil
+}
+
+// startRateLoad runs pgbench with args in consecutive chunks of the given length until
+// stopped (the rate of -R is kept across chunks; each chunk's transactions are read from its
+// -l log when it ends).
+func (r *runner) startRateLoad(ctx context.Context, s *srvSystem, chunk time.Duration, args ...string) *load {
+	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
+	secs := strconv.Itoa(max(1, int(chunk/time.Second)))
+	go func() {
+		defer close(l.done)
+		for {
+			run, err := r.pgbench(ctx, s, true, append(args, "-T", secs)...)
+			l.mu.Lock()
+			l.runs = append(l.runs, run)
+			l.err = errors.Join(l.err, err)
+			l.mu.Unlock()
+			if err != nil {
+				return
+			}
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and a
+// 1 s warm-up, measures alone (when above 0) the load's p99 alone, then runs each setting's
+// VACUUM in turn (each after a bloating UPDATE and AdaptSettle), and judges each VACUUM's
+// transactions against target (0: not judged).
+func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone time.Duration, set []exp10Setting) (time.Duration, []exp10Run, error) {
+	sz := r.sz
+	c, err := pgx.Connect(ctx, s.url())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	ld := r.startRateLoad(ctx, s, sz.AdaptChunk, "-b", "select-only", "-M", "prepared", "-R", strconv.Itoa(sz.AdaptRate),
+		"-c", strconv.Itoa(sz.AdaptClients), "-j", strconv.Itoa(sz.AdaptThreads))
+	fail := func(err error) (time.Duration, []exp10Run, error) {
+		_, lerr := ld.Stop()
+		return 0, nil, errors.Join(err, lerr)
+	}
+	if err := waitPgbench(ctx, s, sz.AdaptClients); err != nil {
+		return fail(err)
+	}
+	sleepCtx(ctx, time.Second)
+	aloneFrom := time.Now()
+	sleepCtx(ctx, alone)
+	aloneTo := time.Now()
+	var runs []exp10Run
+	for _, st := range set {
+		run, err := r.latencyVacuum(ctx, c, s, target, st)
+		if err != nil {
+			return fail(err)
+		}
+		runs = append(runs, run)
+	}
+	// The load outlasts the last VACUUM by a little, so late transactions are counted.
+	sleepCtx(ctx, 200*time.Millisecond)
+	all, err := ld.Stop()
+	if err != nil {
+		return 0, nil, err
+	}
+	var aloneP99 time.Duration
+	if alone > 0 {
+		aloneP99, _ = all.between(aloneFrom, aloneTo)
+	}
+	pts := make([]point, len(all.lat))
+	for i := range all.lat {
+		pts[i] = point{at: all.ends[i], v: ms(all.lat[i])}
+	}
+	for i := range runs {
+		x := &runs[i]
+		p99, n := p99Through(all, x.start, x.end)
+		x.figure, x.n, x.failed = ms(p99), n, all.fails
+		if target > 0 {
+			x.held, x.total = windowsHeld(pts, x.start, x.end, exp10Window, p99Stat, ms(target))
+		}
+		r.logf("  %s %s %s %s round %d: VACUUM %.2f s, p99 %.2f ms (%d transactions), %d of %d windows held",
+			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, x.n, x.held, x.total)
+	}
+	return aloneP99, runs, nil
+}
+
+// p99Through is the p99 and count of the load's transactions that ended while the VACUUM
+// ran; when none did (the foreground stalled for all of it), of those that ended from its
+// start to the first one after its end, which waited through it: a stall is never a p99 of 0.
+func p99Through(run pgbenchRun, start, end time.Time) (time.Duration, int) {
+	if p99, n := run.between(start, end); n > 0 {
+		return p99, n
+	}
+	var next time.Time
+	for _, e := range run.ends {
+		if e.After(end) && (next.IsZero() || e.Before(next)) {
+			next = e
+		}
+	}
+	if next.IsZero() {
+		return 0, 0
+	}
+	return run.between(start, next)
+}
+
+// exp10Target is the online run's connection to s.
+func (r *runner) exp10Target(s *srvSystem) (online.Target, error) {
+	pw := filepath.Join(r.work, "exp10-password-"+s.name)
+	if err := os.WriteFile(pw, []byte(s.password), 0o600); err != nil {
+		return online.Target{}, err
+	}
+	return online.Target{Address: s.addr, Database: "postgres", User: s.user, PasswordFile: pw,
+		SSLMode: online.SSLDisable, NoEnvironment: true}, nil
+}
+
+// onlineVacuum runs one online VACUUM of table on s at setting st (adaptive with targets a),
+// returning its run with the time and, for an adaptive run, the time bound by each signal.
+func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, full bool, st exp10Setting, a runnerwire.AdaptiveTargets) (exp10Run, error) {
+	run := exp10Run{exp10Setting: st, system: s.name}
+	tg, err := r.exp10Target(s)
+	if err != nil {
+		return run, err
+	}
+	o := online.Options{Tables: []string{table}, Full: full, Throttle: r.exp10Limits(st.delay), Parallelism: 1,
+		PollInterval: exp10PollTime}
+	var mu sync.Mutex
+	var last *runnerwire.AdaptiveProgress
+	if st.adaptive {
+		o.Adaptive = a
+		o.OnProgress = func(p runnerwire.Progress) {
+			if p.Adaptive != nil {
+				mu.Lock()
+				last = p.Adaptive
+				mu.Unlock()
+			}
+		}
+	}
+	vr, err := online.New(ctx, tg, o)
+	if err != nil {
+		return run, err
+	}
+	run.start = time.Now()
+	_, verr := vr.Vacuum(ctx)
+	run.end = time.Now()
+	run.spanEnd = run.end
+	cerr := vr.Close()
+	if err := errors.Join(verr, cerr); err != nil {
+		return run, fmt.Errorf("%s: online VACUUM %s (%s %s): %w", s.name, table, st.name(), delayName(st.delay), err)
+	}
+	run.seconds = run.end.Sub(run.start).Seconds()
+	mu.Lock()
+	defer mu.Unlock()
+	if last != nil {
+		b := last.BoundSeconds
+		run.bound = b["ForegroundLatency"] + b["ReplicationLag"]
+		run.floor = b["Floor"] + b["HardStop"]
+	}
+	return run, nil
+}
+
+// latencyVacuum bloats pgbench_accounts (a dead version of every AdaptDeadEvery-th account),
+// lets the load settle and vacuums it online at st.
+func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, target time.Duration, st exp10Setting) (exp10Run, error) {
+	q := fmt.Sprintf("UPDATE %s SET abalance = abalance + 1 WHERE aid %% %d = 0", exp10Table, r.sz.AdaptDeadEvery)
+	if _, err := c.Exec(ctx, q); err != nil {
+		return exp10Run{}, fmt.Errorf("%s: bloating UPDATE: %w", s.name, err)
+	}
+	sleepCtx(ctx, r.sz.AdaptSettle)
+	a := runnerwire.DefaultAdaptive()
+	a.LatencyTarget, a.FloorPerMille = target, exp10Floor(r.sz.AdaptDelays)
+	return r.onlineVacuum(ctx, s, exp10Table, false, st, a)
+}
+
+// ----- the replication-lag target: VACUUM FULL beside tpcb-like with a synchronous standby -----
+
+func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
+	sz := r.sz
+	part := &exp10Part{name: exp10Lag}
+	ours, err := r.startOursPair(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { ours.stop() }()
+	if err := r.exp10FullSetup(ctx, ours); err != nil {
+		return nil, err
+	}
+	var cal []exp10Setting
+	for i := range sz.AdaptRuns {
+		cal = append(cal, exp10Setting{phase: "calibration", round: i + 1})
+	}
+	alone, runs, err := r.lagBlock(ctx, ours, 0, cal)
+	if err != nil {
+		return nil, err
+	}
+	part.runs = append(part.runs, runs...)
+	var un []float64
+	for _, x := range runs {
+		un = append(un, x.figure*1e6)
+	}
+	part.alone, part.unthrottled = float64(alone), medianF(un)
+	part.goal = chooseTarget(part.alone, part.unthrottled, exp10LagFloor)
+	r.logf("  replication lag alone %.0f bytes, peak beside the unthrottled FULL %.2f MB (median of %d): target %.3f MB",
+		part.alone, part.unthrottled/1e6, len(un), part.goal/1e6)
+	// The figures of the lag part are in MB from here on.
+	part.alone, part.unthrottled, part.goal = part.alone/1e6, part.unthrottled/1e6, part.goal/1e6
+	target := int64(part.goal * 1e6)
+	measureOurs := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
+		_, runs, err := r.lagBlock(ctx, ours, target, set)
+		return runs, err
+	}
+	grid := func(string) []time.Duration { return sz.AdaptDelays }
+	if err := r.exp10Search(ctx, part, []string{sysOurs}, sysOurs, sz.AdaptBisect, grid, measureOurs); err != nil {
+		return nil, err
+	}
+	ours.stop()
+	ours.stop = func() {}
+
+	// PostgreSQL 15: its VACUUM FULL takes the same settings; it has no adaptive throttle and,
+	// per its documentation of cost-based delay, a FULL is not throttled: the grid there is
+	// unthrottled and the slowest delay, which shows whether the delay does anything.
+	pg, err := r.startPostgresPair(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { pg.stop() }()
+	if err := r.exp10FullSetup(ctx, pg); err != nil {
+		return nil, err
+	}
+	pgGrid := func(string) []time.Duration { return []time.Duration{0, sz.AdaptDelays[len(sz.AdaptDelays)-1]} }
+	measurePG := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
+		_, runs, err := r.lagBlock(ctx, pg, target, set)
+		return runs, err
+	}
+	// Two settings, no bracket to narrow: no bisection.
+	if err := r.exp10Search(ctx, part, []string{sysPostgres}, "", 0, pgGrid, measurePG); err != nil {
+		return nil, err
+	}
+	return part, nil
+}
+
+// exp10FullSetup makes pgbench's tables (the load's) and the table FULL rewrites.
+func (r *runner) exp10FullSetup(ctx context.Context, p *replicaPair) error {
+	if _, err := r.pgbench(ctx, p.primary, false, "-i", "-s", strconv.Itoa(r.sz.FullLoadScale)); err != nil {
+		return err
+	}
+	c, err := pgx.Connect(ctx, p.primary.url())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	for _, q := range []string{
+		"CREATE TABLE " + exp10Full + " (id bigint PRIMARY KEY, n bigint, pad bytea)",
+		fmt.Sprintf("INSERT INTO %s SELECT g, 0, '\\x%0*d'::bytea FROM generate_series(1, %d) g",
+			exp10Full, 2*r.sz.FullPayload, 0, r.sz.AdaptFullRows),
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %.80s: %w", p.primary.name, q, err)
+		}
+	}
+	return nil
+}
+
+// lagBlock starts experiment 5's fixed-rate tpcb-like load and the lag sampler on the
+// pair's primary, then for each setting bloats the table, waits until the standby has
+// replayed everything, lets AdaptSettle pass and runs the VACUUM FULL online, sampling until
+// the standby has replayed all FULL wrote (DrainFactor times FULL's time at most). It returns
+// the largest lag sampled before the first FULL (the load's alone) and the runs, each judged
+// against target (0: not judged) over the FULL and its drain.
+func (r *runner) lagBlock(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+	wctx, cancel := p.watch(ctx)
+	defer cancel()
+	alone, runs, err := r.lagBlockUntil(wctx, p, target, set)
+	if cause := context.Cause(wctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	return alone, runs, err
+}
+
+func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+	sz := r.sz
+	c, err := pgx.Connect(ctx, p.primary.url())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	// The set-up's WAL (or the last block's) replayed first: the lag alone is the load's.
+	if err := waitReplayed(ctx, c, 120*time.Second); err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", p.primary.name, err)
+	}
+	ls, err := sampleLag(ctx, p.primary, sz.LagSample)
+	if err != nil {
+		return 0, nil, err
+	}
+	ld := r.startRateLoad(ctx, p.primary, sz.AdaptChunk, "-b", "tpcb-like", "-R", strconv.Itoa(sz.FullLoadRate),
+		"-c", strconv.Itoa(sz.FullLoadClients), "-j", "1")
+	stopAll := func() ([]LagSample, pgbenchRun, error) {
+		samples, serr := ls.Stop()
+		run, lerr := ld.Stop()
+		return samples, run, errors.Join(serr, lerr)
+	}
+	fail := func(err error) (int64, []exp10Run, error) {
+		_, _, serr := stopAll()
+		return 0, nil, errors.Join(err, serr)
+	}
+	if err := waitPgbench(ctx, p.primary, sz.FullLoadClients); err != nil {
+		return fail(err)
+	}
+	sleepCtx(ctx, sz.AdaptSettle)
+	firstFull := time.Now()
+	var runs []exp10Run
+	for _, st := range set {
+		q := "UPDATE " + exp10Full + " SET n = n + 1 WHERE id % 2 = 0"
+		if _, err := c.Exec(ctx, q); err != nil {
+			return fail(fmt.Errorf("%s: bloating UPDATE: %w", p.primary.name, err))
+		}
+		if err := waitReplayed(ctx, c, 120*time.Second); err != nil {
+			return fail(fmt.Errorf("%s: %w", p.primary.name, err))
+		}
+		sleepCtx(ctx, sz.AdaptSettle)
+		a := runnerwire.DefaultAdaptive()
+		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays)
+		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a)
+		if err != nil {
+			return fail(err)
+		}
+		var end string
+		if err := c.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
+			return fail(err)
+		}
+		endLSN, err := parseLSN(end)
+		if err != nil {
+			return fail(err)
+		}
+		deadline := run.end.Add(time.Duration(sz.DrainFactor * float64(run.end.Sub(run.start))))
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			if s, err := ls.last(); err != nil || s.Replayed >= endLSN {
+				break
+			}
+			sleepCtx(ctx, sz.LagSample)
+		}
+		run.spanEnd = time.Now()
+		runs = append(runs, run)
+	}
+	samples, load, err := stopAll()
+	if err != nil {
+		return 0, nil, err
+	}
+	at := func(s LagSample) time.Time { return ls.start.Add(s.At) }
+	var alone int64
+	for _, s := range samples {
+		if at(s).Before(firstFull) {
+			alone = max(alone, s.Lag())
+		}
+	}
+	pts := make([]point, len(samples))
+	for i, s := range samples {
+		pts[i] = point{at: at(s), v: float64(s.Lag())}
+	}
+	for i := range runs {
+		x := &runs[i]
+		var peak int64
+		for _, s := range samples {
+			if t := at(s); !t.Before(x.start) && !t.After(x.spanEnd) {
+				peak = max(peak, s.Lag())
+				x.n++
+			}
+		}
+		x.figure, x.failed = float64(peak)/1e6, load.fails
+		if target > 0 {
+			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
+		}
+		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB (%.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure,
+			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
+	}
+	return alone, runs, nil
+}

@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Experiment 10's tables, rules and headline: everything the report says of it is read
+// from its tables, so the committed report can be checked against its CSV files.
+
+// The summary's columns, for each target.
+const (
+	exp10ColAdaptive = "adaptive, engine-server"
+	exp10ColOurs     = "best fixed, engine-server"
+	exp10ColPG       = "best fixed, postgresql-15"
+)
+
+// exp10Units are the units of each part's figures.
+var exp10Units = map[string]string{exp10Latency: "ms", exp10Lag: "MB"}
+
+// bestFixed is the smallest fixed cost delay of system whose runs' median figure is at most
+// target, with that median figure and median time; found is false when none is.
+func bestFixed(runs []exp10Run, system string, target float64) (d time.Duration, figure, seconds float64, found bool) {
+	var delays []time.Duration
+	for _, x := range runs {
+		if x.system == system && !x.adaptive && x.phase != "calibration" && !slices.Contains(delays, x.delay) {
+			delays = append(delays, x.delay)
+		}
+	}
+	slices.Sort(delays)
+	for _, dd := range delays {
+		if f, s, _ := medianOf(runs, system, exp10Fixed, dd); f <= target {
+			return dd, f, s, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// windowsOf sums the windows held and judged over the runs of system and setting at delay d.
+func windowsOf(runs []exp10Run, system, setting string, d time.Duration) (held, total int) {
+	for _, x := range runs {
+		if x.system == system && x.name() == setting && x.delay == d && x.phase != "calibration" {
+			held, total = held+x.held, total+x.total
+		}
+	}
+	return held, total
+}
+
+func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
+	sz := r.sz
+	targets := NewTable("exp10_targets", 2, "target", "unit", "alone", "beside_unthrottled", "target_value")
+	runs := NewTable("exp10_runs", 4, "target", "system", "setting", "phase", "round", "cost_delay_ms", "vacuum_s",
+		"figure", "judged_s", "observations", "windows", "windows_held", "bound_by_target_s", "bound_floor_or_hardstop_s",
+		"load_failed_in_block")
+	sum := NewTable("exp10_summary", 2, "target", "column", "found", "cost_delay_ms", "vacuum_s", "figure",
+		"target_value", "holds", "windows", "windows_held", "window_share", "runs")
+	for _, p := range parts {
+		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal); err != nil {
+			return nil, err
+		}
+		for _, x := range p.runs {
+			if err := runs.Add([]string{p.name, x.system, x.name(), x.phase}, float64(x.round), ms(x.delay), x.seconds,
+				x.figure, x.spanEnd.Sub(x.start).Seconds(), float64(x.n), float64(x.total), float64(x.held), x.bound, x.floor,
+				float64(x.failed)); err != nil {
+				return nil, err
+			}
+		}
+		add := func(col, system, setting string, d time.Duration, found bool) error {
+			f, s, n := medianOf(p.runs, system, setting, d)
+			held, total := windowsOf(p.runs, system, setting, d)
+			holds, share := 0.0, 0.0
+			if found && f <= p.goal {
+				holds = 1
+			}
+			if total > 0 {
+				share = float64(held) / float64(total)
+			}
+			fd := 0.0
+			if found {
+				fd = 1
+			}
+			return sum.Add([]string{p.name, col}, fd, ms(d), s, f, p.goal, holds, float64(total), float64(held), share, float64(n))
+		}
+		if err := add(exp10ColAdaptive, sysOurs, exp10Adaptive, sz.AdaptDelays[0], true); err != nil {
+			return nil, err
+		}
+		for _, c := range []struct{ col, system string }{{exp10ColOurs, sysOurs}, {exp10ColPG, sysPostgres}} {
+			d, _, _, found := bestFixed(p.runs, c.system, p.goal)
+			if err := add(c.col, c.system, exp10Fixed, d, found); err != nil {
+				return nil, err
+			}
+		}
+	}
+	grid := make([]string, len(sz.AdaptDelays))
+	for i, d := range sz.AdaptDelays {
+		grid[i] = d.String()
+	}
+	sec := &Section{
+		Title: "Adaptive throttling against the best fixed cost delay",
+		Claim: "(the adaptive-throttling issue's figure of merit) with the same load at a fixed rate and the same target, " +
+			"a VACUUM with adaptive throttling finishes sooner than at the fastest fixed cost delay whose figure also stays " +
+			sentence("within the target, for a foreground p99 target and for a replication-lag target during VACUUM FULL; at least %.0f %% ", 100*exp10Goal) +
+			"of its 1-second windows hold the target; PostgreSQL 15 at its best fixed setting is the third column.",
+		Tables: []*Table{sum, targets, runs},
+		Setup: []string{
+			sentence("foreground p99 target: the engine server in this process (--buffer-pool %s) and PostgreSQL 15 (shared_buffers %s, "+
+				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
+				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
+				"%dth account and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
+				mib(sz.SrvPoolBytes), mib(sz.SrvPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
+				sz.AdaptChunk, sz.AdaptDeadEvery, sz.AdaptSettle),
+			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
+				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
+				"pgbench tpcb-like -R %d -c %d on pgbench -i -s %d tables, in %s chunks; before each FULL an UPDATE of every "+
+				"second row of %s (%d rows of %d bytes, a table the load does not touch), the standby caught up and %s to "+
+				"settle, then VACUUM (FULL) %s through package online; lag = pg_current_wal_lsn() - replay_lsn every %s",
+				sz.FullLoadRate, sz.FullLoadClients, sz.FullLoadScale, sz.AdaptChunk, exp10Full, sz.AdaptFullRows, sz.FullPayload,
+				sz.AdaptSettle, exp10Full, sz.LagSample),
+			sentence("the targets, from the start's measurements on the engine server: the geometric mean of the load's figure "+
+				"alone and its median beside %d unthrottled VACUUMs (latency: pgbench's p99 over %s alone; lag: the largest "+
+				"lag sampled alone, at least one 8 KiB WAL page, and each unthrottled FULL's peak lag); exp10_targets",
+				sz.AdaptRuns, sz.AdaptAlone),
+			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
+				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
+				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
+				"is at most the target", sz.DrainFactor),
+			sentence("fixed settings: cost limit %d at experiment 1's delays (%s), %d interleaved rounds (in each round every "+
+				"delay and the adaptive runs on the engine server, then PostgreSQL 15), then %d bisection steps between the "+
+				"two delays that bracket the target (%d runs of each midpoint, the systems alternating run by run, to %s)",
+				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution),
+			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) or "+
+				"vacuum_adaptive_max_lag_bytes set to the target, with the grid's fastest delay %s as the static ceiling "+
+				"and vacuum_adaptive_floor_per_mille %d (the grid's slowest delay); sent by package online as session settings",
+				sz.AdaptDelays[0], exp10Floor(sz.AdaptDelays)),
+			sentence("windows: the VACUUM's span (latency) or FULL-and-replay span (lag) cut into 1 s windows from its start " +
+				"(a rest under 0.5 s joins the last); a window held when its p99 (latency) or its largest lag sample " +
+				"(lag) was at most the target; a window without any transaction did not hold"),
+			"PostgreSQL 15's replication-lag column: its VACUUM FULL unthrottled and at the grid's slowest delay " +
+				"(PostgreSQL cannot re-throttle a running VACUUM, and whether its cost delay slows a FULL at all is what " +
+				"the pair of settings shows)",
+		},
+		Caveats: []string{
+			"One 2-core machine for the servers, the standby and pgbench: other work moves the figures between runs, " +
+				"which the interleaved rounds spread over every setting alike.",
+			"The adaptive throttle steers on the server's own latency view (its statements' time in the server), while " +
+				"the figure judged is pgbench's latency (the client's, from the scheduled start): the same target is " +
+				"harder for it to hold as judged here.",
+			"A short VACUUM holds few windows (windows) and few transactions (observations): its figure is noisier.",
+			"load_failed_in_block counts the load's failed transactions over the whole block of VACUUMs the run was in.",
+		},
+	}
+	sec.Rules = adaptiveRules(tablesOf(sec.Tables))
+	return sec, nil
+}
+
+// adaptiveRow reads one summary row: its found flag, time, figure, target and window share.
+type adaptiveRow struct {
+	found                         bool
+	delay, secs, fig, goal, share float64
+	windows                       float64
+}
+
+func readAdaptiveRow(c *cells, part, col string) adaptiveRow {
+	const t = "exp10_summary"
+	var m []string
+	for _, row := range c.rows(t, part) {
+		if len(row) > 1 && row[1] == col {
+			m = row
+		}
+	}
+	if m == nil {
+		c.fail("table %s has no row %s / %s", t, part, col)
+		return adaptiveRow{}
+	}
+	return adaptiveRow{found: c.num(t, m, "found") == 1, delay: c.num(t, m, "cost_delay_ms"), secs: c.num(t, m, "vacuum_s"),
+		fig: c.num(t, m, "figure"), goal: c.num(t, m, "target_value"), share: c.num(t, m, "window_share"),
+		windows: c.num(t, m, "windows")}
+}
+
+func adaptiveRules(ts tables) []Rule {
+	c := &cells{ts: ts}
+	var out []Rule
+	for _, part := range []string{exp10Latency, exp10Lag} {
+		a, f := readAdaptiveRow(c, part, exp10ColAdaptive), readAdaptiveRow(c, part, exp10ColOurs)
+		tg := c.row("exp10_targets", part)
+		alone, un := c.num("exp10_targets", tg, "alone"), c.num("exp10_targets", tg, "beside_unthrottled")
+		if c.err != nil {
+			return nil
+		}
+		out = append(out, Rule{
+			Statement: sentence("%s target: the start's measurements bracket a target when the load's figure beside the "+
+				"unthrottled VACUUM is above its figure alone", part),
+			Holds: un > alone,
+			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM.", alone, un),
+			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM): the unthrottled VACUUM did not "+
+				"raise the figure on this run, so the target and what follows from it say nothing of throttling.", alone, un),
+		})
+		met, why := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
+		out = append(out,
+			Rule{
+				Statement: sentence("%s target: the goal is met when the adaptive runs' median figure is within the target and "+
+					"their median time is below the best fixed cost delay's on the engine server", part),
+				Holds: met, Then: "Met: " + why + ".", Else: "NOT met: " + why + ".",
+			},
+			Rule{
+				Statement: sentence("%s target: the adaptive runs held the target in at least %.0f %% of their 1-second windows", part, 100*exp10Goal),
+				Holds:     a.windows > 0 && a.share >= exp10Goal,
+				Then:      sentence("Met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
+				Else:      sentence("NOT met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
+			})
+	}
+	return out
+}
+
+func adaptiveHeadline(ts tables) (string, error) {
+	c := &cells{ts: ts}
+	var parts []string
+	for _, part := range []string{exp10Latency, exp10Lag} {
+		u := exp10Units[part]
+		a, f, p := readAdaptiveRow(c, part, exp10ColAdaptive), readAdaptiveRow(c, part, exp10ColOurs), readAdaptiveRow(c, part, exp10ColPG)
+		if c.err != nil {
+			return "", c.err
+		}
+		fixed := func(x adaptiveRow) string {
+			if !x.found {
+				return "no fixed delay held it"
+			}
+			return sentence("%.1f ms delay %.2f s (%.3f %s, %.0f %% of windows)", x.delay, x.secs, x.fig, u, 100*x.share)
+		}
+		met, _ := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
+		verdict := "NOT met"
+		if met {
+			verdict = "met"
+		}
+		parts = append(parts, sentence("%s target %.3f %s: adaptive %.2f s (%.3f %s, %.0f %% of windows held), best fixed %s, "+
+			"PostgreSQL 15 best fixed %s; goal %s", part, a.goal, u, a.secs, a.fig, u, 100*a.share, fixed(f), fixed(p), verdict))
+	}
+	return fmt.Sprintf("adaptive throttling against the best fixed cost delay: %s.", strings.Join(parts, "; ")), nil
+}

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Experiment 10's pure parts: where the fastest fixed cost delay that holds a target lies
+// (the grid's bracket, then bisection inside it), the share of 1-second windows that held a
+// target, the target chosen from the start's measurements, and the goal's verdict.
+
+// bisectResolution is the finest cost delay the bisection tells apart: the cost delay is
+// set in microseconds, and steps finer than this are within the run-to-run noise of the
+// figures it decides on.
+const bisectResolution = 100 * time.Microsecond
+
+// gridBracket finds, on a grid of increasing cost delays with each delay's measured figure
+// (the median of its runs), the smallest delay whose figure is at most target (hi) and the
+// grid's delay just below it (lo; 0, unthrottled, when hi is the grid's first), which does
+// not hold the target. ok is false when no delay of the grid holds it.
+func gridBracket(delays []time.Duration, figures []float64, target float64) (lo, hi time.Duration, ok bool) {
+	for i, d := range delays {
+		if i < len(figures) && figures[i] <= target {
+			if i > 0 {
+				lo = delays[i-1]
+			}
+			return lo, d, true
+		}
+	}
+	return 0, 0, false
+}
+
+// bisection narrows the bracket (lo fails the target, hi holds it) of the fastest fixed cost
+// delay that holds a target.
+type bisection struct {
+	lo, hi time.Duration
+}
+
+// mid is the delay to measure next, rounded to bisectResolution; ok is false when the
+// bracket is already as narrow as that resolution allows.
+func (b bisection) mid() (d time.Duration, ok bool) {
+	m := (b.lo + b.hi) / 2
+	m = m.Round(bisectResolution)
+	if m <= b.lo || m >= b.hi {
+		return 0, false
+	}
+	return m, true
+}
+
+// update narrows the bracket with the figure measured at mid: a delay that held the target
+// is the new hi (faster and still within it), one that did not the new lo.
+func (b *bisection) update(mid time.Duration, held bool) {
+	if held {
+		b.hi = mid
+	} else {
+		b.lo = mid
+	}
+}
+
+// point is one observation in time: a transaction's latency (at its end) or a lag sample.
+type point struct {
+	at time.Time
+	v  float64
+}
+
+// windowStat is how a window's points are judged against a target: its p99 (latency) or
+// its largest value (lag).
+type windowStat func([]float64) float64
+
+// p99Stat is the nearest-rank 99th percentile of v (non-empty), as the runs' p99s are.
+func p99Stat(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(0.99*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// maxStat is the largest of v (non-empty).
+func maxStat(v []float64) float64 { return slices.Max(v) }
+
+// windowsHeld splits [start, end] into consecutive windows of width from start and counts
+// those whose points' stat is at most target. A rest shorter than half of width joins the
+// last window; a longer one is a window of its own. A window without any point did not
+// hold: at a fixed rate, a second without a finished transaction is a stalled foreground.
+func windowsHeld(pts []point, start, end time.Time, width time.Duration, stat windowStat, target float64) (held, total int) {
+	span := end.Sub(start)
+	if span <= 0 || width <= 0 {
+		return 0, 0
+	}
+	n := int(span / width)
+	if rest := span - time.Duration(n)*width; rest >= width/2 || n == 0 {
+		n++
+	}
+	for i := range n {
+		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
+		last := i == n-1
+		if last {
+			to = end
+		}
+		var in []float64
+		for _, p := range pts {
+			if !p.at.Before(from) && (p.at.Before(to) || last && p.at.Equal(to)) {
+				in = append(in, p.v)
+			}
+		}
+		total++
+		if len(in) > 0 && stat(in) <= target {
+			held++
+		}
+	}
+	return held, total
+}
+
+// chooseTarget is the target set between the figure the load shows alone and the figure it
+// shows beside the unthrottled vacuum: their geometric mean, so that a throttle has to be
+// found (the unthrottled vacuum does not hold it) and one exists (the load alone does).
+// floor is the smallest figure alone that can be told from zero (a lag of less than one
+// WAL page is a standby that keeps up).
+func chooseTarget(alone, unthrottled, floor float64) float64 {
+	return math.Sqrt(max(alone, floor) * max(unthrottled, floor))
+}
+
+// goalVerdict is experiment 10's goal for one target: adaptive throttling held the target
+// (its runs' median figure within it) and finished sooner than the fastest fixed cost delay
+// that held it (its median time against that delay's median time). With no fixed delay
+// that held the target, the adaptive throttle meets the goal by holding it at all.
+func goalVerdict(adaptiveSeconds, adaptiveFigure, bestSeconds float64, bestFound bool, target float64) (met bool, why string) {
+	switch {
+	case adaptiveFigure > target:
+		return false, sentence("the adaptive runs' median %.3f is above the target %.3f", adaptiveFigure, target)
+	case !bestFound:
+		return true, "no fixed cost delay of the grid held the target; the adaptive runs did"
+	case adaptiveSeconds < bestSeconds:
+		return true, sentence("adaptive %.2f s against %.2f s at the best fixed delay (%.2fx)", adaptiveSeconds, bestSeconds, adaptiveSeconds/bestSeconds)
+	default:
+		return false, sentence("adaptive %.2f s is not below %.2f s at the best fixed delay (%.2fx)", adaptiveSeconds, bestSeconds, adaptiveSeconds/bestSeconds)
+	}
+}

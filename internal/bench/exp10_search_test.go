@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+const msec = time.Millisecond
+
+func TestGridBracketIsTheFastestDelayThatHoldsAndTheOneBelowIt(t *testing.T) {
+	delays := []time.Duration{1 * msec, 2 * msec, 5 * msec, 10 * msec, 20 * msec}
+	for _, c := range []struct {
+		name   string
+		figs   []float64
+		lo, hi time.Duration
+		ok     bool
+	}{
+		{"in the middle", []float64{9, 7, 4.9, 3, 2}, 2 * msec, 5 * msec, true},
+		{"exactly at the target holds", []float64{9, 5, 4, 3, 2}, 1 * msec, 2 * msec, true},
+		{"the fastest already holds: below it is unthrottled", []float64{4, 3, 3, 3, 2}, 0, 1 * msec, true},
+		{"none holds", []float64{9, 8, 7, 6, 5.1}, 0, 0, false},
+		{"not monotone: the fastest that holds wins", []float64{9, 4, 6, 3, 2}, 1 * msec, 2 * msec, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lo, hi, ok := gridBracket(delays, c.figs, 5)
+			if lo != c.lo || hi != c.hi || ok != c.ok {
+				t.Errorf("gridBracket = %s, %s, %v; want %s, %s, %v", lo, hi, ok, c.lo, c.hi, c.ok)
+			}
+		})
+	}
+}
+
+// A plant whose figure falls with the delay: bisection converges on the delay where it
+// crosses the target, never leaving the bracket and keeping lo failing and hi holding.
+func TestBisectionConvergesOnTheDelayWhereTheFigureCrossesTheTarget(t *testing.T) {
+	cross := 3700 * time.Microsecond // the figure is at most the target from here on
+	holds := func(d time.Duration) bool { return d >= cross }
+	b := bisection{lo: 2 * msec, hi: 5 * msec}
+	steps := 0
+	for {
+		m, ok := b.mid()
+		if !ok {
+			break
+		}
+		if m <= b.lo || m >= b.hi || m%bisectResolution != 0 {
+			t.Fatalf("mid %s outside (%s, %s) or not a multiple of %s", m, b.lo, b.hi, bisectResolution)
+		}
+		b.update(m, holds(m))
+		if holds(b.lo) || !holds(b.hi) {
+			t.Fatalf("after %s the bracket %s..%s no longer has lo failing and hi holding", m, b.lo, b.hi)
+		}
+		steps++
+	}
+	if b.hi != cross || b.hi-b.lo > bisectResolution {
+		t.Errorf("ended at %s..%s after %d steps, want hi %s within %s of lo", b.lo, b.hi, steps, cross, bisectResolution)
+	}
+	if steps > 5 {
+		t.Errorf("%d steps for a 3 ms bracket at %s resolution, want at most 5 (halving)", steps, bisectResolution)
+	}
+}
+
+func TestBisectionOfABracketAsNarrowAsItsResolutionHasNoMidpoint(t *testing.T) {
+	if m, ok := (bisection{lo: 2 * msec, hi: 2*msec + bisectResolution}).mid(); ok {
+		t.Errorf("mid of a %s bracket = %s, want none", bisectResolution, m)
+	}
+	if m, ok := (bisection{lo: 0, hi: 1 * msec}).mid(); !ok || m != 500*time.Microsecond {
+		t.Errorf("mid of 0..1ms = %s, %v; want 500µs", m, ok)
+	}
+}
+
+func TestWindowsHeldCountsEachSecondAgainstTheTarget(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var pts []point
+	// Second 0: 100 transactions at 1 ms; second 1: 100 with 2 at 9 ms (p99 of 100 is the
+	// 99th value: 9 ms); second 2: 100 with 1 at 9 ms (p99 1 ms); second 3: none.
+	for i := range 100 {
+		pts = append(pts, point{at(float64(i) / 100), 1})
+		v := 1.0
+		if i < 2 {
+			v = 9
+		}
+		pts = append(pts, point{at(1 + float64(i)/100), v})
+		v = 1.0
+		if i == 0 {
+			v = 9
+		}
+		pts = append(pts, point{at(2 + float64(i)/100), v})
+	}
+	pts = append(pts, point{at(10), 50}) // outside the span: never counted
+	held, total := windowsHeld(pts, t0, at(4), time.Second, p99Stat, 5)
+	if held != 2 || total != 4 {
+		t.Errorf("p99: %d of %d windows held, want 2 of 4 (second 1's p99 is over, second 3 has no transaction)", held, total)
+	}
+	// The largest value (lag): second 2's one sample over the target fails it too.
+	if held, total := windowsHeld(pts, t0, at(3), time.Second, maxStat, 5); held != 1 || total != 3 {
+		t.Errorf("max: %d of %d windows held, want 1 of 3", held, total)
+	}
+}
+
+func TestWindowsHeldJoinsAShortRestToTheLastWindowAndCountsALongOne(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	pts := []point{{at(0.5), 1}, {at(1.5), 1}, {at(2.2), 9}}
+	// 2.3 s: the 0.3 s rest joins window 2, which then holds the 9.
+	if held, total := windowsHeld(pts, t0, at(2.3), time.Second, maxStat, 5); held != 1 || total != 2 {
+		t.Errorf("2.3 s span: %d of %d, want 1 of 2 (the rest with its 9 joined the last window)", held, total)
+	}
+	// 2.6 s: the 0.6 s rest is a window of its own.
+	if held, total := windowsHeld(pts, t0, at(2.6), time.Second, maxStat, 5); held != 2 || total != 3 {
+		t.Errorf("2.6 s span: %d of %d, want 2 of 3", held, total)
+	}
+	// A span shorter than half a window is one window; an empty span none.
+	if held, total := windowsHeld(pts, t0, at(0.4), time.Second, maxStat, 5); held != 0 || total != 1 {
+		t.Errorf("0.4 s span with no point: %d of %d, want 0 of 1", held, total)
+	}
+	if _, total := windowsHeld(pts, t0, t0, time.Second, maxStat, 5); total != 0 {
+		t.Errorf("empty span: %d windows, want 0", total)
+	}
+	// A point exactly at the span's end is in the last window.
+	if held, total := windowsHeld([]point{{at(1), 1}}, t0, at(1), time.Second, maxStat, 5); held != 1 || total != 1 {
+		t.Errorf("point at the end: %d of %d, want 1 of 1", held, total)
+	}
+}
+
+func TestTheTargetLiesBetweenTheLoadAloneAndBesideTheUnthrottledVacuum(t *testing.T) {
+	if got := chooseTarget(2, 18, 0); math.Abs(got-6) > 1e-9 {
+		t.Errorf("chooseTarget(2, 18) = %v, want their geometric mean 6", got)
+	}
+	// A lag alone of 0 is raised to the floor, so the target is not 0.
+	if got := chooseTarget(0, 8192*100, 8192); math.Abs(got-8192*10) > 1e-6 {
+		t.Errorf("chooseTarget(0, 819200, floor 8192) = %v, want 81920", got)
+	}
+	for _, c := range [][2]float64{{1, 3}, {0.4, 40}, {5, 5.5}} {
+		if got := chooseTarget(c[0], c[1], 0); got <= c[0] || got >= c[1] {
+			t.Errorf("chooseTarget(%v, %v) = %v, not strictly between", c[0], c[1], got)
+		}
+	}
+}
+
+func TestGoalVerdictWantsTheTargetHeldAndAShorterTimeThanTheBestFixed(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		aSecs, aFig, bSecs float64
+		found              bool
+		met                bool
+		why                string
+	}{
+		{"sooner and within", 2, 4, 3, true, true, "adaptive 2.00 s against 3.00 s"},
+		{"within but slower", 3.5, 4, 3, true, false, "is not below"},
+		{"equal time is not sooner", 3, 4, 3, true, false, "is not below"},
+		{"sooner but over the target", 1, 6, 3, true, false, "above the target"},
+		{"no fixed delay held it, adaptive did", 9, 4, 0, false, true, "no fixed cost delay"},
+		{"no fixed delay held it, nor adaptive", 9, 6, 0, false, false, "above the target"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			met, why := goalVerdict(c.aSecs, c.aFig, c.bSecs, c.found, 5)
+			if met != c.met || !strings.Contains(why, c.why) {
+				t.Errorf("goalVerdict = %v, %q; want %v and %q", met, why, c.met, c.why)
+			}
+		})
+	}
+}
+
+func TestBestFixedIsTheSmallestDelayWhoseMedianHoldsAndSkipsTheStartsRuns(t *testing.T) {
+	run := func(sys string, d time.Duration, fig, secs float64, phase string, adaptive bool) exp10Run {
+		return exp10Run{exp10Setting: exp10Setting{delay: d, phase: phase, adaptive: adaptive}, system: sys, figure: fig, seconds: secs}
+	}
+	runs := []exp10Run{
+		run(sysOurs, 0, 1, 0.1, "calibration", false), // holds, but is the start's: not a fixed setting
+		run(sysOurs, 1*msec, 9, 0.5, "grid", false), run(sysOurs, 1*msec, 4, 0.5, "grid", false), run(sysOurs, 1*msec, 8, 0.5, "grid", false),
+		run(sysOurs, 2*msec, 4, 1, "grid", false), run(sysOurs, 2*msec, 6, 1.2, "grid", false), run(sysOurs, 2*msec, 3, 1.1, "grid", false),
+		run(sysOurs, 1500*time.Microsecond, 5, 0.7, "bisection", false),
+		run(sysOurs, 1*msec, 1, 0.2, "grid", true), // adaptive at the ceiling: not fixed
+		run(sysPostgres, 1*msec, 1, 3, "grid", false),
+	}
+	d, fig, secs, ok := bestFixed(runs, sysOurs, 5)
+	if !ok || d != 1500*time.Microsecond || fig != 5 || secs != 0.7 {
+		t.Errorf("bestFixed = %s, %v, %v, %v; want 1.5ms, 5, 0.7, true", d, fig, secs, ok)
+	}
+	if _, _, _, ok := bestFixed(runs, sysOurs, 3.5); ok {
+		t.Error("no fixed delay's median is within 3.5, yet bestFixed found one")
+	}
+}
+
+func TestAVacuumWithNoTransactionEndingInsideItIsJudgedByTheOneThatWaitedThroughIt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	run := pgbenchRun{
+		lat:  []time.Duration{2 * msec, 900 * msec, 3 * msec},
+		ends: []time.Time{t0.Add(-time.Second), t0.Add(1500 * msec), t0.Add(2 * time.Second)},
+	}
+	if p99, n := p99Through(run, t0, t0.Add(time.Second)); p99 != 900*msec || n != 1 {
+		t.Errorf("stalled VACUUM: p99 %s over %d transactions, want 900ms over 1 (the first after its end)", p99, n)
+	}
+	if p99, n := p99Through(run, t0, t0.Add(1600*msec)); p99 != 900*msec || n != 1 {
+		t.Errorf("VACUUM holding a transaction: p99 %s over %d, want 900ms over 1", p99, n)
+	}
+	if _, n := p99Through(run, t0, t0.Add(3*time.Second)); n != 2 {
+		t.Errorf("%d transactions in the VACUUM, want 2", n)
+	}
+	if p99, n := p99Through(run, t0.Add(5*time.Second), t0.Add(6*time.Second)); p99 != 0 || n != 0 {
+		t.Errorf("no transaction after the VACUUM at all: %s, %d; want 0, 0", p99, n)
+	}
+}
