@@ -2,6 +2,8 @@ package vacuum
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -22,12 +24,23 @@ import (
 // costs and the report are those of the pass without read-ahead. It
 // changes no page. It stops when the pass calls stop, or when the
 // vacuum's context is cancelled.
+//
+// A read-ahead owns the table's read-ahead ring from startReadAhead until
+// stop returns, whether or not its goroutine has finished: a second
+// startReadAhead meanwhile is refused with buffer.ErrStrategyShared, as the
+// two would share the ring's slots and run buffers (the pool refuses such
+// overlapping calls too, but only when they happen to overlap). Its
+// goroutine stops on any read error, which the pass's own read then
+// reports; a refusal by the pool is a bug, so reached returns it.
 type readAhead struct {
+	lv     *lazy
+	from   uint32
 	at     atomic.Int64 // the block the pass is at
 	kick   chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	blocks atomic.Int64 // blocks read ahead, for tests
+	failed atomic.Pointer[error]
 }
 
 // readAheadTotal counts the blocks every read-ahead of the process read and
@@ -40,10 +53,15 @@ const readAheadRun = buffer.MaxRunBlocks
 // startReadAhead starts reading ahead the blocks of seq (ascending, from
 // block from on) into lv's read-ahead ring, of the vacuum's ring size; it
 // returns nil when read-ahead is off or the ring is too small for it. At
-// most one read-ahead of lv runs at a time (the ring is not shared).
-func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) *readAhead {
+// most one read-ahead of lv runs at a time (the ring is not shared): it
+// fails while an earlier one has not been stopped.
+func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) (*readAhead, error) {
 	if lv.run.opts.DisableReadAhead || lv.run.opts.RingSize <= 0 {
-		return nil
+		return nil, nil
+	}
+	if o := lv.aheadOwner; o != nil {
+		return nil, fmt.Errorf("read ahead from block %d: the read-ahead started at block %d still holds the table's read-ahead ring: %w",
+			from, o.from, buffer.ErrStrategyShared)
 	}
 	if lv.aheadRing == nil {
 		lv.aheadRing = lv.t.Pool.NewStrategy(buffer.Vacuum, lv.run.opts.RingSize, lv.w.u)
@@ -56,10 +74,11 @@ func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) *readAhead {
 	// most distance blocks plus one run past the pass.
 	distance := int64(ringBlocks/2 - run)
 	if run < 2 || distance < int64(run) {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(lv.w.ctx)
-	ra := &readAhead{kick: make(chan struct{}, 1), cancel: cancel}
+	ra := &readAhead{lv: lv, from: from, kick: make(chan struct{}, 1), cancel: cancel}
+	lv.aheadOwner = ra
 	ra.at.Store(int64(from) - 1)
 	heap := lv.t.Heap
 	ra.wg.Add(1)
@@ -84,8 +103,11 @@ func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) *readAhead {
 				return false
 			}
 			got, err := heap.Prefetch(start, n, s)
+			if errors.Is(err, buffer.ErrStrategyShared) {
+				ra.failed.Store(&err)
+			}
 			if err != nil {
-				return false // the pass's own reads report it
+				return false // any other error: the pass's own reads report it
 			}
 			ra.blocks.Add(int64(got))
 			readAheadTotal.Add(int64(got))
@@ -104,29 +126,38 @@ func (lv *lazy) startReadAhead(from uint32, seq iter.Seq[uint32]) *readAhead {
 		}
 		flush()
 	}()
-	return ra
+	return ra, nil
 }
 
-// reached tells the read-ahead that the pass is at block blk.
-func (ra *readAhead) reached(blk uint32) {
+// reached tells the read-ahead that the pass is at block blk. It returns
+// the error that stopped the read-ahead when the pool refused its ring as
+// shared (a bug that must not pass silently).
+func (ra *readAhead) reached(blk uint32) error {
 	if ra == nil {
-		return
+		return nil
+	}
+	if err := ra.failed.Load(); err != nil {
+		return fmt.Errorf("read-ahead started at block %d: %w", ra.from, *err)
 	}
 	ra.at.Store(int64(blk))
 	select {
 	case ra.kick <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
-// stop ends the read-ahead and waits for its goroutine (its ring may be
-// used again when stop returns).
+// stop ends the read-ahead and waits for its goroutine; the ring may be
+// used again when stop returns. It may be called more than once.
 func (ra *readAhead) stop() {
 	if ra == nil {
 		return
 	}
 	ra.cancel()
 	ra.wg.Wait()
+	if ra.lv.aheadOwner == ra {
+		ra.lv.aheadOwner = nil
+	}
 }
 
 // unskippedBlocks yields the blocks from start below n whose VM bit is not

@@ -138,3 +138,56 @@ func TestReadAheadStopsWhenTheVacuumIsCancelled(t *testing.T) {
 	checkClean(t, db)
 	verifyRows(t, db, tb)
 }
+
+// The read-ahead hang of session 8: the last dead-items cycle ran while the
+// scan's read-ahead still held the table's read-ahead ring, and its second
+// heap pass started a read-ahead of its own on that ring, so two goroutines
+// shared one buffer Strategy and a page could stay under IO for ever. A
+// second read-ahead of a ring not yet given back is now refused (an error,
+// not a hang), so this vacuum, with one cycle in the middle of the scan and
+// the last one after it, fails at once if any cycle starts its pass's
+// read-ahead before the scan's has stopped. The vacuum runs under a bound
+// so that a hang fails the test with a message, not the test binary.
+func TestEveryCyclesHeapPassReadsAheadOnlyAfterTheScansReadAheadHasStopped(t *testing.T) {
+	dir, tb := deletedTable(t)
+	db := openDeletedCopy(t, dir)
+	opts := unthrottled() // read-ahead on (the default)
+	opts.CycleBlocks = 60 // a cycle in the middle of the scan, and the last one after it
+	before := vacuum.ReadAheadBlocks()
+	type result struct {
+		br  *vacuum.BatchReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		br, err := vacuumTables(context.Background(), db, []string{"t"}, opts)
+		done <- result{br, err}
+	}()
+	const bound = 2 * time.Minute // the vacuum takes well under a second quiet
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(bound):
+		t.Fatalf("the vacuum has not returned after %v: a heap pass is waiting for a page under IO that no goroutine will finish "+
+			"(two read-aheads sharing one ring); %d read-ahead goroutines running", bound, vacuum.ReadAheadRunning())
+	}
+	if res.err != nil {
+		t.Fatalf("vacuum with a cycle every %d blocks and read-ahead on: %v", opts.CycleBlocks, res.err)
+	}
+	rep := res.br.Tables[0]
+	read := vacuum.ReadAheadBlocks() - before
+	t.Logf("%d index passes, %d pages scanned, %d vacuumed, %d blocks read ahead", rep.IndexPasses, rep.PagesScanned, rep.PagesVacuumed, read)
+	if rep.IndexPasses < 2 || !rep.Complete || rep.TuplesRemoved != int64(tb.deleted) {
+		t.Fatalf("the vacuum made %d index passes (want at least 2), complete %v, removed %d tuples (want %d)",
+			rep.IndexPasses, rep.Complete, rep.TuplesRemoved, tb.deleted)
+	}
+	if read < rep.PagesScanned {
+		t.Fatalf("read ahead %d blocks for %d pages scanned and %d vacuumed: the read-ahead did not run in the passes",
+			read, rep.PagesScanned, rep.PagesVacuumed)
+	}
+	if n := vacuum.ReadAheadRunning(); n != 0 {
+		t.Fatalf("%d read-ahead goroutines still run after the vacuum returned", n)
+	}
+	checkClean(t, db)
+	verifyRows(t, db, tb)
+}
