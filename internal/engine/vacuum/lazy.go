@@ -45,9 +45,8 @@ type lazy struct {
 	// The heap passes' read-ahead (readahead.go): the first pass's, stopped
 	// while a dead-items cycle runs, and the ring every read-ahead of this
 	// table uses in turn (as the worker's own ring serves both passes).
-	scanAhead  *readAhead
-	aheadRing  *buffer.Strategy
-	aheadOwner *readAhead // the read-ahead holding aheadRing, until its stop
+	scanAhead *readAhead
+	heapAhead *aheadRing
 }
 
 // positionEveryBlocks is how often a table without indexes, whose blocks
@@ -569,10 +568,19 @@ func (lv *lazy) indexPass() error {
 }
 
 // bulkDelete runs one index's bulk delete on worker w, a delay point
-// after every index page.
+// after every index page, with the index's blocks read ahead into w's
+// index read-ahead ring.
 func (lv *lazy) bulkDelete(w *worker, i int) error {
 	ix := lv.t.Indexes[i]
-	st, err := ix.Tree.BulkDelete(lv.store.Contains, w.s, w.delay)
+	if w.indexAhead == nil {
+		w.indexAhead = lv.newAheadRing(w)
+	}
+	ra, hook, err := lv.indexReadAhead(w.indexAhead, w, ix)
+	if err != nil {
+		return fmt.Errorf("index %q: %w", ix.Name, err)
+	}
+	st, err := ix.Tree.BulkDelete(lv.store.Contains, w.s, hook)
+	ra.stop()
 	r := &lv.idx[i]
 	r.PagesScanned += st.PagesScanned
 	r.EntriesRemoved += st.EntriesRemoved
