@@ -20,6 +20,10 @@ import (
 // or lies past the end is simply not read ahead: its own read reports it.
 // It returns how many blocks the run it read covered (0 when none).
 func (p *Pool) Prefetch(tag Tag, n int, s *Strategy) (int, error) {
+	if !s.enter() {
+		return 0, fmt.Errorf("prefetch block %d of rel %d fork %d: %w", tag.Block, tag.Rel, tag.Fork, ErrStrategyShared)
+	}
+	defer s.leave()
 	s.prepare(p)
 	if !s.ringed() {
 		return 0, fmt.Errorf("prefetch block %d of rel %d fork %d: the strategy has no ring", tag.Block, tag.Rel, tag.Fork)

@@ -19,6 +19,10 @@ func (p *Pool) Read(tag Tag, s *Strategy) (*Buffer, error) { return p.read(tag, 
 func (p *Pool) ReadOrZero(tag Tag, s *Strategy) (*Buffer, error) { return p.read(tag, s, true) }
 
 func (p *Pool) read(tag Tag, s *Strategy, orZero bool) (*Buffer, error) {
+	if !s.enter() {
+		return nil, fmt.Errorf("read block %d of rel %d fork %d: %w", tag.Block, tag.Rel, tag.Fork, ErrStrategyShared)
+	}
+	defer s.leave()
 	s.prepare(p)
 	for {
 		if b, found, ahead := p.lookup(tag, s); found {
@@ -141,6 +145,10 @@ func (p *Pool) zeroable(tag Tag, err error) bool {
 // Extend appends a zeroed block to the fork and returns it pinned and
 // exclusively locked, with its block number in Tag().
 func (p *Pool) Extend(rel storage.RelFileNode, fork storage.ForkNum, s *Strategy) (*Buffer, error) {
+	if !s.enter() {
+		return nil, fmt.Errorf("extend rel %d fork %d: %w", rel, fork, ErrStrategyShared)
+	}
+	defer s.leave()
 	s.prepare(p)
 	blk, err := p.st.Extend(rel, fork, s.counters())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
@@ -409,4 +410,95 @@ func TestRunStartingNearTheLastFrameWrapsThroughStaging(t *testing.T) {
 	if len(st.runs) == 0 || st.runs[0] != 16 {
 		t.Fatalf("runs %v, want runs of 16", st.runs)
 	}
+}
+
+// gatedRuns is a runStorage whose first ReadRun waits, once it has been
+// entered, until release is closed: a run read held in flight.
+type gatedRuns struct {
+	*runStorage
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedRuns) ReadRun(rel storage.RelFileNode, fork storage.ForkNum, start storage.BlockNumber, buf []byte, u *usage.Counters) (int, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.release
+	}
+	return g.runStorage.ReadRun(rel, fork, start, buf, u)
+}
+
+// readWithin reads block i through a strategy of its own and fails the test
+// if the read has not returned after d: the page was left under IO by a
+// read that will never end it.
+func readWithin(t *testing.T, p *Pool, i int, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		b, err := p.Read(blk(runRel, i), nil)
+		if err == nil {
+			if got, want := itemOf(b), fmt.Sprintf("block-%d", i); got != want {
+				err = fmt.Errorf("block %d holds %q", i, got)
+			}
+			b.Release()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		t.Fatalf("a read of block %d has not returned after %v: its buffer is under IO that no goroutine will end "+
+			"(two goroutines shared one Strategy's run buffers)", i, d)
+	}
+}
+
+// Two goroutines reading ahead through one ring at once (the read-ahead hang
+// of a lazy vacuum whose two heap passes' read-aheads overlapped): the
+// second's run reused the first's run buffers while the first's read was in
+// flight, so the first never ended the IO of its pages and every later read
+// of them waited for ever. The pool now refuses the second call.
+func TestASecondGoroutineOnAStrategyInUseIsRefusedInsteadOfLeavingPagesUnderIO(t *testing.T) {
+	_, st, _ := newRunPool(t, 200, false)
+	g := &gatedRuns{runStorage: st, entered: make(chan struct{}), release: make(chan struct{})}
+	p, err := New(g, newFakeWAL(), Options{Frames: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.NewStrategy(Vacuum, 512<<10, nil) // 32 slots: an eighth of the pool
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.Prefetch(blk(runRel, 0), 8, s)
+		first <- err
+	}()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first prefetch never reached its run read")
+	}
+	// The first prefetch's run read is in flight; another goroutine uses s.
+	_, err = p.Prefetch(blk(runRel, 64), 8, s)
+	close(g.release)
+	if !errors.Is(err, ErrStrategyShared) {
+		t.Errorf("a prefetch through a strategy another goroutine is using returned %v, want ErrStrategyShared", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the first prefetch: %v", err)
+	}
+	for i := range 8 {
+		readWithin(t, p, i, 10*time.Second)
+	}
+	if p.inTable(blk(runRel, 64)) {
+		t.Error("the refused prefetch mapped block 64")
+	}
+	// Used by one goroutine at a time again, s works as before.
+	if n, err := p.Prefetch(blk(runRel, 64), 8, s); err != nil || n != 8 {
+		t.Fatalf("prefetch of 8 blocks from 64 after the first ended = %d, %v", n, err)
+	}
+	readWithin(t, p, 64, 10*time.Second)
 }

@@ -1,6 +1,9 @@
 package buffer
 
 import (
+	"errors"
+	"sync/atomic"
+
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
@@ -25,7 +28,12 @@ const (
 )
 
 // Strategy is an access strategy plus the counters its accesses charge.
-// One Strategy belongs to one goroutine at a time.
+// One Strategy belongs to one goroutine at a time: its ring slots, its run
+// buffers and its staging buffers are that goroutine's scratch state, and a
+// second goroutine using them meanwhile can leave a page under IO for ever
+// (a read that waits for it then never returns). The pool checks it: a
+// Read, ReadOrZero, Prefetch or Extend through a Strategy that another call
+// is still using fails with ErrStrategyShared and changes nothing.
 //
 // A Strategy built as a literal (without NewStrategy) has no ring unless
 // its Kind is BulkRead or BulkWrite, whose default rings are set up on the
@@ -38,6 +46,7 @@ type Strategy struct {
 	ring      []int32 // frame ids; -1 = slot not filled yet
 	cur       int     // slot used by the last ring access
 	plain     *Strategy
+	busy      atomic.Bool // a pool call is using the strategy (enter, leave)
 
 	// Sequential-read detection and the staging buffer of multi-block
 	// reads (readrun.go).
@@ -118,6 +127,24 @@ func (s *Strategy) setupRing(p *Pool, ringBytes int64) {
 		s.ring[i] = -1
 	}
 	s.cur = n - 1
+}
+
+// ErrStrategyShared is returned by a pool call through a Strategy that
+// another call, from another goroutine, is still using. It is a bug of the
+// caller (see Strategy), reported instead of the hang it could cause.
+var ErrStrategyShared = errors.New("buffer strategy used by two goroutines at once")
+
+// enter marks s as used by the calling pool operation; false means another
+// operation is using it (the caller fails with ErrStrategyShared). A nil
+// Strategy holds no state and is always entered. Each successful enter is
+// paired with leave.
+func (s *Strategy) enter() bool { return s == nil || s.busy.CompareAndSwap(false, true) }
+
+// leave ends the operation enter started (nil-safe).
+func (s *Strategy) leave() {
+	if s != nil {
+		s.busy.Store(false)
+	}
 }
 
 // ringed reports whether accesses through s use a ring (nil-safe).

@@ -206,6 +206,8 @@ type worker struct {
 	u     *usage.Counters
 	s     *buffer.Strategy
 	meter pacer
+
+	indexAhead *aheadRing // the index passes' read-ahead ring (lazy.go), made on first use
 }
 
 // pacer is a worker's delay-point rule: a throttle.Meter, or

@@ -6,3 +6,7 @@ func ReadAheadBlocks() int64 { return readAheadTotal.Load() }
 
 // ReadAheadRunning is how many read-ahead goroutines are running.
 func ReadAheadRunning() int64 { return readAheadRunning.Load() }
+
+// IndexReadAheadBlocks is how many of ReadAheadBlocks were index blocks
+// read ahead of a bulk delete.
+func IndexReadAheadBlocks() int64 { return indexAheadTotal.Load() }

@@ -46,7 +46,7 @@ type lazy struct {
 	// while a dead-items cycle runs, and the ring every read-ahead of this
 	// table uses in turn (as the worker's own ring serves both passes).
 	scanAhead *readAhead
-	aheadRing *buffer.Strategy
+	heapAhead *aheadRing
 }
 
 // positionEveryBlocks is how often a table without indexes, whose blocks
@@ -133,13 +133,17 @@ func (lv *lazy) scanAndClean() error {
 	if err := lv.behind(start); err != nil {
 		return err
 	}
-	lv.scanAhead = lv.startReadAhead(start, lv.unskippedBlocks(start, nblocks))
+	if lv.scanAhead, err = lv.startReadAhead(start, lv.unskippedBlocks(start, nblocks)); err != nil {
+		return err
+	}
 	defer func() { lv.scanAhead.stop() }()
 	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
 		}
-		lv.scanAhead.reached(blk)
+		if err := lv.scanAhead.reached(blk); err != nil {
+			return err
+		}
 		if err := lv.scanBlock(blk); err != nil {
 			return err
 		}
@@ -158,7 +162,8 @@ func (lv *lazy) scanAndClean() error {
 	// starts its own on the same ring: a ring (its slots, its run buffers) is
 	// one goroutine's at a time. Left running, it shared the ring with the
 	// second pass's and could leave a page under IO for ever, so the pass
-	// waited on it (a hang of bench's quick run).
+	// waited on it (a hang of bench's quick run); startReadAhead now refuses
+	// a ring not yet given back.
 	lv.scanAhead.stop()
 	lv.scanAhead = nil
 	if lv.store.Len() > 0 {
@@ -308,7 +313,10 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		if err := lv.vacuumDead(); err != nil {
 			return err
 		}
-		lv.scanAhead = lv.startReadAhead(blk, lv.unskippedBlocks(blk, lv.nblocks))
+		var err error
+		if lv.scanAhead, err = lv.startReadAhead(blk, lv.unskippedBlocks(blk, lv.nblocks)); err != nil {
+			return err
+		}
 		if err := lv.save(blk); err != nil {
 			return err
 		}
@@ -517,11 +525,16 @@ func (lv *lazy) serialHeapPass() error {
 	})
 	var ra *readAhead
 	if len(blocks) > 0 {
-		ra = lv.startReadAhead(blocks[0], slices.Values(blocks))
+		var err error
+		if ra, err = lv.startReadAhead(blocks[0], slices.Values(blocks)); err != nil {
+			return err
+		}
 	}
 	defer ra.stop()
 	return lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
-		ra.reached(blk)
+		if err := ra.reached(blk); err != nil {
+			return err
+		}
 		if err := lv.vacuumBlock(blk, offs); err != nil {
 			return err
 		}
@@ -555,10 +568,19 @@ func (lv *lazy) indexPass() error {
 }
 
 // bulkDelete runs one index's bulk delete on worker w, a delay point
-// after every index page.
+// after every index page, with the index's blocks read ahead into w's
+// index read-ahead ring.
 func (lv *lazy) bulkDelete(w *worker, i int) error {
 	ix := lv.t.Indexes[i]
-	st, err := ix.Tree.BulkDelete(lv.store.Contains, w.s, w.delay)
+	if w.indexAhead == nil {
+		w.indexAhead = lv.newAheadRing(w)
+	}
+	ra, hook, err := lv.indexReadAhead(w.indexAhead, w, ix)
+	if err != nil {
+		return fmt.Errorf("index %q: %w", ix.Name, err)
+	}
+	st, err := ix.Tree.BulkDelete(lv.store.Contains, w.s, hook)
+	ra.stop()
 	r := &lv.idx[i]
 	r.PagesScanned += st.PagesScanned
 	r.EntriesRemoved += st.EntriesRemoved

@@ -138,3 +138,110 @@ func TestReadAheadStopsWhenTheVacuumIsCancelled(t *testing.T) {
 	checkClean(t, db)
 	verifyRows(t, db, tb)
 }
+
+// The read-ahead hang of session 8: the last dead-items cycle ran while the
+// scan's read-ahead still held the table's read-ahead ring, and its second
+// heap pass started a read-ahead of its own on that ring, so two goroutines
+// shared one buffer Strategy and a page could stay under IO for ever. A
+// second read-ahead of a ring not yet given back is now refused (an error,
+// not a hang), so this vacuum, with one cycle in the middle of the scan and
+// the last one after it, fails at once if any cycle starts its pass's
+// read-ahead before the scan's has stopped. The vacuum runs under a bound
+// so that a hang fails the test with a message, not the test binary.
+func TestEveryCyclesHeapPassReadsAheadOnlyAfterTheScansReadAheadHasStopped(t *testing.T) {
+	dir, tb := deletedTable(t)
+	db := openDeletedCopy(t, dir)
+	opts := unthrottled() // read-ahead on (the default)
+	opts.CycleBlocks = 60 // a cycle in the middle of the scan, and the last one after it
+	before := vacuum.ReadAheadBlocks()
+	type result struct {
+		br  *vacuum.BatchReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		br, err := vacuumTables(context.Background(), db, []string{"t"}, opts)
+		done <- result{br, err}
+	}()
+	const bound = 2 * time.Minute // the vacuum takes well under a second quiet
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(bound):
+		t.Fatalf("the vacuum has not returned after %v: a heap pass is waiting for a page under IO that no goroutine will finish "+
+			"(two read-aheads sharing one ring); %d read-ahead goroutines running", bound, vacuum.ReadAheadRunning())
+	}
+	if res.err != nil {
+		t.Fatalf("vacuum with a cycle every %d blocks and read-ahead on: %v", opts.CycleBlocks, res.err)
+	}
+	rep := res.br.Tables[0]
+	read := vacuum.ReadAheadBlocks() - before
+	t.Logf("%d index passes, %d pages scanned, %d vacuumed, %d blocks read ahead", rep.IndexPasses, rep.PagesScanned, rep.PagesVacuumed, read)
+	if rep.IndexPasses < 2 || !rep.Complete || rep.TuplesRemoved != int64(tb.deleted) {
+		t.Fatalf("the vacuum made %d index passes (want at least 2), complete %v, removed %d tuples (want %d)",
+			rep.IndexPasses, rep.Complete, rep.TuplesRemoved, tb.deleted)
+	}
+	if read == 0 {
+		// How much it reads depends on how often the pass outruns it (a
+		// run starts at the first block the pool does not hold); that it
+		// ran at all is what makes the cycles' hand-over matter.
+		t.Fatalf("read ahead no block for %d pages scanned and %d vacuumed: the read-ahead did not run in the passes",
+			rep.PagesScanned, rep.PagesVacuumed)
+	}
+	if n := vacuum.ReadAheadRunning(); n != 0 {
+		t.Fatalf("%d read-ahead goroutines still run after the vacuum returned", n)
+	}
+	checkClean(t, db)
+	verifyRows(t, db, tb)
+}
+
+// The index pass reads the indexes' blocks ahead of their bulk deletes (one
+// read-ahead ring per index worker, so two workers never share one), and
+// what it reads ahead is at most the pages the bulk deletes visit; with
+// read-ahead off it reads none ahead. (The report and page counts are those
+// of the vacuum without read-ahead: TestReadAheadLeavesTheReportAndPage-
+// CountsUnchanged.)
+func TestTheIndexPassReadsTheIndexesAheadOnOneWorkerAndOnTwo(t *testing.T) {
+	dir, tb := deletedTable(t)
+	for _, tc := range []struct {
+		workers  int
+		disabled bool
+	}{{1, false}, {2, false}, {2, true}} {
+		db := openDeletedCopy(t, dir)
+		opts := unthrottled()
+		opts.IndexWorkers = tc.workers
+		opts.DisableReadAhead = tc.disabled
+		before := vacuum.IndexReadAheadBlocks()
+		br, err := vacuumTables(context.Background(), db, []string{"t"}, opts)
+		if err != nil {
+			t.Fatalf("vacuum with %d index workers, read-ahead disabled %v: %v", tc.workers, tc.disabled, err)
+		}
+		rep := br.Tables[0]
+		read := vacuum.IndexReadAheadBlocks() - before
+		var visited int64
+		for _, ix := range rep.Indexes {
+			visited += ix.PagesScanned
+		}
+		t.Logf("%d index workers, read-ahead disabled %v: %d index blocks read ahead, %d index pages visited in %d passes",
+			tc.workers, tc.disabled, read, visited, rep.IndexPasses)
+		switch {
+		case rep.IndexPasses == 0 || visited < 20:
+			t.Fatalf("the bulk deletes visited %d index pages in %d passes: the test needs an index pass over more than one run", visited, rep.IndexPasses)
+		case tc.disabled && read != 0:
+			t.Fatalf("read ahead %d index blocks with read-ahead disabled", read)
+		case !tc.disabled && (read == 0 || read > visited):
+			// A run starts at the first block the pool does not hold, so
+			// blocks a pass that outran its read-ahead read first are not
+			// read again.
+			t.Fatalf("read ahead %d index blocks for %d index pages visited: want some, and at most all of them", read, visited)
+		}
+		if rep.TuplesRemoved != int64(tb.deleted) {
+			t.Fatalf("removed %d tuples, want %d", rep.TuplesRemoved, tb.deleted)
+		}
+		if n := vacuum.ReadAheadRunning(); n != 0 {
+			t.Fatalf("%d read-ahead goroutines still run after the vacuum returned", n)
+		}
+		checkClean(t, db)
+		verifyRows(t, db, tb)
+	}
+}
