@@ -42,6 +42,9 @@ kd_apt_install() {
 #  - default_ulimits = []: podman otherwise raises RLIMIT_NPROC for every container, which needs
 #    CAP_SYS_RESOURCE, and these machines' capability set lacks it (every container then fails).
 #  - cgroup_manager = "cgroupfs", events_logger = "file": the host runs no systemd.
+#  - runtime = "runc": crun (podman's default) refuses a host whose cgroup v2 hierarchy holds a
+#    controller beside the v1 ones ("cgroups in hybrid mode not supported"), as these machines'
+#    hugetlb is; runc runs there (hack/kind/up installs it, as the real-cluster lane does).
 #  - its own storage, volume, network and runtime directories, and no registries (nothing is
 #    pulled: every image is built here).
 kd_podman_env() {
@@ -52,6 +55,7 @@ kd_podman_env() {
 default_ulimits = []
 [engine]
 cgroup_manager = "cgroupfs"
+runtime = "runc"
 events_logger = "file"
 events_logfile_path = "$KIND_STATE/run/events.log"
 tmp_dir = "$KIND_STATE/tmp"
