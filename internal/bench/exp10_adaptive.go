@@ -431,7 +431,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 		return nil, err
 	}
 	defer func() { ours.stop() }()
-	if err := r.exp10FullSetup(ctx, ours); err != nil {
+	if err := r.fullLagSetup(ctx, ours, exp10Full, r.sz.AdaptFullRows); err != nil {
 		return nil, err
 	}
 	var cal []exp10Setting
@@ -473,7 +473,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 		return nil, err
 	}
 	defer func() { pg.stop() }()
-	if err := r.exp10FullSetup(ctx, pg); err != nil {
+	if err := r.fullLagSetup(ctx, pg, exp10Full, r.sz.AdaptFullRows); err != nil {
 		return nil, err
 	}
 	pgGrid := func(string) []time.Duration { return []time.Duration{0, sz.AdaptDelays[len(sz.AdaptDelays)-1]} }
@@ -486,28 +486,6 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 		return nil, err
 	}
 	return part, nil
-}
-
-// exp10FullSetup makes pgbench's tables (the load's) and the table FULL rewrites.
-func (r *runner) exp10FullSetup(ctx context.Context, p *replicaPair) error {
-	if _, err := r.pgbench(ctx, p.primary, false, "-i", "-s", strconv.Itoa(r.sz.FullLoadScale)); err != nil {
-		return err
-	}
-	c, err := pgx.Connect(ctx, p.primary.url())
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	for _, q := range []string{
-		"CREATE TABLE " + exp10Full + " (id bigint PRIMARY KEY, n bigint, pad bytea)",
-		fmt.Sprintf("INSERT INTO %s SELECT g, 0, '\\x%0*d'::bytea FROM generate_series(1, %d) g",
-			exp10Full, 2*r.sz.FullPayload, 0, r.sz.AdaptFullRows),
-	} {
-		if _, err := c.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %.80s: %w", p.primary.name, q, err)
-		}
-	}
-	return nil
 }
 
 // lagBlock starts experiment 5's fixed-rate tpcb-like load and the lag sampler on the

@@ -128,6 +128,13 @@ func (f fullRun) loadWALRate() float64 {
 
 // exp5Setup makes pgbench's tables and the table FULL rewrites on a primary.
 func (r *runner) exp5Setup(ctx context.Context, p *replicaPair) error {
+	return r.fullLagSetup(ctx, p, exp5Table, r.sz.FullRows)
+}
+
+// fullLagSetup makes, on a pair's primary, pgbench's tables (the load's, at FullLoadScale) and
+// table, of rows rows with a FullPayload-byte pad, that a VACUUM FULL rewrites beside the load
+// (experiments 5 and 10).
+func (r *runner) fullLagSetup(ctx context.Context, p *replicaPair, table string, rows int) error {
 	if _, err := r.pgbench(ctx, p.primary, false, "-i", "-s", strconv.Itoa(r.sz.FullLoadScale)); err != nil {
 		return err
 	}
@@ -137,9 +144,9 @@ func (r *runner) exp5Setup(ctx context.Context, p *replicaPair) error {
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	for _, q := range []string{
-		"CREATE TABLE " + exp5Table + " (id bigint PRIMARY KEY, n bigint, pad bytea)",
+		"CREATE TABLE " + table + " (id bigint PRIMARY KEY, n bigint, pad bytea)",
 		fmt.Sprintf("INSERT INTO %s SELECT g, 0, '\\x%0*d'::bytea FROM generate_series(1, %d) g",
-			exp5Table, 2*r.sz.FullPayload, 0, r.sz.FullRows),
+			table, 2*r.sz.FullPayload, 0, rows),
 	} {
 		if _, err := c.Exec(ctx, q); err != nil {
 			return fmt.Errorf("%s: %.80s: %w", p.primary.name, q, err)
