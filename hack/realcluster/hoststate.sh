@@ -213,6 +213,11 @@ _rc_restore_cgroups() {
     while IFS= read -r d; do
       rmdir "$d" 2>/dev/null || rc_log "could not remove cgroup $d (still has processes?)"
     done < <(find "$h$RC_CGROUP_ROOT" -mindepth 1 -type d | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-)
+    # A root the record does not hold was made by the cluster's runtime (runc makes podman's
+    # libpod_parent in every hierarchy itself): it goes too.
+    if [[ -f $RC_BEFORE/cgroups ]] && ! grep -qF -- "$h$RC_CGROUP_ROOT " "$RC_BEFORE/cgroups"; then
+      rmdir "$h$RC_CGROUP_ROOT" 2>/dev/null || rc_log "could not remove cgroup $h$RC_CGROUP_ROOT"
+    fi
   done
   if [[ -f $RC_DIR/cgroups-created ]]; then
     while IFS= read -r d; do
