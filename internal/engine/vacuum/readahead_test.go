@@ -10,6 +10,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
 // openDeletedCopy opens a copy of the closed engine directory dir (a cold pool).
@@ -205,6 +206,13 @@ func TestEveryCyclesHeapPassReadsAheadOnlyAfterTheScansReadAheadHasStopped(t *te
 // read-ahead off it reads none ahead. (The report and page counts are those
 // of the vacuum without read-ahead: TestReadAheadLeavesTheReportAndPage-
 // CountsUnchanged.)
+//
+// The vacuum sleeps a millisecond every few pages: unthrottled, two index
+// workers on a loaded two-core machine can visit all of their pages before
+// the read-ahead goroutines are first scheduled (CI saw 0 blocks read ahead),
+// and a run starts at the first block the pool does not hold, so a pass that
+// outruns its read-ahead leaves it nothing to read. The sleeps are where a
+// throttled vacuum, the case read-ahead is for, gives it the time.
 func TestTheIndexPassReadsTheIndexesAheadOnOneWorkerAndOnTwo(t *testing.T) {
 	dir, tb := deletedTable(t)
 	for _, tc := range []struct {
@@ -213,6 +221,7 @@ func TestTheIndexPassReadsTheIndexesAheadOnOneWorkerAndOnTwo(t *testing.T) {
 	}{{1, false}, {2, false}, {2, true}} {
 		db := openDeletedCopy(t, dir)
 		opts := unthrottled()
+		opts.Throttle = &throttle.Settings{CostDelay: time.Millisecond, CostLimit: 20, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}
 		opts.IndexWorkers = tc.workers
 		opts.DisableReadAhead = tc.disabled
 		before := vacuum.IndexReadAheadBlocks()
