@@ -30,7 +30,8 @@ import (
 // For each target, the VACUUM's time with adaptive throttling (the vacuum_adaptive_* settings,
 // the static throttle at the grid's fastest delay as the ceiling) against the fastest fixed
 // cost delay that holds the target: experiment 1's delays, then bisection between the two
-// that bracket the target, 3 interleaved runs of each; PostgreSQL 15 with its best fixed
+// that bracket the target (never below the fastest, the ceiling), 3 interleaved runs of each;
+// PostgreSQL 15 with its best fixed
 // setting is the third column. Every run also counts the 1-second windows that held the
 // target.
 

@@ -128,7 +128,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"is at most the target", sz.DrainFactor),
 			sentence("fixed settings: cost limit %d at experiment 1's delays (%s), %d interleaved rounds (in each round every "+
 				"delay and the adaptive runs on the engine server, then PostgreSQL 15), then %d bisection steps between the "+
-				"two delays that bracket the target (%d runs of each midpoint, the systems alternating run by run, to %s)",
+				"two delays that bracket the target (%d runs of each midpoint, the systems alternating run by run, to %s; "+
+				"never below the grid's fastest delay, the adaptive runs' ceiling)",
 				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) or "+
 				"vacuum_adaptive_max_lag_bytes set to the target, with the grid's fastest delay %s as the static ceiling "+

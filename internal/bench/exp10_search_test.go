@@ -19,7 +19,7 @@ func TestGridBracketIsTheFastestDelayThatHoldsAndTheOneBelowIt(t *testing.T) {
 	}{
 		{"in the middle", []float64{9, 7, 4.9, 3, 2}, 2 * msec, 5 * msec, true},
 		{"exactly at the target holds", []float64{9, 5, 4, 3, 2}, 1 * msec, 2 * msec, true},
-		{"the fastest already holds: below it is unthrottled", []float64{4, 3, 3, 3, 2}, 0, 1 * msec, true},
+		{"the fastest already holds: nothing below the ceiling", []float64{4, 3, 3, 3, 2}, 1 * msec, 1 * msec, true},
 		{"none holds", []float64{9, 8, 7, 6, 5.1}, 0, 0, false},
 		{"not monotone: the fastest that holds wins", []float64{9, 4, 6, 3, 2}, 1 * msec, 2 * msec, true},
 	} {
