@@ -249,33 +249,6 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	return part, nil
 }
 
-// startRateLoad runs pgbench with args in consecutive chunks of the given length until
-// stopped (the rate of -R is kept across chunks; each chunk's transactions are read from its
-// -l log when it ends).
-func (r *runner) startRateLoad(ctx context.Context, s *srvSystem, chunk time.Duration, args ...string) *load {
-	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
-	secs := strconv.Itoa(max(1, int(chunk/time.Second)))
-	go func() {
-		defer close(l.done)
-		for {
-			run, err := r.pgbench(ctx, s, true, append(args, "-T", secs)...)
-			l.mu.Lock()
-			l.runs = append(l.runs, run)
-			l.err = errors.Join(l.err, err)
-			l.mu.Unlock()
-			if err != nil {
-				return
-			}
-			select {
-			case <-l.stop:
-				return
-			default:
-			}
-		}
-	}()
-	return l
-}
-
 // latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and a
 // 1 s warm-up, measures alone (when above 0) the load's p99 alone, then runs each setting's
 // VACUUM in turn (each after a bloating UPDATE and AdaptSettle), and judges each VACUUM's
@@ -287,7 +260,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 		return 0, nil, err
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	ld := r.startRateLoad(ctx, s, sz.AdaptChunk, "-b", "select-only", "-M", "prepared", "-R", strconv.Itoa(sz.AdaptRate),
+	ld := r.startChunkedLoad(ctx, s, sz.AdaptChunk, "-b", "select-only", "-M", "prepared", "-R", strconv.Itoa(sz.AdaptRate),
 		"-c", strconv.Itoa(sz.AdaptClients), "-j", strconv.Itoa(sz.AdaptThreads))
 	fail := func(err error) (time.Duration, []exp10Run, error) {
 		_, lerr := ld.Stop()
@@ -520,7 +493,7 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 	if err != nil {
 		return 0, nil, err
 	}
-	ld := r.startRateLoad(ctx, p.primary, sz.AdaptChunk, "-b", "tpcb-like", "-R", strconv.Itoa(sz.FullLoadRate),
+	ld := r.startChunkedLoad(ctx, p.primary, sz.AdaptChunk, "-b", "tpcb-like", "-R", strconv.Itoa(sz.FullLoadRate),
 		"-c", strconv.Itoa(sz.FullLoadClients), "-j", "1")
 	stopAll := func() ([]LagSample, pgbenchRun, error) {
 		samples, serr := ls.Stop()

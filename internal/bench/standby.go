@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,8 +303,8 @@ func (ls *lagSampler) Stop() ([]LagSample, error) {
 	return ls.samples, ls.err
 }
 
-// load is pgbench's tpcb-like script at a fixed rate, run in consecutive chunks until
-// stopped, so that it lasts as long as the VACUUM FULL it runs beside, however long that is.
+// load is pgbench at a fixed rate, run in consecutive chunks until stopped, so that it lasts
+// as long as the VACUUM it runs beside, however long that is.
 type load struct {
 	mu   sync.Mutex
 	runs []pgbenchRun
@@ -312,14 +313,22 @@ type load struct {
 	done chan struct{}
 }
 
+// startLoad runs experiment 5's load on s: pgbench's tpcb-like script at FullLoadRate.
 func (r *runner) startLoad(ctx context.Context, s *srvSystem) *load {
+	return r.startChunkedLoad(ctx, s, r.sz.FullLoadChunk, "-b", "tpcb-like", "-R", strconv.Itoa(r.sz.FullLoadRate),
+		"-c", strconv.Itoa(r.sz.FullLoadClients), "-j", "1")
+}
+
+// startChunkedLoad runs pgbench with args in consecutive chunks of the given length until
+// stopped (the rate of -R is kept across chunks; each chunk's transactions are read from its
+// -l log when it ends).
+func (r *runner) startChunkedLoad(ctx context.Context, s *srvSystem, chunk time.Duration, args ...string) *load {
 	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
-	chunk := strconv.Itoa(int(r.sz.FullLoadChunk / time.Second))
+	args = slices.Concat(args, []string{"-T", strconv.Itoa(max(1, int(chunk/time.Second)))})
 	go func() {
 		defer close(l.done)
 		for {
-			run, err := r.pgbench(ctx, s, true, "-b", "tpcb-like", "-R", strconv.Itoa(r.sz.FullLoadRate),
-				"-c", strconv.Itoa(r.sz.FullLoadClients), "-j", "1", "-T", chunk)
+			run, err := r.pgbench(ctx, s, true, args...)
 			l.mu.Lock()
 			l.runs = append(l.runs, run)
 			l.err = errors.Join(l.err, err)
