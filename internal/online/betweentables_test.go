@@ -43,9 +43,12 @@ func sleepingForeground(t *testing.T, db string, clients int, d time.Duration) (
 // same foreground against a 200 ms target leaves every table at the ceiling.
 func TestPostgreSQLAdaptsTheNextTablesRateToTheForegroundLatency(t *testing.T) {
 	db, conn := newDB(t)
+	// 12,000 rows: each table lasts about 0.4-0.6 s at the ceiling, several of the
+	// sampler's 100 ms reads. At 4,000 (0.2 s) a loaded CI machine's sampler read too
+	// few ages before the next table, so the law held every table at the ceiling.
 	tables := []string{"a", "b", "c"}
 	for _, tb := range tables {
-		bloat(t, conn, tb, 4000, 200)
+		bloat(t, conn, tb, 12000, 200)
 	}
 	stop := sleepingForeground(t, db, 4, 30*time.Millisecond)
 	defer stop()
@@ -91,11 +94,14 @@ func TestPostgreSQLAdaptsTheNextTablesRateToTheForegroundLatency(t *testing.T) {
 				if !(rates[2] <= rates[1] && rates[1] <= rates[0] && rates[2] < 2000) {
 					t.Errorf("configured cost rates %v: want each table's at most the one before, and falling below the ceiling (2000)", rates)
 				}
-				if a.Binding != "ForegroundLatency" || a.BudgetPerMille >= 1000 {
-					t.Errorf("adaptive %+v at the end, want ForegroundLatency binding below the ceiling", a)
+				// On a loaded machine a 30 ms sleep can run past 40 ms, twice the target:
+				// HardStop then holds the next table back and it runs at the floor. Both
+				// are the foreground's doing; the ceiling is not.
+				if (a.Binding != "ForegroundLatency" && a.Binding != "Floor") || a.BudgetPerMille >= 1000 {
+					t.Errorf("adaptive %+v at the end, want ForegroundLatency (or Floor) binding below the ceiling", a)
 				}
-				if a.BoundSeconds["ForegroundLatency"]+a.BoundSeconds["Floor"] <= 0 {
-					t.Errorf("no time bound by ForegroundLatency or Floor: %+v", a.BoundSeconds)
+				if a.BoundSeconds["ForegroundLatency"]+a.BoundSeconds["Floor"]+a.BoundSeconds["HardStop"] <= 0 {
+					t.Errorf("no time bound by ForegroundLatency, Floor or HardStop: %+v", a.BoundSeconds)
 				}
 				return
 			}
