@@ -48,6 +48,17 @@ func FuzzTupleHeader(f *testing.F) {
 		if again := EncodeTuple(h, data); !bytes.Equal(again, b) {
 			t.Fatalf("re-encoding changed the tuple:\n%x\n%x", b, again)
 		}
+		// setHints writes only the infomask: the item must be the tuple
+		// re-encoded whole with the new bits, nothing else changed.
+		for _, bit := range []uint16{XminCommitted, XminInvalid, XmaxCommitted, XmaxInvalid} {
+			item, hh := bytes.Clone(b), h
+			setHints(item, &hh, bit)
+			want := h
+			want.Infomask |= bit
+			if !bytes.Equal(item, EncodeTuple(want, data)) {
+				t.Fatalf("setHints(%#x) wrote more than the infomask:\n%x\n%x", bit, item, EncodeTuple(want, data))
+			}
+		}
 	})
 }
 

@@ -83,6 +83,12 @@ func writeHeader(item []byte, h *TupleHeader) {
 	putHeader(item, &hh)
 }
 
+// putInfomask rewrites only the infomask of an item in place. The caller
+// holds the page's exclusive lock.
+func putInfomask(item []byte, mask uint16) {
+	binary.LittleEndian.PutUint16(item[offInfomask:], mask)
+}
+
 // TupleError describes an item that is not a valid tuple.
 type TupleError struct {
 	Reason string

@@ -45,12 +45,17 @@ type Manager struct {
 	waits      atomic.Int64
 	deadlocks  atomic.Int64
 	sb         standbyState // hot standby (standby.go)
-	// lastFinal is Status's single-entry cache (PostgreSQL's
-	// cachedFetchXid): the last xid whose clog state was final, packed as
-	// xid<<2 | status, 0 when empty. A final state never changes, so the
-	// entry needs no invalidation; consecutive tuples of one transaction
-	// (the vacuum's common case) then skip mu.
-	lastFinal atomic.Uint64
+	// finals is Status's cache (PostgreSQL's cachedFetchXid, with two
+	// entries where PostgreSQL keeps one): the last two xids whose clog
+	// state was final, newest first, each packed as xid<<2 | status, 0 when
+	// empty. A final state never changes, so an entry needs no
+	// invalidation, and each entry is one atomic word, so a race between
+	// two misses can only lose an entry, never pair an xid with another's
+	// state. Two entries because a page whose tuples have no hint bits
+	// alternates between two transactions, its rows' inserter and the
+	// deleter of the dead ones (xmin A, xmin A and xmax D, xmin A, ...):
+	// one entry would miss on every dead tuple and on the tuple after it.
+	finals [2]atomic.Uint64
 }
 
 // Txn is one transaction. Its methods are safe for concurrent use, but a
@@ -336,14 +341,17 @@ func (m *Manager) Status(x XID) Status {
 	case BootstrapXID, FrozenXID:
 		return Committed
 	}
-	if c := m.lastFinal.Load(); c != 0 && XID(c>>2) == x {
-		return Status(c & 3)
+	for i := range m.finals {
+		if c := m.finals[i].Load(); c != 0 && XID(c>>2) == x {
+			return Status(c & 3)
+		}
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if st := m.clogGetLocked(x); st != InProgress {
 		if x < 1<<62 {
-			m.lastFinal.Store(uint64(x)<<2 | uint64(st))
+			m.finals[1].Store(m.finals[0].Load())
+			m.finals[0].Store(uint64(x)<<2 | uint64(st))
 		}
 		return st
 	}
