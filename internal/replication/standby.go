@@ -152,6 +152,15 @@ func (r *Receiver) Prepare(ctx context.Context) error {
 	return nil
 }
 
+// drainWait is how long a receiver that holds all the WAL the primary had flushed waits for
+// more before it fsyncs and reports, as PostgreSQL's walreceiver reads what its socket holds
+// before it flushes. Without it, a primary that flushes WAL in small pieces (a VACUUM FULL
+// under a WAL-rate limit flushes every 256 KiB) cost the standby a segment fsync and a
+// standby-state write for every piece even while it was behind, and on a loaded machine the
+// receiver fell behind by megabytes of WAL sent but not yet written; a synchronous commit
+// now waits at most this much longer.
+const drainWait = 200 * time.Microsecond
+
 // segFiles are the open WAL segment files of one stream.
 type segFiles struct {
 	fs    vfs.FS
@@ -309,17 +318,29 @@ func (r *Receiver) stream(ctx context.Context) error {
 		next = time.Now().Add(r.cfg.StatusInterval)
 		return nil
 	}
+	// caughtUp: the last WAL received reached the primary's flushed end as it was when
+	// sent; the receiver then flushes and reports as soon as no more WAL waits in the
+	// connection (see drainWait).
+	caughtUp := false
 	for {
 		if !time.Now().Before(next) {
 			if err := report(); err != nil {
 				return err
 			}
+			caughtUp = false
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		deadline := next
+		if d := time.Now().Add(drainWait); caughtUp && d.Before(next) {
+			deadline = d
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if caughtUp {
+					next = time.Now() // nothing more arrived: flush and report now
+				}
 				continue
 			}
 			return err
@@ -349,11 +370,10 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.mu.Lock()
 			r.status.Received = received
 			r.mu.Unlock()
-			if received >= sm.End {
-				// Caught up with what the primary has flushed: flush and report now,
-				// so a synchronous primary's commits wait no longer than that.
-				next = time.Now()
-			}
+			// Caught up with what the primary had flushed: flush and report once the
+			// connection holds no more, so a synchronous primary's commits wait no
+			// longer than that.
+			caughtUp = received >= sm.End
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("primary: %w", pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:
