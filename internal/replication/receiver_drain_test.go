@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,64 @@ func fakeWalsender(t *testing.T, ln net.Listener, sysID uint64, xlog [][]byte, u
 	}
 }
 
+// fakeStandbyDir is a standby data directory whose state says it flushed the primary
+// sysID's WAL up to the first byte of segment 1.
+func fakeStandbyDir(t *testing.T, sysID uint64, segSize int64) (string, wal.LSN) {
+	dir := t.TempDir()
+	start := wal.LSN(segSize)
+	if err := writeStandbyState(vfs.OS(), dir, StandbyState{SystemID: sysID, Flushed: start, SegmentSize: segSize}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, start
+}
+
+// streamFromFake runs a receiver with a status interval of a minute (so that every update
+// the test sees has another cause) against fakeWalsender until the test ends.
+func streamFromFake(t *testing.T, dir string, sysID uint64, xlog [][]byte, replayed func() wal.LSN) (*Receiver, <-chan StatusUpdate) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan StatusUpdate, 1000)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		fakeWalsender(t, ln, sysID, xlog, updates)
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	r := NewReceiver(StandbyConfig{Primary: ConnConfig{Host: "127.0.0.1", Port: port, User: "repl", SSLMode: "disable"},
+		Dir: dir, StatusInterval: time.Minute, Replayed: replayed})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("receiver: %v", err)
+		}
+		_ = ln.Close()
+		<-served
+	})
+	return r, updates
+}
+
+// xlogPieces is pieces XLogData messages of size bytes each from start, each with the
+// primary's flushed end just past it, and the bytes they carry.
+func xlogPieces(start wal.LSN, pieces, size int) ([][]byte, []byte) {
+	var xlog [][]byte
+	var all []byte
+	for i := range pieces {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(i + j)
+		}
+		at := start + wal.LSN(i*size)
+		xlog = append(xlog, appendXLogData(nil, at, at+wal.LSN(size), time.Now(), data))
+		all = append(all, data...)
+	}
+	return xlog, all
+}
+
 // A primary that flushes WAL in small pieces sends each with its flushed end just past it,
 // so each piece alone "catches the standby up". When the pieces are already waiting in the
 // connection (the standby is behind), the receiver writes them all before it fsyncs and
@@ -89,48 +148,10 @@ func TestReceiverFlushesWALWaitingInTheConnectionOnceAndReportsWithoutWaitingFor
 		pieces  = 32
 		size    = 2 << 10 // the whole batch fits in loopback socket buffers
 	)
-	dir := t.TempDir()
-	start := wal.LSN(segSize) // the first byte of segment 1
-	if err := writeStandbyState(vfs.OS(), dir, StandbyState{SystemID: sysID, Flushed: start, SegmentSize: segSize}); err != nil {
-		t.Fatal(err)
-	}
-	var xlog [][]byte
-	var want []byte
-	for i := range pieces {
-		data := make([]byte, size)
-		for j := range data {
-			data[j] = byte(i + j)
-		}
-		at := start + wal.LSN(i*size)
-		xlog = append(xlog, appendXLogData(nil, at, at+size, time.Now(), data))
-		want = append(want, data...)
-	}
+	dir, start := fakeStandbyDir(t, sysID, segSize)
+	xlog, want := xlogPieces(start, pieces, size)
 	end := start + wal.LSN(pieces*size)
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	updates := make(chan StatusUpdate, 1000)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		fakeWalsender(t, ln, sysID, xlog, updates)
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	r := NewReceiver(StandbyConfig{Primary: ConnConfig{Host: "127.0.0.1", Port: port, User: "repl", SSLMode: "disable"},
-		Dir: dir, StatusInterval: time.Minute})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("receiver: %v", err)
-		}
-		<-served
-	}()
+	r, updates := streamFromFake(t, dir, sysID, xlog, nil)
 
 	var flushes int
 	deadline := time.After(20 * time.Second) // far below the status interval
@@ -160,4 +181,39 @@ func TestReceiverFlushesWALWaitingInTheConnectionOnceAndReportsWithoutWaitingFor
 	if st, err := ReadStandbyState(dir); err != nil || st.Flushed != end {
 		t.Errorf("standby state %+v (%v), want flushed %s", st, err, FormatLSN(end))
 	}
+}
+
+// Replay applies flushed WAL a moment after the flush's report, which therefore carries an
+// older replay position. The receiver reports the replay position again when it moves,
+// without waiting for the next flush or its status interval, so the primary's replay lag
+// (pg_stat_replication, an online run's status.replication) is not stale by that much.
+func TestReceiverReportsReplayProgressWithoutWaitingForItsInterval(t *testing.T) {
+	const (
+		sysID   = 43
+		segSize = 16 << 20
+	)
+	dir, start := fakeStandbyDir(t, sysID, segSize)
+	xlog, _ := xlogPieces(start, 1, 8<<10)
+	end := start + 8<<10
+	var replayedTo atomic.Uint64
+	replayedTo.Store(uint64(start))
+	_, updates := streamFromFake(t, dir, sysID, xlog, func() wal.LSN { return wal.LSN(replayedTo.Load()) })
+
+	wait := func(what string, ok func(StatusUpdate) bool) {
+		t.Helper()
+		deadline := time.After(20 * time.Second) // far below the status interval
+		for {
+			select {
+			case su := <-updates:
+				if ok(su) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no status update %s within 20 s (status interval 1 min)", what)
+			}
+		}
+	}
+	wait("reported the WAL flushed", func(su StatusUpdate) bool { return su.Flush == end })
+	replayedTo.Store(uint64(end)) // the engine replays it
+	wait("reported it replayed", func(su StatusUpdate) bool { return su.Apply == end })
 }
