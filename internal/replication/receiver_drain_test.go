@@ -90,7 +90,7 @@ func fakeStandbyDir(t *testing.T, sysID uint64, segSize int64) (string, wal.LSN)
 
 // streamFromFake runs a receiver with a status interval of a minute (so that every update
 // the test sees has another cause) against fakeWalsender until the test ends.
-func streamFromFake(t *testing.T, dir string, sysID uint64, xlog [][]byte, replayed func() wal.LSN) (*Receiver, <-chan StatusUpdate) {
+func streamFromFake(t *testing.T, dir string, sysID uint64, xlog [][]byte, replayed func() wal.LSN, flushed func()) (*Receiver, <-chan StatusUpdate) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func streamFromFake(t *testing.T, dir string, sysID uint64, xlog [][]byte, repla
 	}()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	r := NewReceiver(StandbyConfig{Primary: ConnConfig{Host: "127.0.0.1", Port: port, User: "repl", SSLMode: "disable"},
-		Dir: dir, StatusInterval: time.Minute, Replayed: replayed})
+		Dir: dir, StatusInterval: time.Minute, Replayed: replayed, Flushed: flushed})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run(ctx) }()
@@ -151,7 +151,8 @@ func TestReceiverFlushesWALWaitingInTheConnectionOnceAndReportsWithoutWaitingFor
 	dir, start := fakeStandbyDir(t, sysID, segSize)
 	xlog, want := xlogPieces(start, pieces, size)
 	end := start + wal.LSN(pieces*size)
-	r, updates := streamFromFake(t, dir, sysID, xlog, nil)
+	var wakes atomic.Int64 // the engine's WakeFollow in a server
+	r, updates := streamFromFake(t, dir, sysID, xlog, nil, func() { wakes.Add(1) })
 
 	var flushes int
 	deadline := time.After(20 * time.Second) // far below the status interval
@@ -168,6 +169,9 @@ func TestReceiverFlushesWALWaitingInTheConnectionOnceAndReportsWithoutWaitingFor
 		}
 	}
 	t.Logf("%d pieces of %d bytes waiting in the connection: %d status updates reported a flush", pieces, size, flushes)
+	if n := wakes.Load(); n != int64(flushes) {
+		t.Errorf("the Flushed hook ran %d times for %d flushes", n, flushes)
+	}
 	if flushes > pieces/4 {
 		t.Errorf("%d status updates reported a flush for %d pieces of WAL that waited together: the receiver fsynced piece by piece", flushes, pieces)
 	}
@@ -197,7 +201,7 @@ func TestReceiverReportsReplayProgressWithoutWaitingForItsInterval(t *testing.T)
 	end := start + 8<<10
 	var replayedTo atomic.Uint64
 	replayedTo.Store(uint64(start))
-	_, updates := streamFromFake(t, dir, sysID, xlog, func() wal.LSN { return wal.LSN(replayedTo.Load()) })
+	_, updates := streamFromFake(t, dir, sysID, xlog, func() wal.LSN { return wal.LSN(replayedTo.Load()) }, nil)
 
 	wait := func(what string, ok func(StatusUpdate) bool) {
 		t.Helper()

@@ -31,7 +31,10 @@ type StandbyConfig struct {
 	// Replayed, when set, is how far the standby's replay got (the engine's
 	// ReplayedLSN), reported to the primary as the apply position.
 	Replayed func() wal.LSN
-	Logf     func(format string, args ...any)
+	// Flushed, when set, is called after each fsync of received WAL (the engine's
+	// WakeFollow, so replay starts at once).
+	Flushed func()
+	Logf    func(format string, args ...any)
 }
 
 // ReceiverStatus is what a WAL receiver reports of itself (pg_stat_wal_receiver's
@@ -329,6 +332,9 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.state = st
 			r.status.Flushed = flushed
 			r.mu.Unlock()
+			if r.cfg.Flushed != nil {
+				r.cfg.Flushed()
+			}
 		}
 		if err := send(); err != nil {
 			return err
