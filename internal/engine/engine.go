@@ -84,9 +84,11 @@ type DB struct {
 	recovery    RecoveryInfo
 
 	ckptReq chan struct{}
-	stop    chan struct{}
-	bg      sync.WaitGroup
-	bgErr   atomic.Pointer[error]
+	// followWake tells a standby's Follow that more WAL is durable (WakeFollow).
+	followWake chan struct{}
+	stop       chan struct{}
+	bg         sync.WaitGroup
+	bgErr      atomic.Pointer[error]
 	// failed is the first sticky failure (see fail): a failed fsync of
 	// relation files or directories, or a catalog, control file or commit
 	// log replace that may or may not be durable. Writes, commits and
@@ -226,7 +228,7 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opts: opts, fs: fsys, lock: lk, handles: map[storage.RelFileNode]any{},
 		tlocks: map[string]*sync.RWMutex{}, vlocks: map[string]chan struct{}{},
-		ckptReq: make(chan struct{}, 1), stop: make(chan struct{})}
+		ckptReq: make(chan struct{}, 1), followWake: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := db.start(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, errors.Join(err, db.release()))
 	}

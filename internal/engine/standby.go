@@ -99,8 +99,9 @@ func (db *DB) startStandby(info *RecoveryInfo) error {
 
 // Follow applies, in order, every record of the WAL directory up to flushed() (what the
 // receiver has made durable) until ctx ends or the DB closes, polling every poll (0 =
-// 20 ms) once it has caught up. Only a standby may follow. A record it cannot apply
-// stops it with the error (the standby must then be reopened).
+// 20 ms) once it has caught up, or at once when WakeFollow says more WAL is durable. Only
+// a standby may follow. A record it cannot apply stops it with the error (the standby must
+// then be reopened).
 func (db *DB) Follow(ctx context.Context, flushed func() wal.LSN, poll time.Duration) error {
 	if !db.opts.Standby {
 		return errors.New("follow the WAL: not a standby")
@@ -128,8 +129,20 @@ func (db *DB) Follow(ctx context.Context, flushed func() wal.LSN, poll time.Dura
 			return nil
 		case <-db.stop:
 			return ErrClosed
+		case <-db.followWake:
 		case <-time.After(poll):
 		}
+	}
+}
+
+// WakeFollow tells Follow that the receiver made more WAL durable, so it replays it now
+// rather than at its next poll: a standby's replay, and the replay position its receiver
+// reports, then trail a flush by the replay's own time, not by up to a poll (at 20 ms, 0.4 MB
+// of a WAL-limited VACUUM FULL at 22 MB/s in experiment 5). It never blocks.
+func (db *DB) WakeFollow() {
+	select {
+	case db.followWake <- struct{}{}:
+	default:
 	}
 }
 

@@ -54,6 +54,13 @@ func shipWAL(t *testing.T, primary *DB, sdir string) wal.LSN {
 // of it, following the WAL shipped to it until the test ends.
 func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func()) {
 	t.Helper()
+	return standbyPairPolling(t, opts, 5*time.Millisecond)
+}
+
+// standbyPairPolling is standbyPair with Follow polling every poll; ship wakes it
+// (WakeFollow) as a receiver does after each fsync.
+func standbyPairPolling(t *testing.T, opts Options, poll time.Duration) (primary, standby *DB, ship func()) {
+	t.Helper()
 	primary, dir := newDB(t, opts)
 	if err := primary.CreateTable("t", accountCols); err != nil {
 		t.Fatal(err)
@@ -82,7 +89,7 @@ func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- standby.Follow(ctx, func() wal.LSN { return wal.LSN(limit.Load()) }, 5*time.Millisecond)
+		done <- standby.Follow(ctx, func() wal.LSN { return wal.LSN(limit.Load()) }, poll)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -95,6 +102,7 @@ func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func())
 		t.Helper()
 		end := shipWAL(t, primary, sdir)
 		limit.Store(uint64(end))
+		standby.WakeFollow()
 		deadline := time.Now().Add(20 * time.Second)
 		for standby.ReplayedLSN() < end {
 			select {
@@ -110,6 +118,19 @@ func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func())
 		}
 	}
 	return primary, standby, ship
+}
+
+// A receiver wakes Follow after each fsync (WakeFollow): the standby replays the new WAL
+// at once, not at its next poll, which here is a minute away; ship fails after 20 s.
+func TestFollowReplaysAtOnceWhenWokenNotAtItsNextPoll(t *testing.T) {
+	primary, standby, ship := standbyPairPolling(t, testOpts(), time.Minute)
+	insertRange(t, primary, "t", 100, 150)
+	ship()
+	insertRange(t, primary, "t", 150, 160) // a second wake, after Follow went back to its poll
+	ship()
+	if n := len(scanAll(t, standby, "t")); n != 160 {
+		t.Errorf("the standby sees %d rows, want 160", n)
+	}
 }
 
 func insertRange(t *testing.T, db *DB, table string, from, to int64) {

@@ -27,7 +27,9 @@
 // backup reaches the copy through replay.
 //
 // Standby (Receiver): streams WAL into the standby's wal/, fsyncs it before reporting it
-// flushed, reports the engine's replay position as the apply LSN, and resumes after a cut or
-// a crash; the engine replays it continuously (engine.OpenStandby, DB.Follow) while the
+// flushed (once for all the WAL waiting in the connection, as PostgreSQL's walreceiver
+// drains its socket first), reports the engine's replay position as the apply LSN whenever
+// replay moves, and resumes after a cut or a crash; the engine replays it continuously
+// (engine.OpenStandby, DB.Follow, woken after each fsync by StandbyConfig.Flushed) while the
 // server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views).
 package replication

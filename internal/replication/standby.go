@@ -31,7 +31,10 @@ type StandbyConfig struct {
 	// Replayed, when set, is how far the standby's replay got (the engine's
 	// ReplayedLSN), reported to the primary as the apply position.
 	Replayed func() wal.LSN
-	Logf     func(format string, args ...any)
+	// Flushed, when set, is called after each fsync of received WAL (the engine's
+	// WakeFollow, so replay starts at once).
+	Flushed func()
+	Logf    func(format string, args ...any)
 }
 
 // ReceiverStatus is what a WAL receiver reports of itself (pg_stat_wal_receiver's
@@ -151,6 +154,22 @@ func (r *Receiver) Prepare(ctx context.Context) error {
 	r.mu.Unlock()
 	return nil
 }
+
+// drainWait is how long a receiver that holds all the WAL the primary had flushed waits for
+// more before it fsyncs and reports, as PostgreSQL's walreceiver reads what its socket holds
+// before it flushes. Without it, a primary that flushes WAL in small pieces (a VACUUM FULL
+// under a WAL-rate limit flushes every 256 KiB) cost the standby a segment fsync and a
+// standby-state write for every piece even while it was behind, and on a loaded machine the
+// receiver fell behind by megabytes of WAL sent but not yet written; a synchronous commit
+// now waits at most this much longer.
+const drainWait = 200 * time.Microsecond
+
+// applyPoll is how often a receiver whose engine has not yet replayed all the WAL it
+// reported flushed looks again, and reports the replay position when it moved. Replay
+// follows a flush by a moment, so the position a flush's report carries is behind; without
+// this the primary saw replay move only at the next flush or status interval (100 ms), which
+// added to the replay lag it shows (and to experiment 5's lag).
+const applyPoll = 5 * time.Millisecond
 
 // segFiles are the open WAL segment files of one stream.
 type segFiles struct {
@@ -283,6 +302,22 @@ func (r *Receiver) stream(ctx context.Context) error {
 	defer segs.close()
 	received, flushed := st.Flushed, st.Flushed
 	next := time.Now().Add(r.cfg.StatusInterval)
+	// applied is the replay position last reported.
+	var applied wal.LSN
+	replayed := func() wal.LSN {
+		if r.cfg.Replayed == nil {
+			return 0
+		}
+		return min(r.cfg.Replayed(), flushed)
+	}
+	send := func() error {
+		su := StatusUpdate{Write: received, Flush: flushed, Apply: replayed(), Time: time.Now()}
+		if err := fe.SendUnbufferedEncodedCopyData(copyData(EncodeStatusUpdate(su))); err != nil {
+			return fmt.Errorf("send status update: %w", err)
+		}
+		applied = su.Apply
+		return nil
+	}
 	report := func() error {
 		if received > flushed {
 			if err := segs.sync(); err != nil {
@@ -297,29 +332,46 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.state = st
 			r.status.Flushed = flushed
 			r.mu.Unlock()
+			if r.cfg.Flushed != nil {
+				r.cfg.Flushed()
+			}
 		}
-		su := StatusUpdate{Write: received, Flush: flushed, Time: time.Now()}
-		if r.cfg.Replayed != nil {
-			su.Apply = min(r.cfg.Replayed(), flushed)
-		}
-		b := EncodeStatusUpdate(su)
-		if err := fe.SendUnbufferedEncodedCopyData(copyData(b)); err != nil {
-			return fmt.Errorf("send status update: %w", err)
+		if err := send(); err != nil {
+			return err
 		}
 		next = time.Now().Add(r.cfg.StatusInterval)
 		return nil
 	}
+	// caughtUp: the last WAL received reached the primary's flushed end as it was when
+	// sent; the receiver then flushes and reports as soon as no more WAL waits in the
+	// connection (see drainWait).
+	caughtUp := false
 	for {
 		if !time.Now().Before(next) {
 			if err := report(); err != nil {
 				return err
 			}
+			caughtUp = false
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		deadline, now := next, time.Now()
+		if d := now.Add(drainWait); caughtUp && d.Before(deadline) {
+			deadline = d
+		}
+		if d := now.Add(applyPoll); r.cfg.Replayed != nil && applied < flushed && d.Before(deadline) {
+			deadline = d
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if caughtUp {
+					next = time.Now() // nothing more arrived: flush and report now
+				} else if replayed() > applied {
+					if err := send(); err != nil { // replay moved: say so, no fsync needed
+						return err
+					}
+				}
 				continue
 			}
 			return err
@@ -349,11 +401,10 @@ func (r *Receiver) stream(ctx context.Context) error {
 			r.mu.Lock()
 			r.status.Received = received
 			r.mu.Unlock()
-			if received >= sm.End {
-				// Caught up with what the primary has flushed: flush and report now,
-				// so a synchronous primary's commits wait no longer than that.
-				next = time.Now()
-			}
+			// Caught up with what the primary had flushed: flush and report once the
+			// connection holds no more, so a synchronous primary's commits wait no
+			// longer than that.
+			caughtUp = received >= sm.End
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("primary: %w", pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:

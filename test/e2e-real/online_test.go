@@ -32,10 +32,7 @@ var _ = Describe("An online run on the real cluster", func() {
 	It("vacuums the engine-server StatefulSet sample beside the load generator sample, which reaches it by its ClusterIP through kube-proxy", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "e2e-real-online")
 		By("a local PV for the StatefulSet's claim data-shop-db-0, owned by the server's user")
-		dir := filepath.Join(env.volumes, ns+"-data-shop-db-0")
-		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
-		Expect(os.Chown(dir, runnerUID, runnerUID)).To(Succeed())
-		bindLocalVolume(ctx, ns, "data-shop-db-0")
+		bindEmptyLocalVolume(ctx, ns, "data-shop-db-0")
 
 		By("applying the engine-server and load generator samples with kubectl")
 		env.kubectlRun(ctx, sampleWithLaneImage("engine_server.yaml"), "apply", "-n", ns, "-f", "-")

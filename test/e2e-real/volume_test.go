@@ -65,6 +65,16 @@ func makeVolume(ctx context.Context, ns, pvc string, tables ...bloat) volume {
 	return v
 }
 
+// bindEmptyLocalVolume binds claim ns/pvc to a new empty directory owned by the image's user
+// (as a StatefulSet's server finds a fresh volume).
+func bindEmptyLocalVolume(ctx context.Context, ns, pvc string) {
+	GinkgoHelper()
+	dir := filepath.Join(env.volumes, ns+"-"+pvc)
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	Expect(os.Chown(dir, runnerUID, runnerUID)).To(Succeed())
+	bindLocalVolume(ctx, ns, pvc)
+}
+
 // bindLocalVolume binds claim ns/pvc to the host directory ns-pvc under the volumes
 // directory through a local PV on the node (at the path the node sees it).
 func bindLocalVolume(ctx context.Context, ns, pvc string) {

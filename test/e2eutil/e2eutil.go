@@ -1,7 +1,9 @@
 // Package e2eutil holds what the end-to-end suites (test/e2e on the local dev cluster,
-// test/reliability under faults) share: running the built vacuum-runner on a data directory,
-// finding a run's running pod, and reading and waiting for its progress. Its helpers assert
-// with Gomega, so they are for Ginkgo specs only.
+// test/reliability under faults, test/e2e-real on the real-cluster lane) share: running the
+// built vacuum-runner on a data directory, finding a run's running pod, reading and waiting
+// for its progress, and driving the primary and standby samples (pgbench, the standby's
+// read-only face, status.replication). Its helpers assert with Gomega, so they are for
+// Ginkgo specs only.
 package e2eutil
 
 import (

@@ -67,6 +67,10 @@ func runStandby(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 				return d.ReplayedLSN()
 			}
 			return 0
+		}, Flushed: func() {
+			if d := db.Load(); d != nil {
+				d.WakeFollow()
+			}
 		}})
 	if err := r.Prepare(ctx); err != nil {
 		return err
