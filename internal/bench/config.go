@@ -184,9 +184,9 @@ func DefaultSizes() Sizes {
 		// Experiment 1's delays plus 3 and 4 ms, between 2 ms (the last full run's p99 1.7x) and
 		// 5 ms (its 3.2x the unthrottled time), where the goal's two limits cross.
 		OnlineDelays: []time.Duration{0, 1 * ms, 2 * ms, 3 * ms, 4 * ms, 5 * ms, 10 * ms, 20 * ms},
-		// Scale 10: the unthrottled VACUUM lasts about a second or more (scale 2's 0.17 s made
+		// Scale 6: the unthrottled VACUUM lasts about a second or more (scale 2's 0.17 s made
 		// every multiple of it noisy), while the reload before each VACUUM stays affordable.
-		OnlineScale: 10, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 4 * time.Second,
+		OnlineScale: 6, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 4 * time.Second,
 
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
