@@ -18,6 +18,7 @@ var dbMethods = []string{
 	"CurrentLSN", "ReceivedLSN", // pg_current_wal_lsn() and pg_last_wal_receive_lsn(): the lag a run reports
 	"FS",                                                                      // for files kept beside the engine's (replication slots)
 	"Follow", "InRecovery", "LastReplayTime", "ReplayedLSN", "StandbyCancels", // a hot standby's replay (OpenStandby)
+	"WakeFollow", // the standby's receiver: more WAL is durable, replay it now
 	"LockStats", "PurgeQuarantine", "Quarantine", "RecoveryInfo", "RuntimeStats",
 	"SetCommitWait", // synchronous replication: a commit waits for a standby's flush
 	"Stats", "SystemID", "Table", "TablePages", "Tables", "TruncateTable",
