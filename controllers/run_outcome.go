@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
@@ -34,6 +35,9 @@ type attemptEnd struct {
 	Signal   int32
 	Summary  *runnerwire.Summary // nil when the termination message held none
 	Message  string              // the summary's message, or the raw termination message
+	// StartedAt is when the container started (zero when the kubelet did not say): the
+	// run's start when no reconcile saw the pod running.
+	StartedAt metav1.Time
 }
 
 // containerEnd returns how the pod's runner container ended, if it has.
@@ -43,7 +47,7 @@ func containerEnd(pod *corev1.Pod) (attemptEnd, bool) {
 			continue
 		}
 		t := cs.State.Terminated
-		end := attemptEnd{ExitCode: t.ExitCode, Reason: t.Reason, Signal: t.Signal}
+		end := attemptEnd{ExitCode: t.ExitCode, Reason: t.Reason, Signal: t.Signal, StartedAt: t.StartedAt}
 		var sum runnerwire.Summary
 		if err := json.Unmarshal([]byte(t.Message), &sum); err == nil && sum.Phase != "" {
 			end.Summary, end.Message = &sum, sum.Message

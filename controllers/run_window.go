@@ -136,6 +136,10 @@ func (r *RunReconciler) untilWindowStop(run *vacuumv1alpha1.VacuumRun) time.Dura
 // foldEnd folds an ended attempt's summary into status, with each table's position when
 // the run has a window or resumes, or the runner stopped it early.
 func foldEnd(run *vacuumv1alpha1.VacuumRun, end attemptEnd) {
+	if run.Status.StartTime == nil && !end.StartedAt.IsZero() {
+		// A pod that ran and ended between two reconciles was never seen running.
+		run.Status.StartTime = end.StartedAt.DeepCopy()
+	}
 	if end.Summary == nil {
 		return
 	}

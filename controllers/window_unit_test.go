@@ -338,3 +338,27 @@ func TestASucceededFullsRateIsGivenToTheNextWindowsRunForItsEstimate(t *testing.
 		t.Errorf("RunSpec fullPagesPerSecond %d stopAt %v, want 120 and the window's end", rs.FullPagesPerSecond, rs.StopAt)
 	}
 }
+
+// A runner pod that started and ended between two reconciles was never seen running: its
+// run still gets a start time, the container's, and one already recorded is kept.
+func TestAnEndedAttemptNeverSeenRunningGivesTheRunTheContainersStartTime(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 12, 6, 4, 53, 0, 0, time.UTC))
+	pod := &corev1.Pod{}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerContainer, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: started}}}}
+	end, ok := containerEnd(pod)
+	if !ok {
+		t.Fatal("no end")
+	}
+	run := &vacuumv1alpha1.VacuumRun{}
+	foldEnd(run, end)
+	if run.Status.StartTime == nil || !run.Status.StartTime.Equal(&started) {
+		t.Errorf("startTime %v, want the container's %v", run.Status.StartTime, started)
+	}
+	seen := metav1.NewTime(started.Add(-time.Second))
+	run.Status.StartTime = &seen
+	foldEnd(run, end)
+	if !run.Status.StartTime.Equal(&seen) {
+		t.Errorf("startTime %v, want the one a reconcile recorded, %v", run.Status.StartTime, seen)
+	}
+}
