@@ -173,8 +173,15 @@ func unthrottledVacuum(ns, addr, table string) (elapsed time.Duration, unitsPerS
 // followed the unthrottled VACUUM, was 12 ms in one run, most likely from such a
 // checkpoint.) The trace of the server's binding and budget and the phase times in the
 // spec's output say what happened in a failed run.
+//
+// PENDING again: on a quiet machine the unthrottled VACUUM does not hurt this load. The
+// lead's make test on be4c61a (load under 2) read the load's p99 on the server at 112 µs
+// alone and 124 µs beside an unthrottled VACUUM of 1.17 s, so no target lay between and the
+// precondition failed; the six passing runs before it were at load 8-12. The plant needs a
+// VACUUM that hurts the foreground on any machine (a load that shares its pages, or a rate
+// that contends for the CPU) before the spec can run in make test.
 var _ = Describe("An adaptive online run against the engine-server sample under pgbench at a fixed rate", func() {
-	It("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
+	PIt("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
 		needEndpoints()
 		ns := newNamespace()
 		start := time.Now()
