@@ -34,18 +34,24 @@ func (db *DB) logCatalog(c *catalog.Catalog) error {
 }
 
 // replaySkip decides which records replay ignores: those of a relation it
-// knows was retired (dropped, or replaced by a VACUUM FULL or TRUNCATE), so
-// that its removed files are not made again. Replay knows a relation was
-// retired when a catalog it adopted named it and the current one does not,
-// or, for a relation below the next OID of the catalog replay started from
-// that this catalog does not name, when its file is gone the first time a
-// record names it (it was retired before the catalog was saved or copied).
+// knows was retired (dropped, or replaced by a VACUUM FULL or TRUNCATE), or
+// whose creation was abandoned, so that its removed files are not made again.
+// Replay knows a relation was retired when a catalog it adopted named it and
+// the current one does not, when a storageAbandon record named it, or, for a
+// relation below the next OID of the catalog replay started from that this
+// catalog does not name, when its file is gone the first time a record names
+// it and replay has not seen its creation (relfile.go): it was retired before
+// the catalog was saved or copied.
 //
-// A relation the catalog does not name is not retired by that alone, even
-// below the catalog's next OID: a VACUUM FULL takes its new relfilenode from
-// the live catalog, so a catalog record of another table's switch logged
-// during the rewrite (a TRUNCATE, a DDL) already counts it. Its pages must
-// be applied: they are the table's content once the swap's record names it.
+// A relation whose storageCreate record replay saw is applied, whatever the
+// catalog's next OID: a VACUUM FULL takes its new relfilenode from the live
+// catalog, so a catalog record of another table's switch logged during the
+// rewrite (a TRUNCATE, a DDL), or a checkpoint, already counts it, and a
+// standby that restarted from there before the rewrite's first page record
+// has no file for it yet. Its pages are the table's content once the swap's
+// record names it. A creation replay did not see precedes where replay
+// started, so its file was created before that point's restartpoint or
+// checkpoint fsynced the directory: a missing file is a removed one.
 // Records of a relation newer than anything the catalog knows are applied
 // too: on a standby the content of a table or index whose catalog record
 // follows them; in a primary's own recovery, the files of a DDL that never
@@ -56,11 +62,18 @@ type replaySkip struct {
 	// retired holds what replay decided for relations the catalog does not
 	// name: true = retired (skipped), false = applied.
 	retired map[storage.RelFileNode]bool
-	st      *storage.Manager
+	// createdAt holds the start LSN of the first storageCreate record
+	// replay saw of each relation the catalog did not name then.
+	createdAt map[storage.RelFileNode]wal.LSN
+	// endOfRecovery is the last xlogEndOfRecovery record Open's replay saw
+	// (0 if none): a standby sweeps its orphans when Open's replay ends.
+	endOfRecovery wal.LSN
+	st            *storage.Manager
 }
 
 func newReplaySkip(c *catalog.Catalog, st *storage.Manager) *replaySkip {
-	return &replaySkip{rels: c.Rels(), nextOID: c.NextOID, retired: map[storage.RelFileNode]bool{}, st: st}
+	return &replaySkip{rels: c.Rels(), nextOID: c.NextOID, retired: map[storage.RelFileNode]bool{},
+		createdAt: map[storage.RelFileNode]wal.LSN{}, st: st}
 }
 
 func (s *replaySkip) skip(r storage.RelFileNode) bool {
@@ -79,16 +92,34 @@ func (s *replaySkip) skip(r storage.RelFileNode) bool {
 	return gone
 }
 
+// created records a storageCreate record of r at lsn: its records are applied
+// from there on.
+func (s *replaySkip) created(r storage.RelFileNode, lsn wal.LSN) {
+	s.retired[r] = false
+	if _, ok := s.createdAt[r]; !ok && !s.rels[r] {
+		s.createdAt[r] = lsn
+	}
+}
+
+// abandoned records that r's files were removed for good (a storageAbandon
+// record, or a standby's orphan sweep).
+func (s *replaySkip) abandoned(r storage.RelFileNode) {
+	s.retired[r] = true
+	delete(s.createdAt, r)
+}
+
 // adopt makes next's relations the named ones and marks those of the
 // catalog before it that next no longer names as retired.
 func (s *replaySkip) adopt(old, next map[storage.RelFileNode]bool) {
 	for r := range old {
 		if !next[r] {
 			s.retired[r] = true
+			delete(s.createdAt, r)
 		}
 	}
 	for r := range next {
 		delete(s.retired, r)
+		delete(s.createdAt, r)
 	}
 	s.rels = next
 }

@@ -51,7 +51,7 @@ type catalogSwitch struct {
 // path after the rename may ever remove one.
 func (db *DB) switchCatalog(sw catalogSwitch) error {
 	if err := db.writable(); err != nil {
-		db.dropRels(sw.what, sw.created)
+		db.abandonRels(sw.what, sw.created)
 		return fmt.Errorf("%s: %w", sw.what, err)
 	}
 	sw.next.Seq = db.cat.Seq + 1
@@ -69,7 +69,7 @@ func (db *DB) switchCatalog(sw catalogSwitch) error {
 		return nil
 	}
 	if !vfs.MaybeReplaced(err) {
-		db.dropRels(sw.what, sw.created)
+		db.abandonRels(sw.what, sw.created)
 		return fmt.Errorf("%s: %w", sw.what, err)
 	}
 	if db.catalogOnDiskIs(sw.next) {

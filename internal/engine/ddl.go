@@ -107,9 +107,12 @@ func (db *DB) CreateTable(name string, cols []Column) error {
 	// OIDs are never handed out twice, even by a failed DDL, so WAL of a
 	// relation whose creation failed can never apply to another one.
 	db.cat.NextOID = next.NextOID
+	if err := db.logCreate(t.Rel, heapForks...); err != nil {
+		return fmt.Errorf("create table %q: %w", name, err)
+	}
 	if err := db.createHeap(t.Rel); err != nil {
 		_ = db.failIfSyncFailed(err)
-		db.dropRels("create table "+name, []storage.RelFileNode{t.Rel})
+		db.abandonRels("create table "+name, []storage.RelFileNode{t.Rel})
 		return fmt.Errorf("create table %q: %w", name, err)
 	}
 	return db.switchCatalog(catalogSwitch{what: fmt.Sprintf("create table %q", name), next: next,
@@ -166,14 +169,17 @@ func (db *DB) createIndex(name, table string, columns []string, unique, primary 
 	t, _ := next.Table(table)
 	what := fmt.Sprintf("create index %q", name)
 	created := []storage.RelFileNode{ix.Rel}
+	if err := db.logCreate(ix.Rel, storage.MainFork); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	if err := db.buildIndex(context.Background(), t, ix, primary); err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	// The index's pages are WAL-logged; make them durable before the
 	// catalog names the index, or a crash could leave it half built.
 	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created})

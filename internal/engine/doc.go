@@ -25,15 +25,22 @@
 //	    16    4 next OID
 //	    20    1 flags: 1 = shutdown checkpoint
 //
+// and those of the relation file records (relfile.go): RmgrStorage Info
+// 0x10 (a fork's creation) and 0x20 (a creation abandoned), Main the
+// relfilenode (4 bytes, little-endian) and the fork (1 byte); RmgrXLOG Info
+// 0x03 (the end of a primary's recovery), no Main.
+//
 // # Format version
 //
 // The control file records the directory's format version (DataVersion,
-// 2 in this build: rows with a null bitmap, catalog version 2). Open
-// refuses any other version with ErrUnsupportedVersion; an older one's
-// error names `vacuum-runner upgrade --data DIR`, which calls Upgrade:
-// from version 1 it rewrites the catalog, then the control file, each
-// atomically, so a crash at any point leaves a directory that Upgrade
-// finishes (TestUpgradeIsCrashSafeAtEveryStep).
+// 4 in this build: rows with a null bitmap, catalog version 3, and a WAL
+// with relation file records, relfile.go). Open refuses any other version
+// with ErrUnsupportedVersion; an older one's error names `vacuum-runner
+// upgrade --data DIR`, which calls Upgrade: from version 1 or 2 it
+// rewrites the catalog, then the control file, each atomically, so a crash
+// at any point leaves a directory that Upgrade finishes
+// (TestUpgradeIsCrashSafeAtEveryStep); from version 3 it rewrites the
+// control file alone.
 //
 // # Open and recovery
 //
@@ -42,8 +49,11 @@
 // file's redo LSN, dispatching each record by resource manager: RmgrXact to
 // txn, RmgrHeap to heap, RmgrBtree to btree, RmgrVM to vm, RmgrXLOG
 // (full-page images for hint bits, checkpoints, catalog records: Info 0x02,
-// Main = the catalog file's bytes, see catalogrec.go) here. Records of
-// relations the catalog named once and no longer does are skipped. Redo is idempotent by page LSN,
+// Main = the catalog file's bytes, see catalogrec.go; the end of recovery)
+// and RmgrStorage (a fork's creation makes its file; an abandoned
+// creation's files are removed) here. Records of relations the catalog
+// named once and no longer does, or whose creation was abandoned, are
+// skipped; a relation whose creation record replay saw is applied. Redo is idempotent by page LSN,
 // so replaying after a clean shutdown (only the shutdown checkpoint record
 // follows the redo LSN) is a no-op, and the same code path serves both. A
 // *wal.CorruptRecordError (torn or damaged record) ends replay: it is
@@ -51,7 +61,8 @@
 // end of the last valid record. Transactions without a commit record are
 // aborted. Then the log is reopened at the end, relation files the catalog
 // does not reference (an interrupted CREATE or VACUUM FULL) are removed,
-// and a checkpoint is taken; the control file then says "in production"
+// the catalog and the end of recovery are logged (a standby sweeps its
+// own orphans there), and a checkpoint is taken; the control file then says "in production"
 // until Close writes "shut down" after its final checkpoint.
 //
 // # Checkpoints

@@ -102,7 +102,7 @@ func (db *DB) TruncateTable(ctx context.Context, name string) error {
 	}
 	old, err := next.SwapRelfilenodes(name, newHeap, newIndexes)
 	if err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created, retired: old})
@@ -122,14 +122,22 @@ func (db *DB) emptyFiles(what string, next *catalog.Catalog, t *catalog.Table) (
 		created = append(created, r)
 	}
 	db.cat.NextOID = next.NextOID
+	if err := db.logCreate(newHeap, heapForks...); err != nil {
+		return 0, nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, r := range created[1:] {
+		if err := db.logCreate(r, storage.MainFork); err != nil {
+			return 0, nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	if err := db.createHeap(newHeap); err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return 0, nil, nil, fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
 	}
 	for _, ix := range t.Indexes {
 		tree, err := btree.Create(db.btreeDeps(), newIndexes[ix.Name], nil)
 		if err != nil {
-			db.dropRels(what, created)
+			db.abandonRels(what, created)
 			return 0, nil, nil, fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
 		}
 		db.hmu.Lock()
@@ -137,7 +145,7 @@ func (db *DB) emptyFiles(what string, next *catalog.Catalog, t *catalog.Table) (
 		db.hmu.Unlock()
 	}
 	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return 0, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return newHeap, newIndexes, created, nil

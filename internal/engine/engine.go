@@ -28,10 +28,13 @@ import (
 // and the catalog names PostgreSQL's types (packages row and catalog).
 // Version 3: an index has a list of key columns of any type and new
 // indexes are B-tree page layout 2 (variable-length keys; packages btree
-// and row). A version-1 or version-2 directory is upgraded by Upgrade
-// (`vacuum-runner upgrade`), and a build of version 2 refuses a version-3
+// and row). Version 4: the WAL logs the creation of every relation fork
+// and the abandon of a creation (RmgrStorage records) and a primary's Open
+// logs the end of its recovery (relfile.go), which a version-3 build could
+// not replay. A version-1, -2 or -3 directory is upgraded by Upgrade
+// (`vacuum-runner upgrade`), and a build of version 3 refuses a version-4
 // directory as written by a newer build.
-const DataVersion = 3
+const DataVersion = 4
 
 // UpgradeCommand is the command that upgrades an older data directory;
 // ErrUnsupportedVersion names it.

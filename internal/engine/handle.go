@@ -94,15 +94,21 @@ func (db *DB) lockTable(name string) (unlock func(), err error) {
 }
 
 // allocRelfilenode returns a relfilenode no relation uses or will use
-// (for VACUUM FULL's new files). Files created under it and never switched
-// into the catalog are removed at the next Open.
+// (for VACUUM FULL's new files) and logs the creation of its main fork
+// (relfile.go) under db.mu, so that the record precedes every catalog or
+// checkpoint record that counts the OID. Files created under it and never
+// switched into the catalog are removed at the next Open, or by Abandon.
 func (db *DB) allocRelfilenode() (storage.RelFileNode, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed.Load() {
 		return 0, ErrClosed
 	}
-	return storage.RelFileNode(db.cat.AllocOID()), nil
+	rel := storage.RelFileNode(db.cat.AllocOID())
+	if err := db.logCreate(rel, storage.MainFork); err != nil {
+		return 0, err
+	}
+	return rel, nil
 }
 
 // swapRelfilenodes is VACUUM FULL's switch: it makes the new heap (with its
@@ -128,7 +134,7 @@ func (db *DB) swapRelfilenodes(table string, newHeap storage.RelFileNode, newInd
 		return ErrClosed
 	}
 	fail := func(err error) error {
-		db.dropRels(what, rels)
+		db.abandonRels(what, rels)
 		return fmt.Errorf("%s: %w", what, db.failIfSyncFailed(err))
 	}
 	// Every change to the new files is WAL-logged; make it durable, then

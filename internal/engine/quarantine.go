@@ -170,15 +170,29 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 	if len(orphans) == 0 {
 		return db.removeMarker(marker, len(missing) == 0)
 	}
+	if err := db.disposeOrphans("", orphans, reasons, info); err != nil {
+		return err
+	}
+	return db.removeMarker(marker, len(missing) == 0)
+}
+
+// disposeOrphans removes the relation files orphans when reasons is empty (the
+// directory is consistent) and moves them into a new quarantine subdirectory
+// otherwise, recording which in info; what (may be empty) says when, for the log.
+func (db *DB) disposeOrphans(what string, orphans []storage.RelFileNode, reasons []string, info *RecoveryInfo) error {
+	if what != "" {
+		what = " " + what
+	}
 	if len(reasons) == 0 {
 		for _, r := range orphans {
+			db.forgetHandle(r)
 			db.pool.DropRel(r)
 			if err := db.st.Drop(r); err != nil {
 				return fmt.Errorf("remove orphan relation %d: %w", r, err)
 			}
 			info.OrphansRemoved = append(info.OrphansRemoved, r)
 		}
-		db.opts.Logf("removed orphan relation files %v", orphans)
+		db.opts.Logf("removed orphan relation files %v%s", orphans, what)
 		return nil
 	}
 	qdir, err := db.makeQuarantineDir("relations")
@@ -186,6 +200,7 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 		return err
 	}
 	for _, r := range orphans {
+		db.forgetHandle(r)
 		db.pool.DropRel(r)
 		if _, err := db.st.MoveOut(r, qdir); err != nil {
 			return fmt.Errorf("quarantine orphan relation %d: %w", r, err)
@@ -200,9 +215,9 @@ func (db *DB) sweepOrphans(missing []string, info *RecoveryInfo) error {
 		}
 	}
 	info.QuarantineReason = strings.Join(reasons, "; ")
-	db.opts.Logf("quarantined orphan relation files %v in %s, since %s; `vacuum-runner check --purge-quarantine` removes them",
-		orphans, qdir, info.QuarantineReason)
-	return db.removeMarker(marker, len(missing) == 0)
+	db.opts.Logf("quarantined orphan relation files %v%s in %s, since %s; `vacuum-runner check --purge-quarantine` removes them",
+		orphans, what, qdir, info.QuarantineReason)
+	return nil
 }
 
 // makeQuarantineDir creates a new subdirectory of the quarantine, named

@@ -179,6 +179,11 @@ func (db *DB) start() error {
 	if err := db.logCatalog(db.cat); err != nil {
 		return err
 	}
+	// Nothing created before this point is still being built: a standby may
+	// sweep what its catalog does not name (sweepStandbyOrphans).
+	if err := db.logEndOfRecovery(); err != nil {
+		return err
+	}
 	return db.checkpoint(false, db.cat.NextOID)
 }
 
@@ -254,6 +259,14 @@ func (db *DB) redoRecord(env *redo.Env, skip *replaySkip, rec *wal.Record, xidLi
 		if rec.Info == xlogCatalog {
 			return true, db.redoCatalog(rec, skip)
 		}
+		if rec.Info == xlogEndOfRecovery {
+			if len(rec.Main) != 0 || len(rec.Blocks) != 0 {
+				return false, fmt.Errorf("end-of-recovery record at LSN %X carries %d bytes and %d blocks, want none",
+					uint64(rec.StartLSN), len(rec.Main), len(rec.Blocks))
+			}
+			skip.endOfRecovery = rec.StartLSN
+			return false, nil
+		}
 		if rec.Info == xlogCheckpoint {
 			ck, err := decodeCheckpoint(rec.Main)
 			if err != nil {
@@ -270,6 +283,8 @@ func (db *DB) redoRecord(env *redo.Env, skip *replaySkip, rec *wal.Record, xidLi
 		return true, redoImages(env, rec)
 	case wal.RmgrXact:
 		return true, db.txns.Redo(rec)
+	case wal.RmgrStorage:
+		return true, db.redoStorage(rec, skip)
 	}
 	fn, ok := rmgrRedo[rec.Rmgr]
 	if !ok {

@@ -82,8 +82,11 @@ func (db *DB) LastReplayTime() time.Time {
 // StandbyCancels is the number of standby transactions replay cancelled (conflicts).
 func (db *DB) StandbyCancels() int64 { return db.standbyCancels.Load() }
 
-// startStandby ends a standby's Open: no writable log, no orphan sweep (files of a
-// table whose catalog record has not arrived yet look like orphans) and no checkpoint.
+// startStandby ends a standby's Open: no writable log and no checkpoint. Its orphan
+// sweep is narrower than a primary's: the files of a table whose catalog record has not
+// arrived yet look like orphans, so only those whose creation precedes the last
+// end-of-recovery record replay saw go (sweepStandbyOrphans), once replay has passed
+// everything the directory's files reflect.
 func (db *DB) startStandby(info *RecoveryInfo) error {
 	missing, err := db.missingRelations()
 	if err != nil {
@@ -91,6 +94,11 @@ func (db *DB) startStandby(info *RecoveryInfo) error {
 	}
 	if len(missing) > 0 {
 		return &corruptError{msg: fmt.Sprintf("%v: missing relation file %v", ErrCorrupt, missing)}
+	}
+	if at := db.skip.endOfRecovery; at != 0 {
+		if err := db.sweepStandbyOrphans(at, true, info); err != nil {
+			return err
+		}
 	}
 	db.recovery = *info
 	db.replayEnd.Store(uint64(info.EndLSN))
@@ -206,6 +214,15 @@ func (db *DB) applyStandby(ctx context.Context, env *redo.Env, skip *replaySkip,
 		// Takes db.mu exclusively itself.
 		_, err := db.redoRecord(env, skip, rec, xidLimit)
 		return err
+	}
+	if rec.Rmgr == wal.RmgrXLOG && rec.Info == xlogEndOfRecovery {
+		if _, err := db.redoRecord(env, skip, rec, xidLimit); err != nil {
+			return err
+		}
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		var info RecoveryInfo
+		return db.sweepStandbyOrphans(rec.StartLSN, true, &info)
 	}
 	if rec.Rmgr == wal.RmgrHeap {
 		db.resolvePruneConflict(rec, env)

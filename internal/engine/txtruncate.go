@@ -96,7 +96,7 @@ func (tx *Tx) Truncate(ctx context.Context, table string) error {
 	}
 	replaced, err := next.BeginTruncate(table, uint64(tx.t.XID()), newHeap, newIndexes)
 	if err != nil {
-		db.dropRels(what, created)
+		db.abandonRels(what, created)
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return db.switchCatalog(catalogSwitch{what: what, next: next, created: created, retired: replaced})

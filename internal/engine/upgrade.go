@@ -25,7 +25,10 @@ type UpgradeResult struct {
 // the control file's version. From version 1 the types take their new
 // names (int64 becomes int8, bytes becomes bytea: catalog.DecodeV1); from
 // version 1 or 2 an index's one key column becomes its list of key
-// columns (catalog.DecodeV2). Rows, WAL and index pages stay as they are:
+// columns (catalog.DecodeV2); from version 3 only the control file's
+// version changes (the catalog keeps its version 3; the WAL of version 3
+// has no relation file records, and replay of it does without them, as
+// before). Rows, WAL and index pages stay as they are:
 // a row without NULLs is the same bytes in every version (package row),
 // and B-tree pages of layout 1 (every index made before version 3) keep
 // working beside the layout-2 pages of new indexes (package btree;
@@ -123,7 +126,8 @@ func upgrade(opts Options, dir string) (UpgradeResult, error) {
 		}
 		opts.Logf("upgrade %s: catalog rewritten in version %d", dir, catalog.Version)
 	case catalog.Version:
-		// An earlier Upgrade rewrote the catalog and stopped before the
+		// A version-3 directory (its catalog is already of this version), or
+		// an earlier Upgrade rewrote the catalog and stopped before the
 		// control file.
 		if _, err := catalog.Decode(b); err != nil {
 			return res, damaged(err)

@@ -31,6 +31,11 @@ func (t *vacuumTable) Lock() (unlock func(), err error) { return t.db.lockTable(
 // NewRelfilenode returns a relfilenode no relation uses or will use.
 func (t *vacuumTable) NewRelfilenode() (storage.RelFileNode, error) { return t.db.allocRelfilenode() }
 
+// Abandon removes the files of new relfilenodes no catalog named and logs it.
+func (t *vacuumTable) Abandon(rels []storage.RelFileNode) {
+	t.db.abandonRels(fmt.Sprintf("vacuum full %q", t.name), rels)
+}
+
 // Swap switches the table to the new files, unless its relations changed
 // since the Target was built.
 func (t *vacuumTable) Swap(newHeap storage.RelFileNode, newIndexes map[string]storage.RelFileNode) error {
@@ -154,7 +159,7 @@ func (db *DB) swapChecked(name string, was *tableHandle, newHeap storage.RelFile
 		for _, r := range newIndexes {
 			rels = append(rels, r)
 		}
-		db.dropRels(fmt.Sprintf("swap %q", name), rels) // the catalog never named them
+		db.abandonRels(fmt.Sprintf("swap %q", name), rels) // the catalog never named them
 		return err
 	}
 	now, err := db.handle(name)

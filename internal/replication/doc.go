@@ -31,5 +31,10 @@
 // drains its socket first), reports the engine's replay position as the apply LSN whenever
 // replay moves, and resumes after a cut or a crash; the engine replays it continuously
 // (engine.OpenStandby, DB.Follow, woken after each fsync by StandbyConfig.Flushed) while the
-// server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views).
+// server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views). Relation
+// files are in the WAL too (the engine's relfile.go): their creation, so a standby restarted
+// in the middle of a VACUUM FULL still applies the rewrite; their abandon, so a cancelled
+// rewrite's files go from the standby as from the primary; and each primary Open's end of
+// recovery, where the standby sweeps (or quarantines, when anything is inconsistent) the
+// files created before it that its catalog does not name.
 package replication

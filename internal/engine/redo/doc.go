@@ -12,8 +12,11 @@
 //   - A block past the end of its fork is created by extending the fork
 //     with zeroed pages (a crash may have lost the extension); a missing
 //     fork file is created.
-//   - Records of relations Env.Skip names (not in the catalog: dropped, or
-//     orphans of an unfinished CREATE or VACUUM FULL) are skipped.
+//   - Records of relations Env.Skip names are skipped: relations retired
+//     from the catalog (dropped, or replaced by a VACUUM FULL or TRUNCATE)
+//     and creations abandoned. A relation whose creation record replay saw
+//     is not among them, even if the catalog already counts its OID (the
+//     engine's catalogrec.go and relfile.go decide).
 //
 // This package owns no on-disk bytes.
 package redo

@@ -13,8 +13,8 @@ import (
 type Env struct {
 	Pool    *buffer.Pool
 	Storage *storage.Manager
-	// Skip reports relations that no longer exist in the catalog (dropped
-	// or orphaned by an unfinished VACUUM FULL); their records are ignored.
+	// Skip reports relations whose files are gone for good (retired from
+	// the catalog, or a creation abandoned); their records are ignored.
 	Skip func(rel storage.RelFileNode) bool
 }
 

@@ -279,13 +279,13 @@ func (f *full) alloc() (storage.RelFileNode, error) {
 	return rel, nil
 }
 
-// dropNew removes the files of an abandoned rewrite. Their WAL records
-// name relfilenodes the catalog never held, which redo skips; a file left
-// behind by a crash here is an orphan the next Open removes.
+// dropNew removes the files of an abandoned rewrite (Table.Abandon, which
+// logs it for standbys). Their WAL records name relfilenodes the catalog
+// never held; a file left behind by a crash here is an orphan the next
+// Open removes.
 func (f *full) dropNew() {
-	for _, rel := range f.created {
-		f.t.Pool.DropRel(rel)
-		_ = f.t.Storage.Drop(rel)
+	if len(f.created) > 0 {
+		f.t.Table.Abandon(f.created)
 	}
 	f.created = nil
 }

@@ -91,7 +91,7 @@ func TestTableMethodsAreTheSeamsList(t *testing.T) {
 	for m := range tt.Methods() {
 		got = append(got, m.Name)
 	}
-	want := []string{"Lock", "NewRelfilenode", "Release", "SavePosition", "SavedPosition", "Swap"}
+	want := []string{"Abandon", "Lock", "NewRelfilenode", "Release", "SavePosition", "SavedPosition", "Swap"}
 	if !slices.Equal(got, want) {
 		t.Errorf("vacuum.Table has methods %v, want %v", got, want)
 	}

@@ -51,6 +51,10 @@ type Table interface {
 	// NewRelfilenode returns a relfilenode no relation uses or will use
 	// (VACUUM FULL's new files).
 	NewRelfilenode() (storage.RelFileNode, error)
+	// Abandon removes the files of relfilenodes NewRelfilenode returned
+	// that no catalog ever named (a rewrite given up before Swap) and logs
+	// their removal, so that standbys remove their copies too.
+	Abandon(rels []storage.RelFileNode)
 	// Swap makes the new files durable and switches the catalog to them
 	// atomically, dropping the old files (VACUUM FULL; table lock held).
 	// The new files are Swap's from the call on: on an error it removes

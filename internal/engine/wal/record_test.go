@@ -194,6 +194,12 @@ func FuzzDecode(f *testing.F) {
 		f.Add(Encode(&Record{Rmgr: RmgrHeap, XID: uint64(i), PrevLSN: LSN(i * 100), Main: data,
 			Blocks: []BlockRef{{Rel: 1, Block: storage.BlockNumber(i), Data: data}}}))
 	}
+	// The engine's relation file records (engine/relfile.go): a storage create of
+	// relation 16390's VM fork, an abandon of relation 16391 (Main: relfilenode u32
+	// little-endian, fork u8), and the end-of-recovery record (no Main).
+	f.Add(Encode(&Record{Rmgr: RmgrStorage, Info: 0x10, PrevLSN: 40, Main: []byte{0x06, 0x40, 0, 0, 2}}))
+	f.Add(Encode(&Record{Rmgr: RmgrStorage, Info: 0x20, PrevLSN: 40, Main: []byte{0x07, 0x40, 0, 0, 0}}))
+	f.Add(Encode(&Record{Rmgr: RmgrXLOG, Info: 0x03, PrevLSN: 40}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, n, err := Decode(b)
 		if err != nil {

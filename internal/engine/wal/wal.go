@@ -18,7 +18,7 @@ type RmgrID uint8
 const (
 	RmgrXLOG    RmgrID = 1 // checkpoints, full-page-image-only records
 	RmgrXact    RmgrID = 2 // commit, abort
-	RmgrStorage RmgrID = 3 // relation file create, truncate
+	RmgrStorage RmgrID = 3 // relation file create, abandon (the engine's relfile.go)
 	RmgrHeap    RmgrID = 4
 	RmgrBtree   RmgrID = 5
 	RmgrVM      RmgrID = 6
