@@ -146,6 +146,10 @@ func (db *DB) redoStorage(rec *wal.Record, skip *replaySkip) error {
 		}
 		return nil
 	case storageAbandon:
+		if r.Fork != storage.MainFork {
+			return fmt.Errorf("record at LSN %X abandons fork %d of relation %d: an abandon concerns every fork (0)",
+				uint64(rec.StartLSN), r.Fork, r.Rel)
+		}
 		if skip.rels[r.Rel] {
 			db.opts.Logf("replay: the record at LSN %X abandons relation %d, which the catalog names: its files are kept",
 				uint64(rec.StartLSN), r.Rel)
