@@ -5,6 +5,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -68,12 +69,17 @@ type replaySkip struct {
 	// endOfRecovery is the last xlogEndOfRecovery record Open's replay saw
 	// (0 if none): a standby sweeps its orphans when Open's replay ends.
 	endOfRecovery wal.LSN
-	st            *storage.Manager
+	// retiredSeen holds, on a standby, the relations a catalog record older
+	// than its catalog named and its catalog does not: retired since, though
+	// replay (which restarted before they were) may have made their files
+	// again from their creation records. The standby's Open removes them.
+	retiredSeen map[storage.RelFileNode]bool
+	st          *storage.Manager
 }
 
 func newReplaySkip(c *catalog.Catalog, st *storage.Manager) *replaySkip {
 	return &replaySkip{rels: c.Rels(), nextOID: c.NextOID, retired: map[storage.RelFileNode]bool{},
-		createdAt: map[storage.RelFileNode]wal.LSN{}, st: st}
+		createdAt: map[storage.RelFileNode]wal.LSN{}, retiredSeen: map[storage.RelFileNode]bool{}, st: st}
 }
 
 func (s *replaySkip) skip(r storage.RelFileNode) bool {
@@ -136,6 +142,16 @@ func (db *DB) redoCatalog(rec *wal.Record, skip *replaySkip) error {
 	cur := db.cat.Seq
 	db.mu.RUnlock()
 	if next.Seq <= cur {
+		if db.opts.Standby {
+			// A standby restarted before this record: what it named and the
+			// (newer) catalog does not was retired since.
+			for r := range next.Rels() {
+				if !skip.rels[r] {
+					skip.abandoned(r)
+					skip.retiredSeen[r] = true
+				}
+			}
+		}
 		return nil
 	}
 	return db.adoptCatalog(next, skip)
@@ -177,6 +193,11 @@ func (db *DB) adoptCatalog(next *catalog.Catalog, skip *replaySkip) error {
 		}
 	}
 	if err := catalog.Save(db.fs, db.dir, next); err != nil {
+		if vfs.MaybeReplaced(err) {
+			// The directory may name either catalog: the next Open's sweep
+			// quarantines rather than deletes (sweepStandbyOrphans).
+			db.markSwitchUncertain(fmt.Sprintf("adopt catalog %d", next.Seq), err)
+		}
 		return fmt.Errorf("adopt catalog %d: %w", next.Seq, err)
 	}
 	db.cat = next

@@ -167,14 +167,15 @@ func (db *DB) redoStorage(rec *wal.Record, skip *replaySkip) error {
 }
 
 // sweepStandbyOrphans deals, on a standby, with the relation files its catalog does not
-// name and whose creation is known to precede the end-of-recovery record at at: those
-// whose storageCreate record replay saw before at, and, when final is set (replay has
-// passed every record this directory's files reflect: after Open's replay, or while
-// following), those whose creation it did not see (made before replay started). A file
-// created after at, such as a VACUUM FULL's rewrite whose catalog record has not arrived,
-// is never one of them. The caller holds db.mu exclusively. As Open does on a primary
-// (disposeOrphans), the files are removed when the directory is consistent and moved
-// into the quarantine otherwise.
+// name and whose creation is known to precede the end-of-recovery record at at (0: none):
+// those whose storageCreate record replay saw before at, and, when final is set (replay
+// has passed every record this directory's files reflect: after Open's replay, or while
+// following), those whose creation it did not see (made before replay started); and with
+// the relations an older catalog record named that the catalog no longer does
+// (retiredSeen). A file created after at, such as a VACUUM FULL's rewrite whose catalog
+// record has not arrived, is never one of them. The caller holds db.mu exclusively (or
+// is Open). As Open does on a primary (disposeOrphans), the files are removed when the
+// directory is consistent and moved into the quarantine otherwise.
 func (db *DB) sweepStandbyOrphans(at wal.LSN, final bool, info *RecoveryInfo) error {
 	skip := db.skip
 	rels := db.cat.Rels()
@@ -187,10 +188,12 @@ func (db *DB) sweepStandbyOrphans(at wal.LSN, final bool, info *RecoveryInfo) er
 		if rels[r] {
 			continue
 		}
-		if c, ok := skip.createdAt[r]; ok && c < at || !ok && final {
+		c, ok := skip.createdAt[r]
+		if skip.retiredSeen[r] || at != 0 && (ok && c < at || !ok && final) {
 			orphans = append(orphans, r)
 		}
 	}
+	clear(skip.retiredSeen)
 	if len(orphans) == 0 {
 		return nil
 	}
@@ -211,6 +214,9 @@ func (db *DB) sweepStandbyOrphans(at wal.LSN, final bool, info *RecoveryInfo) er
 	for _, r := range orphans {
 		skip.abandoned(r)
 	}
-	what := fmt.Sprintf("at the end of the primary's recovery (LSN %X)", uint64(at))
+	what := "on the standby"
+	if at != 0 {
+		what = fmt.Sprintf("on the standby, at the end of the primary's recovery (LSN %X)", uint64(at))
+	}
 	return db.disposeOrphans(what, orphans, reasons, info)
 }

@@ -367,3 +367,42 @@ func TestStandbyNeverSweepsARewriteWhoseCatalogRecordHasNotArrived(t *testing.T)
 	sameRows(t, primary, standby.db, "t")
 	checkClean(t, standby.db)
 }
+
+// TestStandbyRestartDoesNotResurrectATableDroppedSinceItsRestartpoint: the standby's
+// replay after a crash starts before a CREATE TABLE whose table was dropped since. The
+// creation record makes the file again, but the catalog record that named the table,
+// older than the standby's catalog that no longer does, tells replay it is retired: the
+// standby's Open removes it rather than keeping it until the primary's next restart.
+func TestStandbyRestartDoesNotResurrectATableDroppedSinceItsRestartpoint(t *testing.T) {
+	opts := testOpts()
+	primary, sdir := primaryAndCopy(t, opts)
+	standby := openTestStandby(t, sdir, opts)
+	standby.ship(primary) // replays the primary's Open: its checkpoint is the restartpoint
+
+	if err := primary.CreateTable("x", accountCols); err != nil {
+		t.Fatal(err)
+	}
+	insertRange(t, primary, "x", 0, 500)
+	x, err := primary.Table("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.DropTable(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	insertRange(t, primary, "h", 100, 101)
+	standby.ship(primary)
+	if got := unnamedFiles(t, standby.db); len(got) != 0 {
+		t.Fatalf("before the crash the standby has unnamed files %v", got)
+	}
+	if lr := wal.LSN(standby.db.lastRedo.Load()); lr == 0 {
+		t.Fatal("the standby took no restartpoint: the test proves nothing")
+	}
+
+	standby.crashAndReopen()
+	if got := unnamedFiles(t, standby.db); len(got) != 0 {
+		t.Fatalf("after a crash and reopen the standby has unnamed files %v (table x was %d)", got, x.Relfilenode)
+	}
+	sameRows(t, primary, standby.db, "t")
+	checkClean(t, standby.db)
+}

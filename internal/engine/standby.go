@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
@@ -95,10 +96,14 @@ func (db *DB) startStandby(info *RecoveryInfo) error {
 	if len(missing) > 0 {
 		return &corruptError{msg: fmt.Sprintf("%v: missing relation file %v", ErrCorrupt, missing)}
 	}
-	if at := db.skip.endOfRecovery; at != 0 {
+	if at := db.skip.endOfRecovery; at != 0 || len(db.skip.retiredSeen) > 0 {
 		if err := db.sweepStandbyOrphans(at, true, info); err != nil {
 			return err
 		}
+	}
+	// As a primary's Open does: the orphans of an uncertain switch were dealt with.
+	if err := db.removeMarker(filepath.Join(db.dir, uncertainSwitchName), true); err != nil {
+		return err
 	}
 	db.recovery = *info
 	db.replayEnd.Store(uint64(info.EndLSN))
