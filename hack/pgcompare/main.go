@@ -202,9 +202,10 @@ func setupOurs(ctx context.Context, c config) (string, error) {
 // setupOursUnhinted builds (or reuses) the unhinted table: the same
 // logical shape (rows rows, 100-byte payload, B-trees on id and k1, 20 %
 // deleted) made by `vacuum-runner bloat`, which deletes by TID without a
-// scan, so no tuple carries a hint bit when the vacuum starts.
+// scan, so no tuple carries a hint bit when the vacuum starts. The cached
+// copy is named for the engine's on-disk format, so an older one is rebuilt.
 func setupOursUnhinted(ctx context.Context, c config) (string, error) {
-	dir := filepath.Join(c.cache, fmt.Sprintf("bloat-v1-rows%d", c.rows))
+	dir := filepath.Join(c.cache, fmt.Sprintf("bloat-v1-d%d-rows%d", engine.DataVersion, c.rows))
 	data := filepath.Join(dir, "data")
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		fmt.Printf("ours: unhinted table at %s (cached)\n", data)

@@ -36,7 +36,9 @@ const Table = "t"
 const PayloadBytes = 100
 
 // version is bumped whenever the data Build produces changes, so cached
-// directories of an older layout are not reused.
+// directories of an older layout are not reused. The cache's names also
+// carry engine.DataVersion: a directory of an older on-disk format is
+// rebuilt, not refused by Open.
 const version = 1
 
 // Columns is the table's schema.
@@ -235,9 +237,9 @@ func Cached(ctx context.Context, cacheDir string, rows int64, opts engine.Option
 
 // CachedState is Cached for the table in state st.
 func CachedState(ctx context.Context, cacheDir string, rows int64, st State, opts engine.Options) (string, error) {
-	name := fmt.Sprintf("bulkdata-v%d-rows%d", version, rows)
+	name := fmt.Sprintf("bulkdata-v%d-d%d-rows%d", version, engine.DataVersion, rows)
 	if st != Hinted {
-		name = fmt.Sprintf("bulkdata-%s-v%d-rows%d", st, version, rows)
+		name = fmt.Sprintf("bulkdata-%s-v%d-d%d-rows%d", st, version, engine.DataVersion, rows)
 	}
 	dir := filepath.Join(cacheDir, name)
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
