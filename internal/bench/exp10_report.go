@@ -114,7 +114,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
 				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
 				"pgbench tpcb-like -R %d -c %d on pgbench -i -s %d tables, in %s chunks; before each FULL an UPDATE of every "+
-				"second row of %s (%d rows of %d bytes, a table the load does not touch), the standby caught up and %s to "+
+				"second row of %s (%d rows of %d bytes, a table the load does not touch), a scan that sets its hint bits and a "+
+				"CHECKPOINT (so that no FULL logs a full-page image of every old page for them), the standby caught up and %s to "+
 				"settle, then VACUUM (FULL) %s through package online; lag = pg_current_wal_lsn() - replay_lsn every %s",
 				sz.FullLoadRate, sz.FullLoadClients, sz.FullLoadScale, sz.AdaptChunk, exp10Full, sz.AdaptFullRows, sz.FullPayload,
 				sz.AdaptSettle, exp10Full, sz.LagSample),
