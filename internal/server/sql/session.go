@@ -92,13 +92,16 @@ type Session struct {
 	txFresh  bool               // tx's snapshot was taken for the statement about to run
 	state    txState
 	implicit bool // tx was opened implicitly (autocommit, a multi-statement Query, extended batch)
-	txTime   time.Time
-	copy     CopySource // the connection's COPY FROM STDIN stream (nil: none)
-	activity func() []Activity
-	vacuums  *Vacuums
-	latency  *latency.Recorder
-	signal   func(uint32, bool) bool
-	database string
+	// implicitWrite is set when a foreground write statement ran in the implicit
+	// transaction: its commit (the WAL flush a write load waits on) is timed too.
+	implicitWrite bool
+	txTime        time.Time
+	copy          CopySource // the connection's COPY FROM STDIN stream (nil: none)
+	activity      func() []Activity
+	vacuums       *Vacuums
+	latency       *latency.Recorder
+	signal        func(uint32, bool) bool
+	database      string
 	// planned are the tables the statement being planned names; used those the open
 	// transaction (usedTx) has used.
 	planned []string
@@ -272,7 +275,13 @@ func (s *Session) Query(ctx context.Context, query string, emit func(*Result) er
 
 // EndImplicit commits the implicit transaction, if one is open (end of a simple Query, or
 // Sync in the extended protocol).
+//
+// The commit of an implicit transaction in which a foreground statement wrote is recorded
+// as a "commit" in the latency histograms, as an explicit COMMIT is: an autocommit write
+// load waits on it (the WAL flush), so the foreground's latency must include it.
 func (s *Session) EndImplicit() error {
+	timed := s.implicitWrite && s.latency != nil
+	s.implicitWrite = false
 	if !s.implicit || s.tx == nil {
 		s.implicit = false
 		return nil
@@ -280,8 +289,12 @@ func (s *Session) EndImplicit() error {
 	tx := s.tx
 	s.tx, s.implicit = nil, false
 	defer s.txCancel()
+	start := time.Now()
 	if err := tx.Commit(); err != nil {
 		return engineError(err)
+	}
+	if timed {
+		s.latency.Observe("commit", time.Since(start))
 	}
 	return nil
 }
@@ -300,7 +313,7 @@ func (s *Session) fail() {
 	if s.state == txBlock {
 		s.state = txFailed
 	}
-	s.implicit = false
+	s.implicit, s.implicitWrite = false, false
 }
 
 // Close rolls back any open transaction (the connection ended).
@@ -310,7 +323,7 @@ func (s *Session) Close() {
 		s.tx = nil
 		s.txCancel()
 	}
-	s.state, s.implicit = txIdle, false
+	s.state, s.implicit, s.implicitWrite = txIdle, false, false
 }
 
 // InTransaction reports whether a transaction (block or implicit) is open.
@@ -338,12 +351,30 @@ func (s *Session) begin() error {
 // run plans and executes one statement under the transaction rules, and records its
 // latency when it is foreground work.
 func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
-	if s.latency != nil {
-		if kind := statementKind(n); kind != "" && !s.maintenance() {
-			defer func(start time.Time) { s.latency.Observe(kind, time.Since(start)) }(time.Now())
-		}
+	if s.latency == nil {
+		return s.runStatement(ctx, n, ptypes, params)
 	}
-	return s.runStatement(ctx, n, ptypes, params)
+	kind := statementKind(n)
+	if kind == "" || s.maintenance() {
+		return s.runStatement(ctx, n, ptypes, params)
+	}
+	start := time.Now()
+	res, err := s.runStatement(ctx, n, ptypes, params)
+	s.latency.Observe(kind, time.Since(start))
+	if err == nil && s.implicit && writes(kind) {
+		s.implicitWrite = true
+	}
+	return res, err
+}
+
+// writes reports whether statements of kind change data, so that an implicit transaction
+// running one commits with a WAL flush.
+func writes(kind string) bool {
+	switch kind {
+	case "insert", "update", "delete", "copy":
+		return true
+	}
+	return false
 }
 
 // MaintenancePrefix starts the application_name of the runner's sessions: their statements
