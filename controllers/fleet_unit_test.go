@@ -41,23 +41,49 @@ func TestObjectsAreIndexedByTheUIDOfTheirControllerOnly(t *testing.T) {
 }
 
 // A policy's reconcile asks to be woken at its next tick and hardly later: every moment of
-// the wait's slack is added to the start of each of its runs.
+// the wait's slack is added to the start of each of its runs. The ticks of "@every D" are
+// counted from the policy's last tick (its creation before the first), as a CronJob counts
+// them: a reconcile between two ticks (its run's progress) neither pushes the next tick out
+// to D after itself nor writes a new status.nextScheduleTime.
 func TestAScheduledPolicyIsWokenAtItsNextTick(t *testing.T) {
-	now := time.Date(2026, 12, 2, 12, 0, 7, 300_000_000, time.UTC)
-	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
-		CreationTimestamp: metav1.NewTime(now.Add(-5 * time.Second))}}
-	p.Spec.Schedule = "@every 20s"
-	r := &PolicyReconciler{Clock: clocktesting.NewFakePassiveClock(now)}
-	res, err := r.startDueRuns(context.Background(), p, nil)
-	if err != nil {
-		t.Fatal(err)
+	created := time.Date(2026, 12, 2, 12, 0, 2, 0, time.UTC)
+	at := func(sec, ms int) time.Time {
+		return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Add(time.Duration(sec)*time.Second + time.Duration(ms)*time.Millisecond)
 	}
-	sched, err := parseSchedule(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait := sched.Next(now).Sub(now)
-	if res.RequeueAfter < wait || res.RequeueAfter > wait+100*time.Millisecond {
-		t.Errorf("requeued after %s; the next tick is in %s", res.RequeueAfter, wait)
+	for _, tc := range []struct {
+		name      string
+		schedule  string
+		lastTick  time.Time // zero: none yet
+		now, want time.Time
+	}{
+		{"the first tick of @every, counted from the creation", "@every 20s", time.Time{}, at(7, 300), at(22, 0)},
+		{"@every between two ticks", "@every 20s", at(22, 0), at(30, 500), at(42, 0)},
+		{"@every later between the same two ticks", "@every 20s", at(22, 0), at(41, 900), at(42, 0)},
+		{"@every with a tick missed (the run of 42 s was not started)", "@every 20s", at(22, 0), at(50, 0), at(62, 0)},
+		{"a cron expression", "*/5 * * * *", at(0, 0), at(7, 300), at(300, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
+				CreationTimestamp: metav1.NewTime(created)}}
+			p.Spec.Schedule = tc.schedule
+			p.Spec.ConcurrencyPolicy = vacuumv1alpha1.ForbidConcurrent
+			if !tc.lastTick.IsZero() {
+				p.Status.LastScheduleTime = &metav1.Time{Time: tc.lastTick}
+			}
+			// An active run keeps a due tick from starting (Forbid), so no client is needed.
+			active := []*vacuumv1alpha1.VacuumRun{{ObjectMeta: metav1.ObjectMeta{Name: "orders-1"}}}
+			r := &PolicyReconciler{Clock: clocktesting.NewFakePassiveClock(tc.now), Recorder: &recorder{}}
+			res, err := r.startDueRuns(context.Background(), p, active)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait := tc.want.Sub(tc.now)
+			if res.RequeueAfter < wait || res.RequeueAfter > wait+100*time.Millisecond {
+				t.Errorf("requeued after %s; the next tick is in %s", res.RequeueAfter, wait)
+			}
+			if got := p.Status.NextScheduleTime; got == nil || !got.Time.Equal(tc.want) {
+				t.Errorf("status.nextScheduleTime %v, want %s", got, tc.want)
+			}
+		})
 	}
 }
