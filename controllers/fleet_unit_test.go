@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -86,4 +87,88 @@ func TestAScheduledPolicyIsWokenAtItsNextTick(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A policy's own status patch comes back as an update of the policy: reconciling it again
+// finds nothing to do, and at 1,000 policies it doubled the work queue's load. Edits by a
+// user (spec, annotations such as run-now, deletion) still wake it.
+func TestAPolicyIsWokenByItsSpecAndMetadataNotByItsOwnStatus(t *testing.T) {
+	base := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
+		ResourceVersion: "1", Generation: 1}}
+	base.Spec.Schedule = "@every 20s"
+	for _, tc := range []struct {
+		name string
+		edit func(*vacuumv1alpha1.VacuumPolicy)
+		wake bool
+	}{
+		{"its status patch", func(p *vacuumv1alpha1.VacuumPolicy) {
+			p.Status.LastScheduleTime = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
+			p.Status.Active = []string{"orders-1"}
+			p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "manager", Subresource: "status"}}
+		}, false},
+		{"a spec edit", func(p *vacuumv1alpha1.VacuumPolicy) { p.Spec.Schedule = "@every 1m"; p.Generation++ }, true},
+		{"a run-now annotation", func(p *vacuumv1alpha1.VacuumPolicy) {
+			p.Annotations = map[string]string{vacuumv1alpha1.AnnotationRunNow: "now"}
+		}, true},
+		{"its deletion", func(p *vacuumv1alpha1.VacuumPolicy) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.edit(updated)
+			updated.ResourceVersion = "2"
+			if got := policyChanged.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+}
+
+// A run's status changes at every step (finalizer, token record, progress polls) but its
+// policy reads only its phase, its spec and metadata, and an ended run's figures: only those
+// changes wake the policy.
+func TestAPolicyIsWokenByItsRunsPhaseAndEndNotByTheirProgress(t *testing.T) {
+	base := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-1",
+		ResourceVersion: "1", Generation: 1}}
+	base.Status.Phase = vacuumv1alpha1.RunRunning
+	for _, tc := range []struct {
+		name string
+		edit func(*vacuumv1alpha1.VacuumRun)
+		wake bool
+	}{
+		{"a progress poll", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.PagesPerSecond = 1200
+			r.Status.Message = "vacuuming"
+		}, false},
+		{"its finalizer", func(r *vacuumv1alpha1.VacuumRun) { r.Finalizers = []string{vacuumv1alpha1.FinalizerRun} }, false},
+		{"its token record", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: "orders-1-token-x"}
+		}, false},
+		{"its end", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.MarkSucceeded(r.Generation, metav1.Now(), "done")
+		}, true},
+		{"a cancel", func(r *vacuumv1alpha1.VacuumRun) { r.Spec.Cancel = true; r.Generation++ }, true},
+		{"its policy-throttle annotation", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Annotations = map[string]string{vacuumv1alpha1.AnnotationPolicyThrottle: "abc"}
+		}, true},
+		{"its deletion", func(r *vacuumv1alpha1.VacuumRun) { r.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.edit(updated)
+			updated.ResourceVersion = "2"
+			if got := runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+
+	t.Run("any update of an ended run", func(t *testing.T) {
+		ended := base.DeepCopy()
+		ended.Status.MarkFailed(1, metav1.Now(), vacuumv1alpha1.ReasonCorruptionFound, "bad page")
+		later := ended.DeepCopy()
+		later.Status.Message = "bad page 7"
+		if !runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: ended, ObjectNew: later}) {
+			t.Error("an ended run's update did not wake its policy")
+		}
+	})
 }

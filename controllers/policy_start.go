@@ -111,8 +111,9 @@ func scheduleEarliest(p *vacuumv1alpha1.VacuumPolicy) time.Time {
 // mayStart applies concurrencyPolicy: with Forbid a new run waits while one is active; with
 // Replace the active ones are cancelled (they end Cancelled) and the new run starts. A waiting
 // tick's RunSkipped event is emitted once per tick (status.lastSkippedTime), since the policy
-// is reconciled on every status change of its active run; a run-now request (tick nil, runNow
-// its annotation's value) once per value (status.runNowSkipped).
+// is reconciled again on each phase change of its active run and on its own wake-ups; a
+// run-now request (tick nil, runNow its annotation's value) once per value
+// (status.runNowSkipped).
 func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string, tick *metav1.Time, runNow string) (bool, error) {
 	if len(active) == 0 {
 		return true, nil
