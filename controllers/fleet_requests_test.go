@@ -57,14 +57,14 @@ var _ = Describe("A new run", func() {
 })
 
 var _ = Describe("A run's volume Lease", func() {
-	It("is read from the API server when taken, not on each reconcile while held, renewed on time and released unread", func() {
+	It("is created unread by a fresh run, not read on each reconcile while held, renewed on time and released unread", func() {
 		ns, clock, r, _ := runSpecStart()
 		reads := &leaseReads{Reader: k8sClient}
 		r.APIReader = reads
 		newRun(ns, "held", "data", nil)
 		reconcileRun(r, ns, "held")
 		taken := reads.count()
-		Expect(taken).To(Equal(1), "one read (not found) before the Lease is created")
+		Expect(taken).To(BeZero(), "a fresh run creates the Lease without reading it first")
 		var lease coordinationv1.Lease
 		Expect(k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &lease)).To(Succeed())
 		Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(Equal(string(getRun(ns, "held").UID)))
@@ -103,6 +103,13 @@ var _ = Describe("A run's volume Lease", func() {
 			reconcileRun(r, ns, "held")
 			return k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &again)
 		}).WithTimeout(20 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+		Expect(reads.count()).To(Equal(before))
+
+		By("reconciling the ended run again without reading the Lease it released")
+		for range 3 {
+			clock.Step(time.Second)
+			reconcileRun(r, ns, "held")
+		}
 		Expect(reads.count()).To(Equal(before))
 	})
 

@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -41,23 +42,133 @@ func TestObjectsAreIndexedByTheUIDOfTheirControllerOnly(t *testing.T) {
 }
 
 // A policy's reconcile asks to be woken at its next tick and hardly later: every moment of
-// the wait's slack is added to the start of each of its runs.
+// the wait's slack is added to the start of each of its runs. The ticks of "@every D" are
+// counted from the policy's last tick (its creation before the first), as a CronJob counts
+// them: a reconcile between two ticks (its run's progress) neither pushes the next tick out
+// to D after itself nor writes a new status.nextScheduleTime.
 func TestAScheduledPolicyIsWokenAtItsNextTick(t *testing.T) {
-	now := time.Date(2026, 12, 2, 12, 0, 7, 300_000_000, time.UTC)
-	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
-		CreationTimestamp: metav1.NewTime(now.Add(-5 * time.Second))}}
-	p.Spec.Schedule = "@every 20s"
-	r := &PolicyReconciler{Clock: clocktesting.NewFakePassiveClock(now)}
-	res, err := r.startDueRuns(context.Background(), p, nil)
-	if err != nil {
-		t.Fatal(err)
+	created := time.Date(2026, 12, 2, 12, 0, 2, 0, time.UTC)
+	at := func(sec, ms int) time.Time {
+		return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Add(time.Duration(sec)*time.Second + time.Duration(ms)*time.Millisecond)
 	}
-	sched, err := parseSchedule(p)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name      string
+		schedule  string
+		lastTick  time.Time // zero: none yet
+		now, want time.Time
+	}{
+		{"the first tick of @every, counted from the creation", "@every 20s", time.Time{}, at(7, 300), at(22, 0)},
+		{"@every between two ticks", "@every 20s", at(22, 0), at(30, 500), at(42, 0)},
+		{"@every later between the same two ticks", "@every 20s", at(22, 0), at(41, 900), at(42, 0)},
+		{"@every with a tick missed (the run of 42 s was not started)", "@every 20s", at(22, 0), at(50, 0), at(62, 0)},
+		{"a cron expression", "*/5 * * * *", at(0, 0), at(7, 300), at(300, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
+				CreationTimestamp: metav1.NewTime(created)}}
+			p.Spec.Schedule = tc.schedule
+			p.Spec.ConcurrencyPolicy = vacuumv1alpha1.ForbidConcurrent
+			if !tc.lastTick.IsZero() {
+				p.Status.LastScheduleTime = &metav1.Time{Time: tc.lastTick}
+			}
+			// An active run keeps a due tick from starting (Forbid), so no client is needed.
+			active := []*vacuumv1alpha1.VacuumRun{{ObjectMeta: metav1.ObjectMeta{Name: "orders-1"}}}
+			r := &PolicyReconciler{Clock: clocktesting.NewFakePassiveClock(tc.now), Recorder: &recorder{}}
+			res, err := r.startDueRuns(context.Background(), p, active)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait := tc.want.Sub(tc.now)
+			if res.RequeueAfter < wait || res.RequeueAfter > wait+100*time.Millisecond {
+				t.Errorf("requeued after %s; the next tick is in %s", res.RequeueAfter, wait)
+			}
+			if got := p.Status.NextScheduleTime; got == nil || !got.Time.Equal(tc.want) {
+				t.Errorf("status.nextScheduleTime %v, want %s", got, tc.want)
+			}
+		})
 	}
-	wait := sched.Next(now).Sub(now)
-	if res.RequeueAfter < wait || res.RequeueAfter > wait+100*time.Millisecond {
-		t.Errorf("requeued after %s; the next tick is in %s", res.RequeueAfter, wait)
+}
+
+// A policy's own status patch comes back as an update of the policy: reconciling it again
+// finds nothing to do, and at 1,000 policies it doubled the work queue's load. Edits by a
+// user (spec, annotations such as run-now, deletion) still wake it.
+func TestAPolicyIsWokenByItsSpecAndMetadataNotByItsOwnStatus(t *testing.T) {
+	base := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
+		ResourceVersion: "1", Generation: 1}}
+	base.Spec.Schedule = "@every 20s"
+	for _, tc := range []struct {
+		name string
+		edit func(*vacuumv1alpha1.VacuumPolicy)
+		wake bool
+	}{
+		{"its status patch", func(p *vacuumv1alpha1.VacuumPolicy) {
+			p.Status.LastScheduleTime = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
+			p.Status.Active = []string{"orders-1"}
+			p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "manager", Subresource: "status"}}
+		}, false},
+		{"a spec edit", func(p *vacuumv1alpha1.VacuumPolicy) { p.Spec.Schedule = "@every 1m"; p.Generation++ }, true},
+		{"a run-now annotation", func(p *vacuumv1alpha1.VacuumPolicy) {
+			p.Annotations = map[string]string{vacuumv1alpha1.AnnotationRunNow: "now"}
+		}, true},
+		{"its deletion", func(p *vacuumv1alpha1.VacuumPolicy) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.edit(updated)
+			updated.ResourceVersion = "2"
+			if got := policyChanged.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
 	}
+}
+
+// A run's status changes at every step (finalizer, token record, progress polls) but its
+// policy reads only its phase, its spec and metadata, and an ended run's figures: only those
+// changes wake the policy.
+func TestAPolicyIsWokenByItsRunsPhaseAndEndNotByTheirProgress(t *testing.T) {
+	base := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-1",
+		ResourceVersion: "1", Generation: 1}}
+	base.Status.Phase = vacuumv1alpha1.RunRunning
+	for _, tc := range []struct {
+		name string
+		edit func(*vacuumv1alpha1.VacuumRun)
+		wake bool
+	}{
+		{"a progress poll", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.PagesPerSecond = 1200
+			r.Status.Message = "vacuuming"
+		}, false},
+		{"its finalizer", func(r *vacuumv1alpha1.VacuumRun) { r.Finalizers = []string{vacuumv1alpha1.FinalizerRun} }, false},
+		{"its token record", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: "orders-1-token-x"}
+		}, false},
+		{"its end", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.MarkSucceeded(r.Generation, metav1.Now(), "done")
+		}, true},
+		{"a cancel", func(r *vacuumv1alpha1.VacuumRun) { r.Spec.Cancel = true; r.Generation++ }, true},
+		{"its policy-throttle annotation", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Annotations = map[string]string{vacuumv1alpha1.AnnotationPolicyThrottle: "abc"}
+		}, true},
+		{"its deletion", func(r *vacuumv1alpha1.VacuumRun) { r.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.edit(updated)
+			updated.ResourceVersion = "2"
+			if got := runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+
+	t.Run("any update of an ended run", func(t *testing.T) {
+		ended := base.DeepCopy()
+		ended.Status.MarkFailed(1, metav1.Now(), vacuumv1alpha1.ReasonCorruptionFound, "bad page")
+		later := ended.DeepCopy()
+		later.Status.Message = "bad page 7"
+		if !runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: ended, ObjectNew: later}) {
+			t.Error("an ended run's update did not wake its policy")
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -67,12 +68,13 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	active := r.observeRuns(&policy, runs)
 	observeWindows(&policy, runs)
-	errs := []error{
-		r.pruneHistory(ctx, &policy, runs),
-		r.propagateThrottle(ctx, &policy, active),
-	}
+	retry, terr := r.propagateThrottle(ctx, &policy, active)
+	errs := []error{r.pruneHistory(ctx, &policy, runs), terr}
 	res, err := r.startDueRuns(ctx, &policy, active)
 	errs = append(errs, err, r.patchPolicyStatus(ctx, orig, &policy))
+	if retry && (res.RequeueAfter == 0 || res.RequeueAfter > conflictRetry) {
+		res.RequeueAfter = conflictRetry // a run changed under the throttle patch
+	}
 	return res, errors.Join(errs...)
 }
 
@@ -86,8 +88,8 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.indexed = true
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&vacuumv1alpha1.VacuumPolicy{}).
-		Owns(&vacuumv1alpha1.VacuumRun{}).
+		For(&vacuumv1alpha1.VacuumPolicy{}, builder.WithPredicates(policyChanged)).
+		Owns(&vacuumv1alpha1.VacuumRun{}, builder.WithPredicates(runChangedForPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultWorkers)}).
 		Named("vacuumpolicy").
 		Complete(r)

@@ -179,13 +179,13 @@ func (r *PolicyReconciler) deleteRun(ctx context.Context, run *vacuumv1alpha1.Va
 // run controller then pushes it to each pod. It acts only when the policy's throttle changed
 // since it was last carried onto the run (the run's policy-throttle annotation holds its
 // hash), never because the run's throttle differs: a hand edit of a run's throttle
-// (kubectl patch vacuumrun) must stay, and this controller is woken by every change of its
-// runs. The patch carries the run's resourceVersion: when the run changed meanwhile it
-// conflicts, and that change wakes this controller again to decide afresh.
-func (r *PolicyReconciler) propagateThrottle(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun) error {
+// (kubectl patch vacuumrun) must stay. The patch carries the run's resourceVersion: when the
+// run changed meanwhile it conflicts, and retry says to decide afresh on a fresh copy soon
+// (a change of the run's status alone does not wake its policy: runChangedForPolicy).
+func (r *PolicyReconciler) propagateThrottle(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun) (retry bool, err error) {
 	want, err := throttleHash(&p.Spec.Throttle)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, run := range active {
 		got, recorded := run.Annotations[vacuumv1alpha1.AnnotationPolicyThrottle]
@@ -203,21 +203,25 @@ func (r *PolicyReconciler) propagateThrottle(ctx context.Context, p *vacuumv1alp
 		}
 		body, err := json.Marshal(patch)
 		if err != nil {
-			return fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
+			return retry, fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
 		}
 		err = r.Patch(ctx, run, client.RawPatch(types.MergePatchType, body))
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) {
+			retry = true
+			continue
+		}
+		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
+			return retry, fmt.Errorf("re-throttle run %s/%s: %w", run.Namespace, run.Name, err)
 		}
 		if recorded {
 			r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonThrottleApplied, "SetThrottle",
 				"carried the policy's new throttle onto run %s", run.Name)
 		}
 	}
-	return nil
+	return retry, nil
 }
 
 // throttleHash identifies a policy's throttle in a run's policy-throttle annotation.

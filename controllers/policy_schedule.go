@@ -87,6 +87,22 @@ func mostRecentTick(sched cron.Schedule, earliest, now time.Time) dueTick {
 	return d
 }
 
+// nextTick is the first tick after now of the ticks counted from earliest, as Kubernetes'
+// CronJob controller counts them. For a cron expression it is sched.Next(now); for "@every D"
+// it is not: sched.Next(now) is now+D, so a policy reconciled between two ticks (its run's
+// progress, a restart) pushed its next tick out to D after that reconcile, started it late,
+// and wrote a new status.nextScheduleTime on every reconcile, whose own update woke it again.
+func nextTick(sched cron.Schedule, earliest, now time.Time) time.Time {
+	t := sched.Next(earliest)
+	for i := 0; !t.IsZero() && !t.After(now); i++ {
+		if i == maxCountedTicks {
+			return sched.Next(now) // a long way behind, as mostRecentTick gives up counting
+		}
+		t = sched.Next(t)
+	}
+	return t
+}
+
 // latestTickBefore finds the last tick not after now by looking back over growing windows,
 // so a schedule that ticks every minute and was missed for a year costs little.
 func latestTickBefore(sched cron.Schedule, now time.Time) time.Time {

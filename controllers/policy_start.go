@@ -62,7 +62,7 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 	if err := r.startMissedTick(ctx, p, sched, active, now); err != nil {
 		return ctrl.Result{}, err
 	}
-	next := sched.Next(now)
+	next := nextTick(sched, scheduleEarliest(p), now)
 	st.NextScheduleTime = &metav1.Time{Time: next}
 	st.SetReady(gen, true, vacuumv1alpha1.ReasonScheduled, fmt.Sprintf("next run at %s", next.UTC().Format(time.RFC3339)))
 	return ctrl.Result{RequeueAfter: next.Sub(now) + tickSlack}, nil
@@ -71,11 +71,7 @@ func (r *PolicyReconciler) startDueRuns(ctx context.Context, p *vacuumv1alpha1.V
 // startMissedTick starts the most recent tick since the last one, if it is within the
 // starting deadline and concurrencyPolicy allows it.
 func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, sched cron.Schedule, active []*vacuumv1alpha1.VacuumRun, now time.Time) error {
-	earliest := p.CreationTimestamp.Time
-	if p.Status.LastScheduleTime != nil {
-		earliest = p.Status.LastScheduleTime.Time
-	}
-	due := mostRecentTick(sched, earliest, now)
+	due := mostRecentTick(sched, scheduleEarliest(p), now)
 	if due.Tick.IsZero() {
 		return nil
 	}
@@ -103,11 +99,21 @@ func (r *PolicyReconciler) startMissedTick(ctx context.Context, p *vacuumv1alpha
 	return nil
 }
 
+// scheduleEarliest is where the policy's ticks are counted from: its last scheduled tick, or
+// its creation.
+func scheduleEarliest(p *vacuumv1alpha1.VacuumPolicy) time.Time {
+	if p.Status.LastScheduleTime != nil {
+		return p.Status.LastScheduleTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
 // mayStart applies concurrencyPolicy: with Forbid a new run waits while one is active; with
 // Replace the active ones are cancelled (they end Cancelled) and the new run starts. A waiting
 // tick's RunSkipped event is emitted once per tick (status.lastSkippedTime), since the policy
-// is reconciled on every status change of its active run; a run-now request (tick nil, runNow
-// its annotation's value) once per value (status.runNowSkipped).
+// is reconciled again on each phase change of its active run and on its own wake-ups; a
+// run-now request (tick nil, runNow its annotation's value) once per value
+// (status.runNowSkipped).
 func (r *PolicyReconciler) mayStart(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, active []*vacuumv1alpha1.VacuumRun, what string, tick *metav1.Time, runNow string) (bool, error) {
 	if len(active) == 0 {
 		return true, nil

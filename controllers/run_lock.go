@@ -47,9 +47,40 @@ func leaseName(pvc string) string {
 // The renewal (an update with the remembered resourceVersion) checks the copy every
 // leaseRenewEvery; a conflict or a missing Lease drops it, and the next reconcile reads.
 // A manager that restarts starts empty and reads.
+//
+// It also remembers the runs that released their Lease: an ended run is reconciled again
+// (its status patch, its pod's deletion, its own deletion) and each of those reconciles
+// releases its lock once more, which without a copy meant a read of a Lease long deleted.
+// A run's entry goes when its finalizer does.
 type heldLeases struct {
-	mu sync.Mutex
-	m  map[types.UID]*coordinationv1.Lease
+	mu       sync.Mutex
+	m        map[types.UID]*coordinationv1.Lease
+	released map[types.UID]bool
+}
+
+// markReleased records that the run no longer holds its Lease.
+func (h *heldLeases) markReleased(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, uid)
+	if h.released == nil {
+		h.released = map[types.UID]bool{}
+	}
+	h.released[uid] = true
+}
+
+func (h *heldLeases) isReleased(uid types.UID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released[uid]
+}
+
+// drop forgets the run altogether (its finalizer is gone: no reconcile of it acts again).
+func (h *heldLeases) drop(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, uid)
+	delete(h.released, uid)
 }
 
 func (h *heldLeases) get(uid types.UID) *coordinationv1.Lease {
@@ -115,10 +146,16 @@ func (r *RunReconciler) acquireVolumeLock(ctx context.Context, run *vacuumv1alph
 		}
 		// Changed or gone since this manager wrote it: read it, as without a copy.
 	}
-	// Read first: a run holds its lock over many reconciles and takes it once, so a Create
-	// first would cost each reconcile an AlreadyExists before the read.
+	// A fresh run (no phase yet: no reconcile of it has got this far) creates the Lease
+	// without reading it first: almost always nobody holds it, and the read would be one more
+	// uncached request between every tick and its pod. Any other run without a copy (a
+	// manager restarted, a volume busy, a copy dropped) reads first, since it most likely
+	// finds a Lease, its own or another run's, and a Create would only add an AlreadyExists.
 	var cur coordinationv1.Lease
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur)
+	var err error = apierrors.NewNotFound(coordinationv1.Resource("leases"), lease.Name)
+	if run.Status.Phase != "" {
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), &cur)
+	}
 	if apierrors.IsNotFound(err) {
 		err = r.Create(ctx, lease)
 		if err == nil {
@@ -195,6 +232,19 @@ func (r *RunReconciler) renewLease(ctx context.Context, lease *coordinationv1.Le
 
 // releaseVolumeLock deletes the run's lease if the run holds it.
 func (r *RunReconciler) releaseVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
+	if r.leases.isReleased(run.UID) {
+		return nil // released by an earlier reconcile of this manager
+	}
+	if err := r.deleteVolumeLock(ctx, run); err != nil {
+		return err
+	}
+	r.leases.markReleased(run.UID)
+	return nil
+}
+
+// deleteVolumeLock deletes the run's lease if the run holds it: the copy this manager last
+// wrote, unread, or else the Lease as read.
+func (r *RunReconciler) deleteVolumeLock(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
 	held := r.leases.get(run.UID)
 	r.leases.forget(run.UID)
 	var cur coordinationv1.Lease

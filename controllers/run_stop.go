@@ -113,6 +113,7 @@ func (r *RunReconciler) finalize(ctx context.Context, run *vacuumv1alpha1.Vacuum
 	if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer of run %s/%s: %w", run.Namespace, run.Name, err)
 	}
+	r.leases.drop(run.UID)
 	return ctrl.Result{}, nil
 }
 
