@@ -57,9 +57,13 @@
 // scan in block order, Tx.Scan) reads a run of up to MaxRunBlocks blocks,
 // at most half the ring, with one storage ReadRun into the strategy's
 // aligned staging buffer (so O_DIRECT works). Each following block not
-// already mapped gets a victim installed, with IO in progress, before the
-// read, exactly as a single miss would; a block already in the pool is
-// read over but its bytes are dropped, since the pool's copy may be newer.
+// already mapped gets a victim, as a single miss would; all of the run's
+// victims are chosen (a dirty one written) before any block is installed
+// with IO in progress, so a foreground reader of one of the run's blocks
+// waits at most for the run's one read, never behind the writes of its
+// later victims. A block already in the pool (or mapped by another reader
+// while the victims were chosen) is read over but its bytes are dropped,
+// since the pool's copy may be newer.
 // Each page is verified by the storage manager and copied into its frame;
 // a block the read did not reach (end of the fork) or that failed
 // verification has its IO aborted, so a later Read reads it alone and

@@ -51,12 +51,12 @@ func (p *Pool) Prefetch(tag Tag, n int, s *Strategy) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("prefetch block %d of rel %d fork %d: %w", tag.Block, tag.Rel, tag.Fork, err)
 	}
-	if !p.install(v, tag) {
-		v.Release() // another reader installed it meanwhile
-		return 0, nil
-	}
-	if err := p.fillRun(v, tag, s, rr, n); err != nil {
+	installed, err := p.readRun(v, tag, s, rr, n)
+	if err != nil {
 		return 0, nil // v was given up; the block's own read will report the error
+	}
+	if !installed {
+		return 0, nil // another reader installed it meanwhile
 	}
 	v.mu.Lock()
 	v.readAhead = true

@@ -53,16 +53,23 @@ func (p *Pool) read(tag Tag, s *Strategy, orZero bool) (*Buffer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read block %d of rel %d fork %d: %w", tag.Block, tag.Rel, tag.Fork, err)
 		}
-		if !p.install(v, tag) {
-			v.Release()
-			continue
-		}
 		if n > 1 {
-			if err := p.fillRun(v, tag, s, rr, n); err != nil {
+			// The run installs v itself, after choosing its other victims.
+			installed, err := p.readRun(v, tag, s, rr, n)
+			if err != nil {
 				return nil, err
 			}
-		} else if err := p.fill(v, tag, s, orZero); err != nil {
-			return nil, err
+			if !installed {
+				continue
+			}
+		} else {
+			if !p.install(v, tag) {
+				v.Release()
+				continue
+			}
+			if err := p.fill(v, tag, s, orZero); err != nil {
+				return nil, err
+			}
 		}
 		s.noteAccess(tag)
 		p.stats.misses.Add(1)

@@ -53,19 +53,28 @@ func (p *Pool) inTable(tag Tag) bool {
 	return ok
 }
 
-// fillRun reads tag into first (installed, IO in progress, pinned by the
-// caller) together with up to n-1 following blocks, with one system call
-// into their frames or s's staging buffer. Each following block that is not already in the
-// pool gets a victim buffer installed for it before the read, exactly as a
-// single-block miss would; a block already mapped is read but its bytes are
-// dropped (the pool's copy may be newer). After the read each buffer is
-// filled and its IO finished, or, for a block the read did not reach or
-// that failed verification, its IO aborted (waiters retry and report the
-// error on their own read). The following buffers are left unpinned,
-// flagged as read ahead so that their first access counts as the miss it
-// replaces. On failure for tag itself first is given up and the error
-// returned, as fill does.
-func (p *Pool) fillRun(first *Buffer, tag Tag, s *Strategy, rr runReader, n int) error {
+// readRun reads tag into first (a victim of s, pinned by the caller, not
+// yet installed) together with up to n-1 following blocks with one system
+// call, into their frames or s's staging buffer, and leaves first pinned.
+// false (and no error) means tag was mapped by another goroutine meanwhile
+// (first is released): the caller looks it up again.
+//
+// Every victim of the run is chosen, and a dirty one written, before any
+// block is installed: only then does each block enter the page table with
+// its IO in progress. So a foreground reader of one of the run's blocks
+// waits for the run's one read at most, never behind the writes (and WAL
+// flushes) of the later victims' old pages, as it did when each block was
+// installed as its victim was found.
+//
+// A following block already mapped (or mapped while the victims were
+// chosen) is read but its bytes are dropped (the pool's copy may be newer).
+// After the read each buffer is filled and its IO finished, or, for a block
+// the read did not reach or that failed verification, its IO aborted
+// (waiters retry and report the error on their own read). The following
+// buffers are left unpinned, flagged as read ahead so that their first
+// access counts as the miss it replaces. On failure for tag itself its
+// buffer is given up and the error returned, as fill does.
+func (p *Pool) readRun(first *Buffer, tag Tag, s *Strategy, rr runReader, n int) (bool, error) {
 	run := s.runBufs[:0]
 	run = append(run, first)
 	for i := 1; i < n; i++ {
@@ -82,17 +91,42 @@ func (p *Pool) fillRun(first *Buffer, tag Tag, s *Strategy, rr runReader, n int)
 		if err != nil {
 			break // no room for more: read what we have
 		}
-		if !p.install(v, t) {
-			v.Release()
-			run = append(run, nil)
-			continue
-		}
 		run = append(run, v)
+	}
+	if !p.install(first, tag) {
+		for _, v := range run {
+			if v != nil {
+				v.Release()
+			}
+		}
+		clear(run)
+		s.runBufs = run[:0]
+		return false, nil
+	}
+	for i := 1; i < len(run); i++ {
+		t := tag
+		t.Block += storage.BlockNumber(i)
+		if run[i] != nil && !p.install(run[i], t) {
+			run[i].Release()
+			run[i] = nil
+		}
 	}
 	for len(run) > 1 && run[len(run)-1] == nil {
 		run = run[:len(run)-1]
 	}
 	s.runBufs = run[:0]
+	if err := p.fillRun(run, tag, s, rr); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// fillRun reads the run's blocks (run[i] holds tag.Block+i, installed with
+// IO in progress and pinned, or is nil for a block mapped already) with one
+// system call and ends every buffer's IO (see readRun); run[0] stays
+// pinned.
+func (p *Pool) fillRun(run []*Buffer, tag Tag, s *Strategy, rr runReader) error {
+	first := run[0]
 	// When the run's buffers are adjacent frames of the slab (as ring
 	// slots taken in clock order usually are), read straight into them;
 	// otherwise into the staging buffer, then copy. Either way every frame

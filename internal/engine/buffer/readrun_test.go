@@ -502,3 +502,126 @@ func TestASecondGoroutineOnAStrategyInUseIsRefusedInsteadOfLeavingPagesUnderIO(t
 	}
 	readWithin(t, p, 64, 10*time.Second)
 }
+
+// gatedWrites is a runStorage whose single-page writes, once armed, let
+// pass writes before the gate and then wait, each, until release is
+// closed: the eviction of a dirty victim held in flight.
+type gatedWrites struct {
+	*runStorage
+	mu      sync.Mutex
+	armed   bool
+	pass    int
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedWrites) WritePrivate(rel storage.RelFileNode, fork storage.ForkNum, blk storage.BlockNumber, buf []byte, u *usage.Counters) error {
+	g.mu.Lock()
+	wait := false
+	if g.armed {
+		if g.pass == 0 {
+			wait = true
+			g.armed = false
+		} else {
+			g.pass--
+		}
+	}
+	g.mu.Unlock()
+	if wait {
+		close(g.entered)
+		<-g.release
+	}
+	return g.runStorage.WritePrivate(rel, fork, blk, buf, u)
+}
+
+// A sequential ring read whose victims are dirty: the run's later victims
+// are written (one write each, the ring's dirty pages not consecutive) while
+// the run is being assembled. A foreground reader of the run's first block
+// must not wait behind those writes: it once did, because each block was
+// installed under IO as its victim was found, and a reader of an installed
+// block waited for the whole run's victims and read.
+func TestForegroundReadOfARunsBlockDoesNotWaitForTheRunsVictimWrites(t *testing.T) {
+	_, st, _ := newRunPool(t, 300, false)
+	g := &gatedWrites{runStorage: st, entered: make(chan struct{}), release: make(chan struct{})}
+	p, err := New(g, newFakeWAL(), Options{Frames: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := walOf(t, p)
+	s := p.NewStrategy(Vacuum, 256<<10, nil) // 32 slots, runs of 16
+	// Fill the ring with dirty pages of every second block from 200: no two
+	// slots hold consecutive blocks, so they are written one by one.
+	for i := range 32 {
+		b, err := p.Read(blk(runRel, 200+2*i), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modify(t, b, log, s)
+		b.Release()
+	}
+	// Block 0 takes the first dirty slot (written before the gate is armed);
+	// block 1 then starts a sequential run of 16.
+	readRelease(t, p, blk(runRel, 0), s)
+	g.mu.Lock()
+	g.armed, g.pass = true, 1 // the run's first victim's write passes, its second waits
+	g.mu.Unlock()
+	vac := make(chan error, 1)
+	go func() {
+		b, err := p.Read(blk(runRel, 1), s)
+		if err == nil {
+			if got := itemOf(b); got != "block-1" {
+				err = fmt.Errorf("the run's block 1 holds %q", got)
+			}
+			b.Release()
+		}
+		vac <- err
+	}()
+	select {
+	case <-g.entered:
+	case err := <-vac:
+		t.Fatalf("the run ended (%v) without writing a second dirty victim: the test did not set up what it means to", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never reached its second victim's write")
+	}
+	// The run's second victim's write is in flight: the foreground reads the
+	// run's first block and a later one.
+	readWithinOrRelease(t, p, g.release, 1, 5*time.Second)
+	readWithinOrRelease(t, p, g.release, 5, 5*time.Second)
+	close(g.release)
+	if err := <-vac; err != nil {
+		t.Fatalf("the run's read: %v", err)
+	}
+	// Runs still work: blocks 2-16 take one run read (or none).
+	before := len(st.runs) + st.reads
+	scan(t, p, s, 2, 17)
+	if after := len(st.runs) + st.reads; after > before+1 {
+		t.Errorf("blocks 2-16 took %d more reads, want at most one run", after-before)
+	}
+}
+
+// readWithinOrRelease reads block i through the Normal strategy and fails
+// the test if it has not returned after d (closing release first, so the
+// goroutine holding the pages gets going and the test ends).
+func readWithinOrRelease(t *testing.T, p *Pool, release chan struct{}, i int, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		b, err := p.Read(blk(runRel, i), nil)
+		if err == nil {
+			if got, want := itemOf(b), fmt.Sprintf("block-%d", i); got != want {
+				err = fmt.Errorf("block %d holds %q", i, got)
+			}
+			b.Release()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		close(release)
+		t.Fatalf("a foreground read of block %d waited more than %v behind the run's write of a dirty victim", i, d)
+	}
+}
