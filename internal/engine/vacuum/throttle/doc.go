@@ -22,8 +22,9 @@
 // and is paid at a later delay point. Otherwise it sleeps, on one
 // reusable timer, until the latest of its targets (the most restrictive
 // limit decides). Oversleeping is not lost: the allowance it accrued is
-// kept, up to burst (default 100 ms at the limit's rate), and lets the next
-// charges through without sleeping. Work time between delay points is
+// kept, up to burst (default 100 ms at the limit's rate; 10 ms for the WAL
+// limit, whose bursts a standby feels as replication lag), and lets the
+// next charges through without sleeping. Work time between delay points is
 // likewise inside the clock, not added to it.
 //
 // # Invariants

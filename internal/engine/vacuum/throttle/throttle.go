@@ -173,7 +173,7 @@ func (t *Throttle) apply(act time.Duration, s Settings) {
 	t.settings = s
 	for k := range numKinds {
 		rate := s.Rate(k)
-		t.lims[k].set(act, rate, rate*t.root.opts.Burst.Seconds())
+		t.lims[k].set(act, rate, rate*t.root.opts.burst(k).Seconds())
 	}
 }
 

@@ -356,3 +356,51 @@ func TestSettingsValidateRejectsOutOfRangeValues(t *testing.T) {
 		t.Errorf("default cost rate = %v/s, want 100000/s (200 per 2 ms)", r)
 	}
 }
+
+func TestWALLimitBanksOnlyItsShortBurstWhileOtherLimitsKeepTheirs(t *testing.T) {
+	timed(t)
+	const rate = 1 << 20 // bytes (or cost units) per second
+	for _, k := range []Kind{WALBytes, Cost} {
+		t.Run(k.String(), func(t *testing.T) {
+			s := Settings{MaxWALBytesPerSecond: rate}
+			charge := usage.Reading{WALBytes: 1 << 10}
+			if k == Cost {
+				s = Settings{CostDelay: time.Second, CostLimit: rate, PageHitCost: 1}
+				charge = usage.Reading{Hits: 1 << 10}
+			}
+			th, err := New(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := th.Meter(nil)
+			time.Sleep(300 * time.Millisecond) // idle: allowance accrues, up to the burst is kept
+			// Charge 1 KiB at a time until a Wait sleeps: what passed without one is the
+			// banked burst plus what accrued meanwhile.
+			start, passed := time.Now(), 0.0
+			for {
+				m.Charge(charge)
+				began := time.Now()
+				if err := m.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if time.Since(began) >= th.Options().MinSleep/2 {
+					break
+				}
+				passed += 1 << 10
+			}
+			elapsed := time.Since(start)
+			burst := th.Options().Burst
+			if k == WALBytes {
+				burst = th.Options().WALBurst
+			}
+			want := rate * (burst + th.Options().MinSleep).Seconds()
+			t.Logf("%s: %.0f units passed without a sleep in %v after 300 ms idle (burst %v)", k, passed, elapsed, burst)
+			if most := want + rate*elapsed.Seconds() + 1<<10; passed > most {
+				t.Errorf("%.0f units passed at once, want at most %.0f (a %v burst)", passed, most, burst)
+			}
+			if passed < 0.9*want-1<<10 {
+				t.Errorf("%.0f units passed at once, want the %v burst (%.0f)", passed, burst, want)
+			}
+		})
+	}
+}
