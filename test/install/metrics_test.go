@@ -235,6 +235,12 @@ func describeMetrics() {
 		base := p.DeepCopy()
 		p.Status.LastSuccessfulTime = &metav1.Time{Time: lastSuccess}
 		Expect(k8sClient.Status().Patch(suiteCtx, p, client.MergeFrom(base))).To(Succeed())
+		// Only the policy's own reconcile writes its status, so a status write does not wake
+		// it (controllers/predicates.go): an annotation does, as any metadata change would,
+		// and its reconcile then reports the success the status holds.
+		base = p.DeepCopy()
+		p.Annotations = map[string]string{"e2e.vacuumops.io/wake": "1"}
+		Expect(k8sClient.Patch(suiteCtx, p, client.MergeFrom(base))).To(Succeed())
 
 		var body []byte
 		Eventually(func() (float64, error) {
