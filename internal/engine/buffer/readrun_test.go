@@ -431,11 +431,9 @@ func (g *gatedRuns) ReadRun(rel storage.RelFileNode, fork storage.ForkNum, start
 	return g.runStorage.ReadRun(rel, fork, start, buf, u)
 }
 
-// readWithin reads block i through a strategy of its own and fails the test
-// if the read has not returned after d: the page was left under IO by a
-// read that will never end it.
-func readWithin(t *testing.T, p *Pool, i int, d time.Duration) {
-	t.Helper()
+// readBlock reads block i of runRel without a strategy in a goroutine of its
+// own and sends the outcome: nil when the block holds what the test wrote.
+func readBlock(p *Pool, i int) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		b, err := p.Read(blk(runRel, i), nil)
@@ -447,8 +445,16 @@ func readWithin(t *testing.T, p *Pool, i int, d time.Duration) {
 		}
 		done <- err
 	}()
+	return done
+}
+
+// readWithin reads block i through a strategy of its own and fails the test
+// if the read has not returned after d: the page was left under IO by a
+// read that will never end it.
+func readWithin(t *testing.T, p *Pool, i int, d time.Duration) {
+	t.Helper()
 	select {
-	case err := <-done:
+	case err := <-readBlock(p, i):
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -604,19 +610,8 @@ func TestForegroundReadOfARunsBlockDoesNotWaitForTheRunsVictimWrites(t *testing.
 // goroutine holding the pages gets going and the test ends).
 func readWithinOrRelease(t *testing.T, p *Pool, release chan struct{}, i int, d time.Duration) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		b, err := p.Read(blk(runRel, i), nil)
-		if err == nil {
-			if got, want := itemOf(b), fmt.Sprintf("block-%d", i); got != want {
-				err = fmt.Errorf("block %d holds %q", i, got)
-			}
-			b.Release()
-		}
-		done <- err
-	}()
 	select {
-	case err := <-done:
+	case err := <-readBlock(p, i):
 		if err != nil {
 			t.Fatal(err)
 		}
