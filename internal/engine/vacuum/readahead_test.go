@@ -84,9 +84,15 @@ func TestReadAheadLeavesTheReportAndPageCountsUnchanged(t *testing.T) {
 		t.Fatalf("the vacuum scanned %d pages and removed %d tuples, want >= 100 and %d", off.PagesScanned, off.TuplesRemoved, tb.deleted)
 	}
 	// What the vacuum did, and how many pages it accessed, are the same. The
-	// misses may differ by what a second ring keeps: when the pass outruns
-	// the read-ahead it reads a run into its own ring, so pages stay in the
-	// pool in two rings, not one; at most one ring's worth of them.
+	// misses may differ by what the rings keep for the second heap pass.
+	// Without read-ahead the first pass's pages are in the pass's ring alone,
+	// and the second pass's own reads evict them before it gets there. With
+	// it they are in two rings, the pass's (the runs it read itself when it
+	// outran the read-ahead) and the read-ahead's, and the second pass's
+	// read-ahead skips what the pool still holds: up to a ring of them in
+	// each is a hit, not a miss, in the second pass. (One ring was the bound
+	// before: CI-like runs read 95 and 105 fewer misses, 30 quiet runs 0 to
+	// 112, fewer the more the pass outran its read-ahead.)
 	type counts struct{ scanned, vacuumed, removed, remaining, freed, passes, accesses, dirtied int64 }
 	of := func(r *vacuum.Report) counts {
 		return counts{r.PagesScanned, r.PagesVacuumed, r.TuplesRemoved, r.TuplesRemaining, r.DeadItemsFreed,
@@ -96,8 +102,8 @@ func TestReadAheadLeavesTheReportAndPageCountsUnchanged(t *testing.T) {
 		t.Fatalf("read-ahead changed the vacuum's counts:\nwithout %+v\nwith    %+v", a, b)
 	}
 	const ring = 64 // the test pool's vacuum ring: an eighth of its 512 pages
-	if d := off.Usage.Misses - on.Usage.Misses; d < 0 || d > ring {
-		t.Fatalf("misses %d without read-ahead, %d with: want as many, or up to %d fewer", off.Usage.Misses, on.Usage.Misses, ring)
+	if d := off.Usage.Misses - on.Usage.Misses; d < 0 || d > 2*ring {
+		t.Fatalf("misses %d without read-ahead, %d with: want as many, or up to %d fewer", off.Usage.Misses, on.Usage.Misses, 2*ring)
 	}
 }
 
