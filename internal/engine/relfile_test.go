@@ -111,19 +111,7 @@ func primaryAndCopy(t *testing.T, opts Options) (*DB, string) {
 	insertRange(t, primary, "t", 0, 6000)
 	insertRange(t, primary, "h", 0, 10)
 	deleteIDs(t, primary, 0, 4000)
-	if err := primary.Close(); err != nil {
-		t.Fatal(err)
-	}
-	sdir := t.TempDir()
-	if err := CopyDataDir(dir, sdir); err != nil {
-		t.Fatal(err)
-	}
-	primary, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeDB(t, primary) })
-	return primary, sdir
+	return reopenWithCopy(t, primary, dir, opts)
 }
 
 // slowFull starts a VACUUM FULL of t that reads about one heap page per 10 ms, pauses

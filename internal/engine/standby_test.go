@@ -52,6 +52,26 @@ func shipWAL(t *testing.T, primary *DB, sdir string) wal.LSN {
 
 // standbyPair returns a primary with table t (100 rows) and a hot standby made from a copy
 // of it, following the WAL shipped to it until the test ends.
+// reopenWithCopy closes primary (of directory dir), copies the cleanly shut
+// down directory into a new one and reopens primary, closed at the test's end:
+// the copy is a base backup a standby starts from.
+func reopenWithCopy(t *testing.T, primary *DB, dir string, opts Options) (*DB, string) {
+	t.Helper()
+	if err := primary.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sdir := t.TempDir()
+	if err := CopyDataDir(dir, sdir); err != nil {
+		t.Fatal(err)
+	}
+	primary, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeDB(t, primary) })
+	return primary, sdir
+}
+
 func standbyPair(t *testing.T, opts Options) (primary, standby *DB, ship func()) {
 	t.Helper()
 	return standbyPairPolling(t, opts, 5*time.Millisecond)
@@ -69,19 +89,8 @@ func standbyPairPolling(t *testing.T, opts Options, poll time.Duration) (primary
 		t.Fatal(err)
 	}
 	insertRange(t, primary, "t", 0, 100)
-	if err := primary.Close(); err != nil {
-		t.Fatal(err)
-	}
-	sdir := t.TempDir()
-	if err := CopyDataDir(dir, sdir); err != nil {
-		t.Fatal(err)
-	}
-	primary, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeDB(t, primary) })
-	standby, err = OpenStandby(sdir, opts)
+	primary, sdir := reopenWithCopy(t, primary, dir, opts)
+	standby, err := OpenStandby(sdir, opts)
 	if err != nil {
 		t.Fatalf("OpenStandby: %v", err)
 	}
