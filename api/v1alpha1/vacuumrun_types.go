@@ -306,14 +306,20 @@ type ServerStatus struct {
 }
 
 // ForegroundStatus is the foreground's latency and rate, from the server's histograms.
+// The engine server counts each foreground statement and, for a write in an implicit
+// transaction (autocommit), that transaction's commit as one more: its WAL flush is what a
+// write load waits on.
 type ForegroundStatus struct {
-	// p50 is the median statement latency over the last interval, as a duration string.
+	// p50 is the median latency of the foreground's statements and implicit commits over the
+	// last interval, as a duration string.
 	// +optional
 	P50 string `json:"p50,omitempty"`
-	// p99 is the 99th-percentile statement latency over the last interval.
+	// p99 is the 99th-percentile latency of the foreground's statements and implicit commits
+	// over the last interval.
 	// +optional
 	P99 string `json:"p99,omitempty"`
-	// statementsPerSecond is the foreground's statements per second over the last interval.
+	// statementsPerSecond is the foreground's statements and implicit commits per second over
+	// the last interval.
 	// +optional
 	StatementsPerSecond int64 `json:"statementsPerSecond,omitempty"`
 	// baselineP99 is the 99th-percentile latency over the interval just before the vacuum
