@@ -1,66 +1,21 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	enginefixture "github.com/vacuumops/vacuum-operator/internal/engine/fixture"
 	"github.com/vacuumops/vacuum-operator/internal/runner"
 )
-
-// untar unpacks the engine's format-1 fixture into a fresh directory.
-func untar(t *testing.T, tarball string) string {
-	t.Helper()
-	f, err := os.Open(tarball)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "data")
-	for _, sub := range []string{"base", "wal"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return dir
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Clean("/"+h.Name)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestUpgradeCommandMakesAFormatOneDirectoryUsable: check refuses the
 // directory made by the code before format 2 (exit 2, naming the upgrade
 // command); upgrade converts it, a second upgrade says there is nothing to
 // do, and then check is clean and stats lists both tables with their rows.
 func TestUpgradeCommandMakesAFormatOneDirectoryUsable(t *testing.T) {
-	dir := untar(t, filepath.Join("..", "..", "internal", "engine", "testdata", "upgrade", "v1.tar.gz"))
+	dir := enginefixture.Extract(t, enginefixture.Upgrade("v1.tar.gz"))
 	r := vr(t, nil, "check", "--data", dir)
 	if r.code != 2 || !strings.Contains(r.stderr, "vacuum-runner upgrade") {
 		t.Fatalf("check of a format-1 directory: exit %d, stderr %q; want exit 2 naming vacuum-runner upgrade", r.code, r.stderr)

@@ -1,123 +1,29 @@
 package engine
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
+	"github.com/vacuumops/vacuum-operator/internal/engine/fixture"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs/faultfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
-// fixtureFile is one regular file of a fixture tarball.
-type fixtureFile struct {
-	name string
-	data []byte
-}
-
-var fixtures sync.Map // tarball name -> []fixtureFile
-
-// extractFixture unpacks a testdata tarball (a data directory) into a
-// fresh directory and returns it. Each tarball is read once per process.
+// extractFixture unpacks testdata/upgrade/name into a fresh directory.
 func extractFixture(t testing.TB, name string) string {
 	t.Helper()
-	files, err := fixtureFiles(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "data")
-	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeSparse(p, f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, sub := range []string{"base", "wal"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return fixture.Extract(t, filepath.Join("testdata", "upgrade", name))
 }
-
-func fixtureFiles(name string) ([]fixtureFile, error) {
-	if v, ok := fixtures.Load(name); ok {
-		if files, ok := v.([]fixtureFile); ok {
-			return files, nil
-		}
-	}
-	f, err := os.Open(filepath.Join("testdata", "upgrade", name))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	var files []fixtureFile
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, fixtureFile{name: filepath.Clean("/" + h.Name), data: b})
-	}
-	fixtures.Store(name, files)
-	return files, nil
-}
-
-// writeSparse writes b to a new file at path, skipping the all-zero
-// 64 KiB chunks (the preallocated WAL segment is mostly zeros).
-func writeSparse(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	const chunk = 64 << 10
-	for off := 0; off < len(b); off += chunk {
-		c := b[off:min(off+chunk, len(b))]
-		if !allZero(c) {
-			if _, err := f.WriteAt(c, int64(off)); err != nil {
-				return errors.Join(err, f.Close())
-			}
-		}
-	}
-	return errors.Join(f.Truncate(int64(len(b))), f.Close())
-}
-
-var zeroChunk = make([]byte, 64<<10)
-
-// allZero uses bytes.Equal (not instrumented by -race, unlike a loop).
-func allZero(b []byte) bool { return bytes.Equal(b, zeroChunk[:len(b)]) }
 
 // verifyV1Fixture checks every row of testdata/upgrade/v1.tar.gz (see its
 // README) through a scan and the index, and that Check is clean.

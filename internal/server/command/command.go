@@ -135,7 +135,7 @@ type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
 	bufferPool                                                                                 cliflag.Quantity
 	maxConnections                                                                             int
-	init                                                                                       bool
+	init, upgrade                                                                              bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
 	synchronousStandby                                                                         string
@@ -146,6 +146,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := cliflag.NewSet("serve")
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.init, "init", false, "initialize the data directory first if it is empty or missing")
+	fs.BoolVar(&f.upgrade, "upgrade", false,
+		"bring a data directory of an older format version to this build's first (as vacuum-runner upgrade; nothing on a current one)")
 	f.bufferPool.Value = resource.MustParse("128Mi")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
@@ -182,6 +184,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := engine.Init(f.data, engine.Options{}); err != nil && !errors.Is(err, engine.ErrAlreadyInitialised) {
 			return err
 		}
+	}
+	if err := f.upgradeData(logf); err != nil {
+		return err
 	}
 	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
@@ -253,6 +258,26 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return runErr
+}
+
+// upgradeData runs engine.Upgrade on --data when --upgrade is given: an image
+// update of a StatefulSet then needs no separate step for a directory an older
+// build wrote. Upgrade is idempotent and crash-safe; a missing directory is left
+// to Open (or --init) to report.
+func (f *serveFlags) upgradeData(logf func(string, ...any)) error {
+	if !f.upgrade {
+		return nil
+	}
+	res, err := engine.Upgrade(f.data, engine.Options{})
+	switch {
+	case errors.Is(err, engine.ErrNotDataDir):
+		return nil
+	case err != nil:
+		return err
+	case res.Upgraded:
+		logf("upgraded %s from format version %d to %d", f.data, res.From, res.To)
+	}
+	return nil
 }
 
 // config validates the flags into a wire configuration.

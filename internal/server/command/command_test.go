@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/fixture"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 )
 
@@ -47,6 +48,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// connect connects as app to the server starting on addr, retrying for 30 s.
+func connect(t *testing.T, addr string, logs *syncBuffer) *pgx.Conn {
+	t.Helper()
+	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
@@ -56,19 +74,7 @@ func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *test
 	go func() {
 		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi"}, &logs, &logs)
 	}()
-	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
-	var c *pgx.Conn
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if c, err = pgx.Connect(context.Background(), url); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c := connect(t, addr, &logs)
 	bg := context.Background()
 	for _, q := range []string{"CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)"} {
 		if _, err := c.Exec(bg, q); err != nil {
@@ -148,6 +154,46 @@ func TestServeRefusesBadFlags(t *testing.T) {
 				t.Fatalf("message %q does not mention %q", out.String(), tc.msg)
 			}
 		})
+	}
+}
+
+// TestServeUpgradeServesADirectoryAnOlderBuildWrote: serve refuses a format-3
+// directory (the fixture ends in a crash after a VACUUM FULL), naming the upgrade;
+// serve --upgrade upgrades it, recovers it and serves its rows; a second start with
+// --upgrade finds nothing to do.
+func TestServeUpgradeServesADirectoryAnOlderBuildWrote(t *testing.T) {
+	dir := fixture.Extract(t, fixture.Upgrade("v3.tar.gz"))
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"serve", "--data", dir, "--auth", "trust", "--listen", freeAddr(t)}, &out, &out); code == ExitOK ||
+		!strings.Contains(out.String(), "vacuum-runner upgrade") {
+		t.Fatalf("serve of a format-3 directory without --upgrade: exit %d, %q; want a failure naming vacuum-runner upgrade", code, out.String())
+	}
+	for i, want := range []string{"upgraded " + dir + " from format version 3 to 4", ""} {
+		addr := freeAddr(t)
+		ctx, stop := context.WithCancel(context.Background())
+		var logs syncBuffer
+		exit := make(chan int, 1)
+		go func() {
+			exit <- Main(ctx, []string{"serve", "--upgrade", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi"}, &logs, &logs)
+		}()
+		c := connect(t, addr, &logs)
+		var n int64
+		if err := c.QueryRow(context.Background(), "SELECT count(*) FROM accounts").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		// The fixture's rows: ids 1..3000 but the multiples of 7, and 10 committed after its FULL.
+		if n != 3000-3000/7+10 {
+			t.Fatalf("start %d: %d rows in accounts, want %d", i+1, n, 3000-3000/7+10)
+		}
+		_ = c.Close(context.Background())
+		stop()
+		if code := <-exit; code != ExitOK {
+			t.Fatalf("start %d: exit code %d\n%s", i+1, code, logs.String())
+		}
+		upgraded := strings.Contains(logs.String(), "upgraded ")
+		if want != "" && !strings.Contains(logs.String(), want) || want == "" && upgraded {
+			t.Fatalf("start %d: log %q, want the line %q", i+1, logs.String(), want)
+		}
 	}
 }
 

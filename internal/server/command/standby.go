@@ -75,6 +75,9 @@ func runStandby(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	if err := r.Prepare(ctx); err != nil {
 		return err
 	}
+	if err := f.upgradeData(logf); err != nil {
+		return err
+	}
 	d, err := engine.OpenStandby(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(),
 		MaxStandbyStreamingDelay: f.standby.maxStreamingDelay, Logf: func(format string, a ...any) { logf("engine: "+format, a...) }})
 	if err != nil {
