@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -37,6 +39,89 @@ func (l *leaseReads) count() int {
 	defer l.mu.Unlock()
 	return l.n
 }
+
+// requestLog is a client that records each request it makes as "VERB Kind" ("PATCH
+// VacuumRun/status" for a status patch), for specs that count what a reconcile costs.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) add(verb string, obj any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reqs = append(l.reqs, fmt.Sprintf("%s %T", verb, obj))
+}
+
+// take returns the requests recorded since the last take.
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.reqs
+	l.reqs = nil
+	return out
+}
+
+// loggedClient is an uncached client recording its requests in l.
+func loggedClient(l *requestLog) client.WithWatch {
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+			l.add("GET", obj)
+			return c.Get(ctx, k, obj, o...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, o ...client.ListOption) error {
+			l.add("LIST", list)
+			return c.List(ctx, list, o...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
+			l.add("CREATE", obj)
+			return c.Create(ctx, obj, o...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
+			l.add("UPDATE", obj)
+			return c.Update(ctx, obj, o...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
+			l.add("PATCH", obj)
+			return c.Patch(ctx, obj, p, o...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
+			l.add("DELETE", obj)
+			return c.Delete(ctx, obj, o...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+			l.add("PATCH/"+sub, obj)
+			return c.SubResource(sub).Patch(ctx, obj, p, o...)
+		},
+	})
+}
+
+var _ = Describe("A policy's run", func() {
+	It("is born with the run finalizer, so its first reconcile goes from the run's read to its pod without a metadata patch", func() {
+		ns, clock, pr, _ := policySpecStart()
+		newPolicy(ns, "once", nil) // no schedule: it makes its one run at once
+		reconcilePolicy(pr, ns, "once")
+		name := getPolicy(ns, "once").OnceRunName()
+		Expect(getRun(ns, name).Finalizers).To(ContainElement(vacuumv1alpha1.FinalizerRun),
+			"the finalizer is on before any reconcile of the run makes a Lease, a Secret or a pod")
+
+		log := &requestLog{}
+		r, _ := newRunReconciler(clock)
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		reconcileRun(r, ns, name)
+		Expect(log.take()).To(ConsistOf(
+			"GET *v1alpha1.VacuumRun",
+			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret",
+			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
+			"CREATE *v1.Pod",
+			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
+		), "no finalizer patch, no Lease read, one write of each object")
+		Expect(getRun(ns, name).Status.PodName).To(Equal(name + "-1"))
+	})
+})
 
 var _ = Describe("A new run", func() {
 	It("makes its pod in its first reconcile: finalizer, volume Lease, token Secret and pod at once", func() {
