@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -114,7 +115,7 @@ var _ = Describe("A policy's run", func() {
 		reconcileRun(r, ns, name)
 		Expect(log.take()).To(ConsistOf(
 			"GET *v1alpha1.VacuumRun",
-			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret",
+			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
 			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
 			"CREATE *v1.Pod",
 			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
@@ -138,6 +139,28 @@ var _ = Describe("A new run", func() {
 		var lease coordinationv1.Lease
 		Expect(k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &lease)).To(Succeed())
 		Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(Equal(string(run.UID)))
+	})
+
+	It("makes and records its token Secret while its volume is busy, and its pod mounts that Secret once the volume is free", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "holder", "shared", nil)
+		reconcileRun(r, ns, "holder")
+		newRun(ns, "waiter", "shared", nil)
+		reconcileRun(r, ns, "waiter")
+		waiter := getRun(ns, "waiter")
+		Expect(conditionReason(waiter.Status.Conditions, vacuumv1alpha1.ConditionProgressing)).To(Equal(vacuumv1alpha1.ReasonVolumeBusy))
+		Expect(waiter.Status.TokenSecret).NotTo(BeNil(), "made beside the Lease's creation, and recorded")
+		Expect(podsOf(ns, "waiter")).To(BeEmpty(), "no pod without the volume")
+		recorded := *waiter.Status.TokenSecret
+
+		setPodTerminated(getPod(ns, "holder-1"), 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		Eventually(func() []corev1.Pod {
+			reconcileRun(r, ns, "holder")
+			reconcileRun(r, ns, "waiter")
+			return podsOf(ns, "waiter")
+		}).WithTimeout(20 * time.Second).Should(HaveLen(1))
+		Expect(*getRun(ns, "waiter").Status.TokenSecret).To(Equal(recorded), "no second Secret")
+		Expect(podsOf(ns, "waiter")[0].Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", recorded.Name)))
 	})
 })
 
