@@ -141,6 +141,21 @@ var _ = Describe("A new run", func() {
 		Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(Equal(string(run.UID)))
 	})
 
+	It("writes nothing on its next reconcile while its pod has not changed", func() {
+		ns, clock, r, _ := runSpecStart()
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		newRun(ns, "quiet", "data", nil)
+		reconcileRun(r, ns, "quiet")
+		Expect(getRun(ns, "quiet").Status.Message).To(Equal("waiting for runner pod quiet-1 to start: not scheduled yet"))
+		log.take()
+		clock.Step(time.Second)
+		reconcileRun(r, ns, "quiet")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"),
+			"the pending message written with the pod is the one its first event would write")
+	})
+
 	It("makes and records its token Secret while its volume is busy, and its pod mounts that Secret once the volume is free", func() {
 		ns, _, r, _ := runSpecStart()
 		newRun(ns, "holder", "shared", nil)

@@ -310,7 +310,10 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 	run.Status.Attempts++
 	run.Status.PodName = pod.Name
 	run.Status.AppliedThrottle = run.Spec.Throttle.DeepCopy() // the pod's args carry it
-	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending, fmt.Sprintf("waiting for runner pod %s to start", pod.Name))
+	// The message runAttempt writes on the pod's next event, so that event, when the pod has
+	// not changed, rewrites nothing.
+	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending,
+		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)))
 	return ctrl.Result{RequeueAfter: r.ProgressInterval}, nil
 }
 
