@@ -124,6 +124,24 @@ var _ = Describe("A policy's run", func() {
 	})
 })
 
+var _ = Describe("A policy that made a run", func() {
+	It("writes nothing when the run's creation wakes it", func() {
+		ns, clock, pr, _ := policySpecStart()
+		newPolicy(ns, "once", nil)
+		reconcilePolicy(pr, ns, "once")
+		p := getPolicy(ns, "once")
+		Expect(p.Status.LastRun).NotTo(BeNil())
+		Expect(p.Status.LastRun.Name).To(Equal(p.OnceRunName()), "the new run is summed up as it is made")
+
+		log := &requestLog{}
+		pr.Client = loggedClient(log)
+		clock.Step(time.Second)
+		reconcilePolicy(pr, ns, "once")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
+			"no status patch: the creating reconcile wrote what this one would")
+	})
+})
+
 var _ = Describe("A new run", func() {
 	It("makes its pod in its first reconcile: finalizer, volume Lease, token Secret and pod at once", func() {
 		ns, _, r, _ := runSpecStart()

@@ -309,6 +309,9 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 	if err != nil {
 		return nil // made by an earlier reconcile: adopted
 	}
+	// The newest run is the last one: summed up now as the reconcile its creation wakes would
+	// sum it up (name, no phase yet), that reconcile has nothing to write.
+	p.Status.LastRun = &vacuumv1alpha1.RunSummary{Name: name}
 	r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunCreated, "CreateRun", "created run %s", name)
 	return nil
 }
