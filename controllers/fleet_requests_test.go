@@ -2,16 +2,19 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -38,6 +41,107 @@ func (l *leaseReads) count() int {
 	return l.n
 }
 
+// requestLog is a client that records each request it makes as "VERB Kind" ("PATCH
+// VacuumRun/status" for a status patch), for specs that count what a reconcile costs.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) add(verb string, obj any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reqs = append(l.reqs, fmt.Sprintf("%s %T", verb, obj))
+}
+
+// take returns the requests recorded since the last take.
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.reqs
+	l.reqs = nil
+	return out
+}
+
+// loggedClient is an uncached client recording its requests in l.
+func loggedClient(l *requestLog) client.WithWatch {
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+			l.add("GET", obj)
+			return c.Get(ctx, k, obj, o...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, o ...client.ListOption) error {
+			l.add("LIST", list)
+			return c.List(ctx, list, o...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
+			l.add("CREATE", obj)
+			return c.Create(ctx, obj, o...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
+			l.add("UPDATE", obj)
+			return c.Update(ctx, obj, o...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
+			l.add("PATCH", obj)
+			return c.Patch(ctx, obj, p, o...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
+			l.add("DELETE", obj)
+			return c.Delete(ctx, obj, o...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+			l.add("PATCH/"+sub, obj)
+			return c.SubResource(sub).Patch(ctx, obj, p, o...)
+		},
+	})
+}
+
+var _ = Describe("A policy's run", func() {
+	It("is born with the run finalizer, so its first reconcile goes from the run's read to its pod without a metadata patch", func() {
+		ns, clock, pr, _ := policySpecStart()
+		newPolicy(ns, "once", nil) // no schedule: it makes its one run at once
+		reconcilePolicy(pr, ns, "once")
+		name := getPolicy(ns, "once").OnceRunName()
+		Expect(getRun(ns, name).Finalizers).To(ContainElement(vacuumv1alpha1.FinalizerRun),
+			"the finalizer is on before any reconcile of the run makes a Lease, a Secret or a pod")
+
+		log := &requestLog{}
+		r, _ := newRunReconciler(clock)
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		reconcileRun(r, ns, name)
+		Expect(log.take()).To(ConsistOf(
+			"GET *v1alpha1.VacuumRun",
+			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
+			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
+			"CREATE *v1.Pod",
+			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
+		), "no finalizer patch, no Lease read, one write of each object")
+		Expect(getRun(ns, name).Status.PodName).To(Equal(name + "-1"))
+	})
+})
+
+var _ = Describe("A policy that made a run", func() {
+	It("writes nothing when the run's creation wakes it", func() {
+		ns, clock, pr, _ := policySpecStart()
+		newPolicy(ns, "once", nil)
+		reconcilePolicy(pr, ns, "once")
+		p := getPolicy(ns, "once")
+		Expect(p.Status.LastRun).NotTo(BeNil())
+		Expect(p.Status.LastRun.Name).To(Equal(p.OnceRunName()), "the new run is summed up as it is made")
+
+		log := &requestLog{}
+		pr.Client = loggedClient(log)
+		clock.Step(time.Second)
+		reconcilePolicy(pr, ns, "once")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
+			"no status patch: the creating reconcile wrote what this one would")
+	})
+})
+
 var _ = Describe("A new run", func() {
 	It("makes its pod in its first reconcile: finalizer, volume Lease, token Secret and pod at once", func() {
 		ns, _, r, _ := runSpecStart()
@@ -53,6 +157,43 @@ var _ = Describe("A new run", func() {
 		var lease coordinationv1.Lease
 		Expect(k8sClient.Get(suiteCtx, key(ns, leaseName("data")), &lease)).To(Succeed())
 		Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(Equal(string(run.UID)))
+	})
+
+	It("writes nothing on its next reconcile while its pod has not changed", func() {
+		ns, clock, r, _ := runSpecStart()
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		newRun(ns, "quiet", "data", nil)
+		reconcileRun(r, ns, "quiet")
+		Expect(getRun(ns, "quiet").Status.Message).To(Equal("waiting for runner pod quiet-1 to start: not scheduled yet"))
+		log.take()
+		clock.Step(time.Second)
+		reconcileRun(r, ns, "quiet")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"),
+			"the pending message written with the pod is the one its first event would write")
+	})
+
+	It("makes and records its token Secret while its volume is busy, and its pod mounts that Secret once the volume is free", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "holder", "shared", nil)
+		reconcileRun(r, ns, "holder")
+		newRun(ns, "waiter", "shared", nil)
+		reconcileRun(r, ns, "waiter")
+		waiter := getRun(ns, "waiter")
+		Expect(conditionReason(waiter.Status.Conditions, vacuumv1alpha1.ConditionProgressing)).To(Equal(vacuumv1alpha1.ReasonVolumeBusy))
+		Expect(waiter.Status.TokenSecret).NotTo(BeNil(), "made beside the Lease's creation, and recorded")
+		Expect(podsOf(ns, "waiter")).To(BeEmpty(), "no pod without the volume")
+		recorded := *waiter.Status.TokenSecret
+
+		setPodTerminated(getPod(ns, "holder-1"), 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		Eventually(func() []corev1.Pod {
+			reconcileRun(r, ns, "holder")
+			reconcileRun(r, ns, "waiter")
+			return podsOf(ns, "waiter")
+		}).WithTimeout(20 * time.Second).Should(HaveLen(1))
+		Expect(*getRun(ns, "waiter").Status.TokenSecret).To(Equal(recorded), "no second Secret")
+		Expect(podsOf(ns, "waiter")[0].Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", recorded.Name)))
 	})
 })
 

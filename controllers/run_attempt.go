@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,26 +50,22 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil // the status patch wakes the reconcile that releases what it holds
 	}
-	lock, err := r.acquireVolumeLock(ctx, run)
+	prep, err := r.prepareAttempt(ctx, run)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if prep.retry {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	lock := prep.lock
 	if !lock.held {
 		run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonVolumeBusy,
 			fmt.Sprintf("volume %s is in use by run %s", run.Spec.Target.PersistentVolumeClaim, lock.holder))
 		return ctrl.Result{RequeueAfter: volumeBusyRetry}, nil
 	}
 	st := &run.Status
-	if st.Attempts == 0 {
-		if msg, err := r.claimMissing(ctx, run); err != nil || msg != "" {
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonClaimNotFound, msg, stopPollInterval)
-		}
-	}
-	if retry, err := r.ensureTokenSecret(ctx, run); retry || err != nil {
-		return ctrl.Result{RequeueAfter: conflictRetry}, err
+	if prep.claimMissing != "" {
+		return r.waitToStart(ctx, run, lock.since, vacuumv1alpha1.ReasonClaimNotFound, prep.claimMissing, stopPollInterval)
 	}
 	if q := run.Spec.Target.Quiesce; q != nil {
 		if st.Attempts == 0 && !r.quiesceRecorded(run) {
@@ -85,6 +83,56 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 		}
 	}
 	return r.runAttempt(ctx, run, specJSON, res, lock.since)
+}
+
+// prepared is what prepareAttempt found: the volume lock, why the claim cannot be used (""
+// when it can, or when it was not checked), and whether the reconcile must retry on a fresh
+// copy of the run (its token record conflicted).
+type prepared struct {
+	lock         volumeLock
+	claimMissing string
+	retry        bool
+}
+
+// prepareAttempt takes or renews the volume lock, checks the claim before the first attempt,
+// and makes the run's token Secret if it has none. The three requests do not depend on each
+// other and none of them starts anything on the volume (only the pod does, and it comes after
+// all three, the token's record included), so a fresh run sends them to the API server at once
+// rather than one after the other: its first reconcile waits for one round trip where it
+// waited for three. A Secret made while the volume is busy or the claim missing is recorded
+// all the same, and serves the attempt that starts later. A run that has been reconciled
+// before (most likely waiting for a busy volume) checks its claim only once it holds the
+// volume, so each retry of the wait costs no claim read.
+func (r *RunReconciler) prepareAttempt(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (prepared, error) {
+	var (
+		out                 prepared
+		wg                  sync.WaitGroup
+		secret              *corev1.Secret
+		claimErr, secretErr error
+	)
+	checkClaim := run.Status.Attempts == 0
+	early := checkClaim && run.Status.Phase == ""
+	// The goroutines only read the run; nothing writes it until they are done.
+	if run.Status.TokenSecret == nil {
+		wg.Go(func() { secret, secretErr = r.createTokenSecret(ctx, run) })
+	}
+	if early {
+		wg.Go(func() { out.claimMissing, claimErr = r.claimMissing(ctx, run) })
+	}
+	lock, lockErr := r.acquireVolumeLock(ctx, run)
+	wg.Wait()
+	out.lock = lock
+	var recordErr error
+	if secret != nil {
+		out.retry, recordErr = r.recordTokenSecret(ctx, run, secret)
+	}
+	if err := errors.Join(lockErr, claimErr, secretErr, recordErr); err != nil || out.retry {
+		return out, err
+	}
+	if checkClaim && !early && lock.held {
+		out.claimMissing, claimErr = r.claimMissing(ctx, run)
+	}
+	return out, claimErr
 }
 
 // runAttempt starts the next attempt's pod, or follows the current one. since is when the
@@ -262,7 +310,10 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 	run.Status.Attempts++
 	run.Status.PodName = pod.Name
 	run.Status.AppliedThrottle = run.Spec.Throttle.DeepCopy() // the pod's args carry it
-	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending, fmt.Sprintf("waiting for runner pod %s to start", pod.Name))
+	// The message runAttempt writes on the pod's next event, so that event, when the pod has
+	// not changed, rewrites nothing.
+	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending,
+		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)))
 	return ctrl.Result{RequeueAfter: r.ProgressInterval}, nil
 }
 
