@@ -176,7 +176,7 @@ func (p Page) SetUnused(off OffsetNumber) {
 	if !p.headerSane() || off == 0 || int(off) > p.NumItems() {
 		return
 	}
-	p.setItem(off, ItemID{State: LPUnused})
+	p.setItem(off, ItemID{})
 	p.SetFlags(p.Flags() | FlagHasFreeLines)
 }
 
