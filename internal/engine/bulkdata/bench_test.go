@@ -52,7 +52,9 @@ func benchSource(b *testing.B, state bulkdata.State, rows int64) string {
 // the DELETE's scan, no deleter's; "unhinted": no hint bits at all) and
 // both I/O modes (buffered, O_DIRECT). Each iteration vacuums a fresh
 // copy; as root the OS page cache is dropped first (cold), else the copy
-// is read warm and "cold=0" says so. Run with
+// is read warm and "cold=0" says so. "ring-WAL-flushes/op" counts the ring
+// evictions that found their page's WAL not yet durable and had to flush
+// it first. Run with
 //
 //	VACUUM_BENCH_ROWS=500000 go test -run '^$' -bench LazyVacuumCPUPerPage -benchtime 3x ./internal/engine/bulkdata/
 func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
@@ -63,7 +65,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 			for _, mode := range []string{"buffered", "direct"} {
 				b.Run(mode, func(b *testing.B) {
 					var cpu, wall float64
-					var pages, fpis int64
+					var pages, fpis, ringFlushes int64
 					cold := 1.0
 					b.StopTimer()
 					for i := range b.N {
@@ -82,6 +84,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 						cpu += r.CPUSeconds
 						pages += r.Report.PagesTotal
 						fpis += r.Report.Usage.WALFPIs
+						ringFlushes += r.Report.Usage.RingWALFlushes
 						if err := os.RemoveAll(dir); err != nil {
 							b.Fatal(err)
 						}
@@ -91,6 +94,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 					b.ReportMetric(wall*1e6/float64(pages), "wall-µs/page")
 					b.ReportMetric(float64(fpis)/float64(pages), "FPIs/page")
 					b.ReportMetric(float64(pages)/float64(b.N), "pages")
+					b.ReportMetric(float64(ringFlushes)/float64(b.N), "ring-WAL-flushes/op")
 					b.ReportMetric(cold, "cold")
 				})
 			}

@@ -1,6 +1,7 @@
 package page
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -149,6 +150,8 @@ func (p Page) DeleteItems(offs []OffsetNumber) {
 			del[o] = true
 		}
 	}
+	// Shift the kept line pointers down, one 4-byte word each (a B-tree
+	// leaf holds hundreds; a slice copy per pointer costs a memmove call).
 	kept := 0
 	for i := 1; i <= n; i++ {
 		if del[i] {
@@ -156,7 +159,8 @@ func (p Page) DeleteItems(offs []OffsetNumber) {
 		}
 		kept++
 		if kept != i {
-			copy(p[lpOffset(OffsetNumber(kept)):], p[lpOffset(OffsetNumber(i)):lpOffset(OffsetNumber(i))+ItemIDSize])
+			binary.LittleEndian.PutUint32(p[lpOffset(OffsetNumber(kept)):],
+				binary.LittleEndian.Uint32(p[lpOffset(OffsetNumber(i)):]))
 		}
 	}
 	lo := HeaderSize + kept*ItemIDSize
@@ -198,64 +202,128 @@ func (p Page) SetRedirect(off, target OffsetNumber) {
 // OffsetNumbers, and drops trailing unused line pointers. Freed bytes are
 // zeroed. A damaged page (items out of bounds, unaligned or sharing a
 // start) is left unchanged.
-func (p Page) Compact() {
+//
+// A page whose items lie in descending order of address as their offsets
+// ascend, each clear of the next (what AddItem in offset order, a bulk
+// load and a bottom-up B-tree build leave, and what Compact itself
+// leaves), is repacked in one pass over the line pointers, an item already
+// in place not copied (PostgreSQL's compactify_tuples has the same
+// presorted case); any other page goes through a bucket sort of the item
+// starts. Both give the same bytes.
+func (p Page) Compact() { p.compact(false) }
+
+// compact is Compact; sorting forces the bucket sort even on a presorted
+// page (tests compare the two).
+func (p Page) compact(sorting bool) {
 	if !p.headerSane() {
 		return
 	}
 	n := p.NumItems()
-	sp := p.special()
-	// Bucket the normal items by start unit: on a valid page starts are
-	// distinct and aligned (Validate checks it), so one pass over the units
-	// visits items in order of offset. A page that breaks this is damaged and
-	// is left unchanged, like one whose items leave their bounds.
+	sp, lo := p.special(), p.lower()
+	// One pass over the line pointers: bounds and alignment of every
+	// normal item, whether they are presorted, the last used slot and the
+	// first unused one.
+	presorted := true
+	prev, total := sp, 0
+	last, firstFree := 0, 0
+	for i := 1; i <= n; i++ {
+		id := decodeItemID(binary.LittleEndian.Uint32(p[lpOffset(OffsetNumber(i)):]))
+		if id.State == LPUnused {
+			if firstFree == 0 {
+				firstFree = i
+			}
+			continue
+		}
+		last = i
+		if id.State != LPNormal {
+			continue
+		}
+		start, end := int(id.Off), int(id.Off)+int(id.Len)
+		if id.Len == 0 || start < lo || end > sp || start%MaxAlign != 0 {
+			return
+		}
+		a := maxAlign(int(id.Len))
+		total += a
+		if start+a > prev {
+			presorted = false
+		}
+		prev = start
+	}
+	if total > sp-lo {
+		return
+	}
+	var up int
+	if presorted && !sorting {
+		up = p.compactPresorted(n, sp)
+	} else if up = p.compactSorting(n, sp); up < 0 {
+		return
+	}
+	lower := HeaderSize + last*ItemIDSize
+	clear(p[lower:up])
+	p.put16(offLower, uint16(lower))
+	p.put16(offUpper, uint16(up))
+	if firstFree != 0 && firstFree < last {
+		p.SetFlags(p.Flags() | FlagHasFreeLines)
+	} else {
+		p.SetFlags(p.Flags() &^ FlagHasFreeLines)
+	}
+}
+
+// moveItem moves normal item off, l bytes at start, to just below up and
+// returns the new upper bound; the alignment padding after it is zeroed.
+func (p Page) moveItem(off OffsetNumber, start, l, up int) int {
+	up -= maxAlign(l)
+	if up != start {
+		copy(p[up:], p[start:start+l])
+		p.setItem(off, ItemID{State: LPNormal, Off: uint16(up), Len: uint16(l)})
+	}
+	clear(p[up+l : up+maxAlign(l)])
+	return up
+}
+
+// compactPresorted is Compact of a page whose normal items' starts descend
+// as their offsets ascend, each item ending at or below the previous
+// one's start: moving them in offset order, each destination lies at or
+// above its source and below every item already moved, so no source is
+// overwritten before it is copied. It returns the new upper bound.
+func (p Page) compactPresorted(n, sp int) int {
+	up := sp
+	for i := 1; i <= n; i++ {
+		id := decodeItemID(binary.LittleEndian.Uint32(p[lpOffset(OffsetNumber(i)):]))
+		if id.State == LPNormal {
+			up = p.moveItem(OffsetNumber(i), int(id.Off), int(id.Len), up)
+		}
+	}
+	return up
+}
+
+// compactSorting is Compact of any other page: its normal items are
+// bucketed by start unit (on a valid page starts are distinct and aligned,
+// Validate checks it), so one pass over the units visits them in order of
+// address, and they are moved highest first. It returns the new upper
+// bound, or -1 (nothing changed) when two items share a start.
+func (p Page) compactSorting(n, sp int) int {
 	var byStart [Size / MaxAlign]uint16
-	total := 0
 	for i := 1; i <= n; i++ {
 		id := p.Item(OffsetNumber(i))
 		if id.State != LPNormal {
 			continue
 		}
-		start, end := int(id.Off), int(id.Off)+int(id.Len)
-		if id.Len == 0 || start < p.lower() || end > sp {
-			return
-		}
-		total += maxAlign(int(id.Len))
-		u := start / MaxAlign
-		if start%MaxAlign != 0 || byStart[u] != 0 {
-			return
+		u := int(id.Off) / MaxAlign
+		if byStart[u] != 0 {
+			return -1
 		}
 		byStart[u] = uint16(i)
 	}
-	if total > sp-p.lower() {
-		return
-	}
 	up := sp
-	move := func(off OffsetNumber, start, end int) {
-		l := end - start
-		up -= maxAlign(l)
-		copy(p[up:], p[start:end])
-		clear(p[up+l : up+maxAlign(l)])
-		p.setItem(off, ItemID{State: LPNormal, Off: uint16(up), Len: uint16(l)})
-	}
-	// Move items in descending order of offset: each destination lies at or
+	// Move items in descending order of start: each destination lies at or
 	// above its source and below every item already moved, so no source is
 	// overwritten before it is copied.
 	for u := sp/MaxAlign - 1; u >= 0; u-- {
 		if i := byStart[u]; i != 0 {
 			id := p.Item(OffsetNumber(i))
-			move(OffsetNumber(i), int(id.Off), int(id.Off)+int(id.Len))
+			up = p.moveItem(OffsetNumber(i), int(id.Off), int(id.Len), up)
 		}
 	}
-	for n > 0 && p.Item(OffsetNumber(n)).State == LPUnused {
-		n--
-	}
-	lo := HeaderSize + n*ItemIDSize
-	clear(p[lo:up])
-	p.put16(offLower, uint16(lo))
-	p.put16(offUpper, uint16(up))
-	if p.firstUnused(1) != 0 {
-		p.SetFlags(p.Flags() | FlagHasFreeLines)
-	} else {
-		p.SetFlags(p.Flags() &^ FlagHasFreeLines)
-	}
+	return up
 }

@@ -37,6 +37,11 @@
 //     against the horizon), the page's free space recorded, and its VM bit
 //     set when it qualifies. Tuples are counted as removed here.
 //
+// Throughout the three steps a goroutine flushes the WAL behind the vacuum
+// once walFlushAfter of it is unflushed (walFlusher), so that a ring
+// reusing a slot whose page the vacuum dirtied usually finds that page's
+// WAL durable already instead of waiting for an fdatasync.
+//
 // Why dead line pointers must stay until the indexes are cleaned: an
 // index entry holds a TID (block, offset). If the slot at that offset were
 // freed while the entry still existed, a later insert could reuse the

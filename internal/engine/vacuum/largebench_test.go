@@ -38,6 +38,22 @@ func benchCacheDir() string {
 	return filepath.Join(os.TempDir(), "vacuum-bench-cache")
 }
 
+// largeState is the hint-bit state of the large benchmark table:
+// VACUUM_BENCH_STATE, "hinted" (default: bulkdata.Build, the DELETE's scan
+// set every inserter's hint) or "unhinted" (bulkdata.BuildUnhinted: row
+// inserts with the indexes in place, deletes by TID, no hint bits at all).
+func largeState(b *testing.B) bulkdata.State {
+	switch s := bulkdata.State(os.Getenv("VACUUM_BENCH_STATE")); s {
+	case "":
+		return bulkdata.Hinted
+	case bulkdata.Hinted, bulkdata.Unhinted:
+		return s
+	default:
+		b.Fatalf("VACUUM_BENCH_STATE=%q: want %q or %q", s, bulkdata.Hinted, bulkdata.Unhinted)
+		return ""
+	}
+}
+
 // BenchmarkLazyVacuumVsSeqScanLarge: unthrottled lazy vacuum of the
 // bulkdata table (20 % dead, 2 B-trees; ≥ 1 GiB of heap by default) beside
 // the engine's own sequential scan of the same table, in the same run,
@@ -48,13 +64,15 @@ func benchCacheDir() string {
 // the first reader in PostgreSQL does); the same copy is then scanned again,
 // cold, hints set ("hinted-scan": a pure read). Besides pages/s and the
 // ratios (target ≥ 0.5) it reports CPU µs per heap page, WAL and the
-// checkpoints the engine took during the vacuum.
+// checkpoints the engine took during the vacuum. VACUUM_BENCH_STATE=unhinted
+// measures the table with no hint bits instead (largeState).
 //
 //	VACUUM_BENCH_LARGE_ROWS=200000 go test ./internal/engine/vacuum/ -run '^$' -bench VsSeqScanLarge -benchtime=1x
 func BenchmarkLazyVacuumVsSeqScanLarge(b *testing.B) {
 	rows := largeRows(b)
 	b.StopTimer()
-	src, err := bulkdata.Cached(context.Background(), benchCacheDir(), rows, engine.Options{BufferPoolBytes: 128 << 20, CheckpointWALBytes: 1 << 30})
+	src, err := bulkdata.CachedState(context.Background(), benchCacheDir(), rows, largeState(b),
+		engine.Options{BufferPoolBytes: 128 << 20, CheckpointWALBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}

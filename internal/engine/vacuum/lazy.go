@@ -129,6 +129,8 @@ func (lv *lazy) scanAndClean() error {
 		return err
 	}
 	lv.next, lv.saved, lv.started = start, start, true
+	flusher := startWALFlusher(lv.t.Log, lv.w.u)
+	defer flusher.stopAndWait()
 	lv.ts.setPhase(PhaseScanningHeap)
 	if err := lv.behind(start); err != nil {
 		return err

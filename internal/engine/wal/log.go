@@ -264,7 +264,15 @@ func (l *Log) writeBuffer(sync bool, u *usage.Counters) error {
 	l.busy = true
 	data, start := l.buf, l.bufStart
 	target := start + LSN(len(data))
-	l.buf, l.spare = l.spare[:0], nil
+	spare := l.spare
+	if spare == nil {
+		// No buffer came back from the last write (the first one, or one
+		// above maxSpareBytes): start one as large as the buffer being
+		// written, rather than growing it from nothing by doubling, which
+		// copies and zeroes the bytes inserted meanwhile several times.
+		spare = make([]byte, 0, min(cap(data), maxSpareBytes))
+	}
+	l.buf, l.spare = spare[:0], nil
 	l.bufStart = target
 	l.mu.Unlock()
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -542,5 +543,35 @@ func TestFailedDirectoryFsyncIsSticky(t *testing.T) {
 				t.Fatalf("close = %v, want the sticky EIO", err)
 			}
 		})
+	}
+}
+
+// TestInsertsAfterAWriteOutFillABufferInsteadOfGrowingOne: once the buffer
+// has been handed to the writer, the inserts that follow go into a buffer
+// of the same capacity, not one grown from nothing by doubling (which
+// copied and zeroed the inserted bytes several times over: a vacuum
+// inserting a full-page image per page paid it after every write-out that
+// found no spare buffer).
+func TestInsertsAfterAWriteOutFillABufferInsteadOfGrowingOne(t *testing.T) {
+	l := openTestLog(t, vfs.OS(), t.TempDir(), 0)
+	defer closeLog(t, l)
+	img := &Record{Rmgr: RmgrHeap, Blocks: []BlockRef{{Rel: 1, Block: 3, Image: fullPage()}}}
+	for l.Stats().WriteBytes == 0 { // until the first write-out took the buffer
+		if _, err := l.Insert(img, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fewer bytes than a write-out, so the buffer is neither written nor swapped.
+	n := writeOutBytes / (2 * page.Size)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		if _, err := l.Insert(img, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if allocs := after.Mallocs - before.Mallocs; allocs != 0 {
+		t.Fatalf("%d full-page inserts after a write-out allocated %d times, want 0", n, allocs)
 	}
 }
