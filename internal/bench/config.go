@@ -191,8 +191,10 @@ func DefaultSizes() Sizes {
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
+		// Scale 15: the foreground target's VACUUM lasts about 4 s at the ceiling, six of the
+		// adaptive law's 600 ms judgements of a latency (scale 5's 1.3 s left it two).
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
-		AdaptScale: 5, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
+		AdaptScale: 15, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
 		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
 
 		LimRows: 200_000, LimRuns: 3,
