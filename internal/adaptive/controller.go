@@ -92,9 +92,14 @@ type Config struct {
 	// Horizon is how far ahead an integrating signal is predicted from its
 	// trend; default 1s.
 	Horizon time.Duration
-	// Start is the budget the law starts at, in (0, 1]; default 1 (the
-	// ceiling). A controller that replaces another (the targets changed)
-	// starts at the budget in force, raised to the floor if below it.
+	// Start is the budget the law starts at, in (0, 1]. By default it is 1
+	// (the ceiling) when every signal is a Level, and the floor when any is
+	// Integrating: a latency falls as soon as the vacuum slows, but a lag
+	// that a start too fast has built is a debt the standby must replay
+	// before it shrinks, so a lag target is approached from below, by the
+	// law's slow raises. A controller that replaces another (the targets
+	// changed) starts at the budget in force, raised to the floor if below
+	// it.
 	Start float64
 }
 
@@ -124,7 +129,14 @@ func (c Config) withDefaults() Config {
 	if c.Horizon == 0 {
 		c.Horizon = time.Second
 	}
-	def(&c.Start, 1)
+	if c.Start == 0 {
+		c.Start = 1
+		for _, s := range c.Signals {
+			if s.Kind == Integrating {
+				c.Start = c.Floor
+			}
+		}
+	}
 	return c
 }
 
@@ -205,8 +217,9 @@ type signalState struct {
 // is convex, as a queue near saturation is.
 const initialElasticity = 2
 
-// New returns a controller that starts at Config.Start (the ceiling by
-// default). It fails on a configuration Validate refuses.
+// New returns a controller that starts at Config.Start (by default the
+// ceiling, or the floor when a signal integrates). It fails on a
+// configuration Validate refuses.
 func New(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -56,16 +56,19 @@ func queue(base, rho float64) func(float64) float64 {
 
 // standbyPlant is a standby applying WAL at a fixed rate while the vacuum
 // writes walAtCeiling bytes per second at budget 1: the lag integrates the
-// difference.
+// difference. With inFlight above 0 the reading also counts the WAL of the
+// last inFlight seconds, sent but not yet replayed, as a real standby's lag
+// does even while it keeps up.
 type standbyPlant struct {
 	walAtCeiling, apply float64
 	dt                  float64
+	inFlight            float64
 	lag                 float64
 }
 
 func (p *standbyPlant) step(rate float64) float64 {
 	p.lag = max(0, p.lag+(rate*p.walAtCeiling-p.apply)*p.dt)
-	return p.lag
+	return p.lag + rate*p.walAtCeiling*p.inFlight
 }
 
 // trace is what a simulation recorded per period.
@@ -177,7 +180,9 @@ func TestStepOfTwiceTheTargetSettlesWithinFiftyPeriods(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mustController(t, Config{Signals: []Signal{tc.signal}})
+			// Start 1: the step starts at the ceiling, where a lag target's law
+			// would not start by default.
+			c := mustController(t, Config{Signals: []Signal{tc.signal}, Start: 1})
 			tr := simulate(t, c, tc.plant(), 200, nil)
 			at := settling(tr.budget, 0, len(tr.budget), tc.want, 0.10)
 			if at < 0 || at > 50 {
@@ -227,7 +232,7 @@ func TestAPlantThatChangesMidRunIsFollowed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mustController(t, Config{Signals: []Signal{tc.signal}})
+			c := mustController(t, Config{Signals: []Signal{tc.signal}, Start: 1})
 			tr := simulate(t, c, tc.first, 250, func(k int) plant {
 				if k != 100 {
 					return nil
@@ -252,6 +257,49 @@ func TestAPlantThatChangesMidRunIsFollowed(t *testing.T) {
 			}
 			t.Logf("re-settled %d periods after the change", at-100)
 		})
+	}
+}
+
+// TestALagTargetIsApproachedFromBelowAndHeldFromTheFirstPeriod is experiment
+// 10's replication-lag plant in small: a FULL whose WAL at the ceiling is ten
+// times what the standby applies, so that one period at the ceiling already
+// puts the lag over its target. A law that started at the ceiling goes over
+// the target at once and pays it back for seconds (the standby must replay
+// it); by default a lag target's law starts at the floor and raises slowly,
+// so the lag stays under the target through the first second, never goes
+// over it by more than the one raise (MaxRaise, 10 %) that crosses the
+// standby's apply rate can add before the law sees it and cuts, and the rate
+// still comes within 10 % of the rate that holds it within 50 periods.
+func TestALagTargetIsApproachedFromBelowAndHeldFromTheFirstPeriod(t *testing.T) {
+	const target = 250e3 // bytes
+	sig := Signal{Binding: ReplicationLag, Kind: Integrating, Target: target}
+	// 20 MB/s of WAL at the ceiling, 2 MB/s applied, 100 ms in flight: the
+	// lag holds at rate 0.1 (200 kB in flight) and grows above it.
+	standby := func() plant { return &standbyPlant{walAtCeiling: 20e6, apply: 2e6, dt: 0.1, inFlight: 0.1} }
+	const want = 0.1
+
+	atCeiling := simulate(t, mustController(t, Config{Signals: []Signal{sig}, Floor: 0.05, Start: 1}), standby(), 10, nil)
+	if atCeiling.value[0] <= target {
+		t.Fatalf("the plant is too gentle for this test: %.0f bytes after one period at the ceiling, want above %.0f", atCeiling.value[0], target)
+	}
+
+	c := mustController(t, Config{Signals: []Signal{sig}, Floor: 0.05})
+	if d := c.Budget(); d.Budget != 0.05 || d.Binding != Floor {
+		t.Fatalf("a lag target's law starts at %+v, want the floor 0.05", d)
+	}
+	tr := simulate(t, c, standby(), 200, nil)
+	for k, v := range tr.value {
+		most := (1 + c.cfg.MaxRaise) * target
+		if k < 10 {
+			most = target
+		}
+		if v > most || tr.paused[k] {
+			t.Fatalf("period %d: lag %.0f bytes (paused %v) at rate %.3f, want at most %.0f and no HardStop; rates %.3f",
+				k, v, tr.paused[k], tr.budget[k], most, tr.budget[:min(len(tr.budget), k+5)])
+		}
+	}
+	if at := settling(tr.budget, 0, len(tr.budget), want, 0.10); at < 0 || at > 50 {
+		t.Fatalf("settled at period %d, want within 50; rates %.3f", at, tr.budget[:80])
 	}
 }
 

@@ -24,7 +24,12 @@
 //     HardStopFactor times its target the vacuum pauses, at most
 //     HardStopMax at a time, then resumes at the floor;
 //   - stale signals (no fresh sample, a standby gone) hold the budget and
-//     never raise it.
+//     never raise it;
+//   - a lag target is approached from below: the law starts at the ceiling
+//     when it steers only levels (a latency falls as soon as the vacuum
+//     slows), at the floor when a signal integrates (a lag that a start at
+//     the ceiling has built must be replayed by the standby before it
+//     shrinks; one period at the ceiling may already be over the target).
 //
 // A level signal (latency) is steered by a secant step on the logarithms
 // of budget and signal, so the law learns how strongly the foreground

@@ -30,7 +30,9 @@ import (
 // For each target, the VACUUM's time with adaptive throttling (the vacuum_adaptive_* settings,
 // the static throttle at the grid's fastest delay as the ceiling) against the fastest fixed
 // cost delay that holds the target: experiment 1's delays, then bisection between the two
-// that bracket the target (never below the fastest, the ceiling), 3 interleaved runs of each;
+// that bracket the target (never below the fastest, the ceiling), 3 interleaved runs of each
+// (from the second round on, the grid passes over the delays slower than one that has held in
+// every round so far: heldFaster);
 // PostgreSQL 15 with its best fixed
 // setting is the third column. Every run also counts the 1-second windows that held the
 // target.
@@ -129,9 +131,9 @@ func medianOf(runs []exp10Run, system, setting string, d time.Duration) (figure,
 	return medianF(f), medianF(s), len(f)
 }
 
-// exp10Search runs the grid (AdaptRuns rounds, each measuring every delay and, for the adaptive
-// system, adaptive throttling) and then bisects each system's bracket steps times; measure runs the
-// settings of one system in order.
+// exp10Search runs the grid (AdaptRuns rounds, each measuring, for the adaptive system, adaptive
+// throttling and every delay not passed over by heldFaster) and then bisects each system's bracket
+// steps times; measure runs the settings of one system in order.
 func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []string, adaptiveOn string, steps int,
 	grid func(system string) []time.Duration,
 	measure func(ctx context.Context, system string, set []exp10Setting) ([]exp10Run, error)) error {
@@ -142,6 +144,9 @@ func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []str
 				set = append(set, exp10Setting{delay: r.exp10Ceiling(), adaptive: true, phase: "grid", round: round})
 			}
 			for _, d := range grid(sys) {
+				if heldFaster(part.runs, sys, d, part.goal) {
+					continue
+				}
 				set = append(set, exp10Setting{delay: d, phase: "grid", round: round})
 			}
 			runs, err := measure(ctx, sys, set)
@@ -196,6 +201,29 @@ func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []str
 		}
 	}
 	return nil
+}
+
+// heldFaster reports whether a fixed grid delay of system faster than d has held the target in
+// every grid run so far: then d, slower, cannot be the fastest fixed delay that holds it (that
+// one's median holds as long as it keeps holding), and the grid's later rounds pass it over.
+// The slow delays are most of a round's time (each takes its delay's multiple of the fastest's
+// time), so a round costs little more than the delays up to the one that holds. Should the
+// faster delay miss the target in a later round, the next round measures the slower ones again.
+func heldFaster(runs []exp10Run, system string, d time.Duration, target float64) bool {
+	held := map[time.Duration]bool{}
+	for _, x := range runs {
+		if x.system != system || x.adaptive || x.phase != "grid" || x.delay >= d {
+			continue
+		}
+		ok, seen := held[x.delay]
+		held[x.delay] = x.figure <= target && (ok || !seen)
+	}
+	for _, ok := range held {
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ----- the foreground p99 target: lazy VACUUM beside select-only at a fixed rate -----

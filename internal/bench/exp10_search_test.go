@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -202,5 +203,52 @@ func TestAVacuumWithNoTransactionEndingInsideItIsJudgedByTheOneThatWaitedThrough
 	}
 	if p99, n := p99Through(run, t0.Add(5*time.Second), t0.Add(6*time.Second)); p99 != 0 || n != 0 {
 		t.Errorf("no transaction after the VACUUM at all: %s, %d; want 0, 0", p99, n)
+	}
+}
+
+// TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound: from the second round on, the
+// grid does not measure again the delays slower than one that has held the target in every
+// round so far; when that one misses in a later round, the next round measures the slower
+// ones again. The adaptive runs and the fastest delays are measured in every round.
+func TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound(t *testing.T) {
+	grid := []time.Duration{1 * msec, 2 * msec, 5 * msec, 10 * msec, 20 * msec}
+	r := &runner{sz: Sizes{AdaptDelays: grid, AdaptRuns: 3}, logf: t.Logf}
+	// The figure of each fixed delay by round (target 5): 2 ms holds in round 1, misses in 2.
+	figure := map[int]map[time.Duration]float64{
+		1: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3, 10 * msec: 2, 20 * msec: 1},
+		2: {1 * msec: 9, 2 * msec: 6},
+		3: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3},
+	}
+	measured := map[int][]string{}
+	measure := func(_ context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
+		var out []exp10Run
+		for _, st := range set {
+			f, ok := figure[st.round][st.delay]
+			if !st.adaptive && !ok {
+				t.Fatalf("round %d measured %s, which it should pass over", st.round, st.delay)
+			}
+			measured[st.round] = append(measured[st.round], st.name()+" "+st.delay.String())
+			out = append(out, exp10Run{exp10Setting: st, system: sys, figure: f})
+		}
+		return out, nil
+	}
+	part := &exp10Part{name: exp10Latency, goal: 5}
+	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0,
+		func(string) []time.Duration { return grid }, measure); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]string{
+		1: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms", "fixed 10ms", "fixed 20ms"},
+		2: {"adaptive 1ms", "fixed 1ms", "fixed 2ms"},
+		3: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms"},
+	}
+	for round, w := range want {
+		if got := measured[round]; strings.Join(got, ", ") != strings.Join(w, ", ") {
+			t.Errorf("round %d measured %v, want %v", round, got, w)
+		}
+	}
+	// 2 ms held in two of its three rounds: its median holds, and it is the best fixed delay.
+	if d, _, _, ok := bestFixed(part.runs, sysOurs, part.goal); !ok || d != 2*msec {
+		t.Errorf("best fixed %s (found %v), want 2ms", d, ok)
 	}
 }

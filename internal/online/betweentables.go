@@ -98,7 +98,7 @@ func (b *betweenTables) step(a runnerwire.AdaptiveTargets, lag *runnerwire.Repli
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ctl == nil || b.targets != a {
-		start := 1.0
+		start := 0.0 // the law's own start: the ceiling, or the floor for a lag target
 		if b.ctl != nil {
 			start = b.ctl.Budget().Budget
 		}

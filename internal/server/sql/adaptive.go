@@ -261,11 +261,22 @@ func (a *adaptiveRun) launchLocked() {
 	if a.running || a.ctx == nil || a.ctx.Err() != nil || !a.targets.on() {
 		return
 	}
+	ctl, err := a.targets.controller(0)
+	if err != nil {
+		return // the settings were validated when set: not reached
+	}
+	// The law's start (the floor for a lag target) is in force before the VACUUM's next
+	// page, not a period later: one period at the ceiling can already put a standby's lag
+	// over its target.
+	targets := a.targets
+	a.rebuild, a.on, a.ever, a.dec = false, true, true, ctl.Budget()
+	_ = a.run.UpdateThrottle(scaled(a.ceiling, a.dec.Budget)) // validated with the ceiling
 	a.running = true
 	a.wg.Add(1)
+	ctx := a.ctx
 	go func() {
 		defer a.wg.Done()
-		a.steer(a.ctx)
+		a.steer(ctx, ctl, targets)
 	}()
 }
 
@@ -364,7 +375,8 @@ func (v adaptiveView) columns() []any {
 }
 
 // controller returns a fresh controller for t (nil when no target is set), starting at
-// budget start (1: the ceiling). The latency signal is a percentile over latency.Recent:
+// budget start (0: the law's own start, the ceiling or, for a lag target, the floor). The
+// latency signal is a percentile over latency.Recent:
 // the controller dwells that long after a change, so it judges the change on a window the
 // change has filled.
 func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error) {
@@ -432,13 +444,12 @@ func used(st throttle.Stats, prev usage, dt time.Duration) float64 {
 	return best
 }
 
-// steer runs the control loop until ctx ends (the VACUUM's end) or the targets are all
-// set to 0 (the ceiling is then restored), then resumes a run its HardStop paused.
-func (a *adaptiveRun) steer(ctx context.Context) {
+// steer runs the control loop, from controller ctl for targets (launchLocked put its
+// start in force), until ctx ends (the VACUUM's end) or the targets are all set to 0 (the
+// ceiling is then restored), then resumes a run its HardStop paused.
+func (a *adaptiveRun) steer(ctx context.Context, ctl *adaptive.Controller, targets adaptiveTargets) {
 	tick := time.NewTicker(adaptivePeriod)
 	defer tick.Stop()
-	var ctl *adaptive.Controller
-	var targets adaptiveTargets
 	last := time.Now()
 	prev := consumed(a.run.ThrottleStats())
 	// end stops steering: a HardStop pause ends (not a user's), the goroutine is no longer
@@ -474,27 +485,16 @@ func (a *adaptiveRun) steer(ctx context.Context) {
 					a.mu.Unlock()
 					return
 				}
-				start := 1.0
-				if ctl != nil {
-					start = a.dec.Budget // a changed target keeps the budget in force
-				}
-				c, err := targets.controller(start)
+				// A changed target keeps the budget in force.
+				c, err := targets.controller(a.dec.Budget)
 				if err != nil {
 					// The settings were validated when set: not reached. Hold the budget.
 					a.mu.Unlock()
 					continue
 				}
 				ctl = c
-				a.on, a.ever = true, true
-				if start == 1 {
-					a.dec = adaptive.Decision{Budget: 1, Binding: adaptive.Ceiling}
-					_ = a.run.UpdateThrottle(a.ceiling)
-				}
 			}
 			a.mu.Unlock()
-			if ctl == nil {
-				continue
-			}
 			d := ctl.Step(a.sample(targets), u)
 			a.apply(d, dt)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/adaptive"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
@@ -213,5 +214,34 @@ func TestAChangedAdaptiveTargetKeepsTheBudgetInForce(t *testing.T) {
 	if v := a.view(); v.budget >= 0.5 || shortest <= 2*ceiling.CostDelay {
 		t.Fatalf("after a changed target: budget %.3f, shortest cost delay seen %v; want the cut budget kept (below 0.5, delay above %v)",
 			v.budget, shortest, 2*ceiling.CostDelay)
+	}
+}
+
+// TestALagTargetPutsTheFloorInForceBeforeTheVacuumRuns: a VACUUM started with a lag target
+// runs its first page at the law's start, the floor (one period at the ceiling can already
+// put a standby's lag over its target), not at the ceiling until the first control period;
+// a latency target alone starts at the ceiling.
+func TestALagTargetPutsTheFloorInForceBeforeTheVacuumRuns(t *testing.T) {
+	var lag atomic.Int64
+	a, ceiling := newIdleAdaptiveRun(t, &lag)
+	a.targets.lagBytes, a.targets.floor = 2<<20, 250
+	ctx, cancel := context.WithCancel(context.Background())
+	a.start(ctx)
+	got, view := a.run.Settings(), a.view() // at once: before any control period
+	cancel()
+	a.stop()
+	if want := scaled(ceiling, 0.25); got != want || !view.on || view.budget != 0.25 || view.binding != adaptive.Floor {
+		t.Fatalf("at the start: throttle %+v, view %+v; want the floor's %+v, budget 0.25 bound by Floor", got, view, want)
+	}
+
+	b, ceiling := newIdleAdaptiveRun(t, &lag)
+	b.targets.latency = 10 * time.Millisecond
+	ctx, cancel = context.WithCancel(context.Background())
+	b.start(ctx)
+	got, view = b.run.Settings(), b.view()
+	cancel()
+	b.stop()
+	if got != ceiling || view.budget != 1 || view.binding != adaptive.Ceiling {
+		t.Fatalf("a latency target at the start: throttle %+v, view %+v; want the ceiling", got, view)
 	}
 }
