@@ -1,0 +1,49 @@
+package vacuum_test
+
+import (
+	"context"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+)
+
+// TestVacuumReportSplitsItsBufferUsageByPhase: the report says which pass paid the pages
+// read and dirtied (experiment 8 compares them with PostgreSQL's), and the phases add up to
+// the table's whole usage.
+func TestVacuumReportSplitsItsBufferUsageByPhase(t *testing.T) {
+	db, _ := newDB(t, testOpts())
+	tb := createTable(t, db, "t", 1, 2000, 100)
+	deletePercent(t, db, tb, 30, rand.New(rand.NewSource(8)))
+	rep, err := db.Vacuum(context.Background(), "t", unthrottled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum usage.Reading
+	byPhase := map[string]usage.Reading{}
+	for _, pu := range rep.PhaseUsage {
+		byPhase[pu.Phase] = pu.Usage
+		sum = sum.Add(pu.Usage)
+	}
+	for _, p := range []string{"scanning heap", "vacuuming indexes", "vacuuming heap"} {
+		u, ok := byPhase[p]
+		if !ok || u.Hits+u.Misses == 0 {
+			t.Errorf("phase %q: no page accesses in the report's split %+v", p, rep.PhaseUsage)
+		}
+	}
+	if u := byPhase["vacuuming heap"]; u.Dirtied == 0 {
+		t.Errorf("the second heap pass dirtied no page, but it freed %d dead items", rep.DeadItemsFreed)
+	}
+	if sum.Hits != rep.Usage.Hits || sum.Misses != rep.Usage.Misses || sum.Dirtied != rep.Usage.Dirtied || sum.Written != rep.Usage.Written {
+		t.Errorf("phases add up to %d hits, %d misses, %d dirtied, %d written; the table's usage is %d, %d, %d, %d",
+			sum.Hits, sum.Misses, sum.Dirtied, sum.Written, rep.Usage.Hits, rep.Usage.Misses, rep.Usage.Dirtied, rep.Usage.Written)
+	}
+	var b strings.Builder
+	if err := rep.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "buffer usage by phase: scanning heap: ") {
+		t.Errorf("VERBOSE report has no per-phase line:\n%s", b.String())
+	}
+}
