@@ -133,13 +133,17 @@ func runInit(args []string, stdout io.Writer) error {
 // serveFlags are serve's flags.
 type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
-	bufferPool                                                                                 cliflag.Quantity
+	bufferPool, checkpointWAL                                                                  cliflag.Quantity
 	maxConnections                                                                             int
 	init                                                                                       bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
 	synchronousStandby                                                                         string
 }
+
+// checkpointWALDefault is --checkpoint-wal-size's default, the engine's own
+// (engine.DefaultCheckpointWALBytes).
+const checkpointWALDefault = "64Mi"
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	f := serveFlags{}
@@ -148,6 +152,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.BoolVar(&f.init, "init", false, "initialize the data directory first if it is empty or missing")
 	f.bufferPool.Value = resource.MustParse("128Mi")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
+	f.checkpointWAL.Value = resource.MustParse(checkpointWALDefault)
+	fs.Var(&f.checkpointWAL, "checkpoint-wal-size",
+		"WAL written since the last checkpoint began that starts the next one (PostgreSQL's default max_wal_size of 1GB starts one at about 539Mi)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
 	fs.StringVar(&f.pprofListen, "pprof", "",
@@ -183,7 +190,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), Logf: func(format string, a ...any) {
+	ckpt := f.checkpointWAL.Value.Value()
+	if ckpt <= 0 {
+		return usagef("--checkpoint-wal-size must be positive, got %s", f.checkpointWAL.Value.String())
+	}
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
 	}})
 	if err != nil {
