@@ -13,6 +13,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vm"
 )
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
@@ -47,6 +48,11 @@ type lazy struct {
 	// table uses in turn (as the worker's own ring serves both passes).
 	scanAhead *readAhead
 	heapAhead *aheadRing
+
+	// vmr answers the first pass's all-visible checks with the VM page
+	// pinned, one buffer access per VM page rather than per heap block;
+	// released when the scan ends.
+	vmr *vm.Reader
 }
 
 // positionEveryBlocks is how often a table without indexes, whose blocks
@@ -137,6 +143,7 @@ func (lv *lazy) scanAndClean() error {
 		return err
 	}
 	defer func() { lv.scanAhead.stop() }()
+	defer lv.releaseVM()
 	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
@@ -155,6 +162,7 @@ func (lv *lazy) scanAndClean() error {
 			}
 		}
 	}
+	lv.releaseVM()
 	if err := lv.estimateSkipped(); err != nil {
 		return err
 	}
@@ -183,6 +191,14 @@ func (lv *lazy) scanAndClean() error {
 	n, err := lv.t.Heap.NBlocks()
 	lv.rep.PagesRemaining = int64(n)
 	return err
+}
+
+// releaseVM drops the first pass's pinned VM page, if any.
+func (lv *lazy) releaseVM() {
+	if lv.vmr != nil {
+		lv.vmr.Release()
+		lv.vmr = nil
+	}
 }
 
 // resumePoint is the block the scan starts at: 0, or with Options.Resume
@@ -296,7 +312,10 @@ func (lv *lazy) belowThreshold() (bool, error) {
 // once (free space recorded, VM bit set when every tuple is visible to all).
 func (lv *lazy) scanBlock(blk uint32) error {
 	t, s := lv.t, lv.w.s
-	set, err := t.Heap.VM().IsSet(storage.BlockNumber(blk), s.Plain())
+	if lv.vmr == nil {
+		lv.vmr = t.Heap.VM().Reader(s.Plain())
+	}
+	set, err := lv.vmr.IsSet(storage.BlockNumber(blk))
 	if err != nil {
 		return err
 	}

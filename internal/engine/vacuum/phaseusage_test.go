@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 )
 
 // TestVacuumReportSplitsItsBufferUsageByPhase: the report says which pass paid the pages
@@ -45,5 +46,36 @@ func TestVacuumReportSplitsItsBufferUsageByPhase(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "buffer usage by phase: scanning heap: ") {
 		t.Errorf("VERBOSE report has no per-phase line:\n%s", b.String())
+	}
+}
+
+// TestVacuumFirstPassReadsTheVisibilityMapOncePerVMPage: the first pass checks every heap
+// block's all-visible bit, and a cost-throttled vacuum pays each buffer access, so the check
+// keeps its VM page pinned (as PostgreSQL's does) instead of charging a hit per heap block.
+func TestVacuumFirstPassReadsTheVisibilityMapOncePerVMPage(t *testing.T) {
+	db, _ := newDB(t, testOpts())
+	createTable(t, db, "t", 1, 20000, 100)
+	if _, err := db.Vacuum(context.Background(), "t", unthrottled()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Vacuum(context.Background(), "t", unthrottled()) // every page all-visible now
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PagesSkipped < 200 {
+		t.Fatalf("second vacuum skipped %d of %d pages, want the table all-visible", rep.PagesSkipped, rep.PagesTotal)
+	}
+	var scan usage.Reading
+	for _, pu := range rep.PhaseUsage {
+		if pu.Phase == "scanning heap" {
+			scan = pu.Usage
+		}
+	}
+	// The skipped pages' tuple estimate reads up to SkippedSamplePages of them (CountPage
+	// reads each twice: its line pointers, then its tuples); the VM of a few hundred blocks
+	// is one page. A VM access per heap block would be 378 more.
+	if got, most := scan.Hits+scan.Misses, int64(2*vacuum.SkippedSamplePages+1); got > most {
+		t.Errorf("first pass over %d all-visible pages made %d buffer accesses, want at most %d (the sample and one VM page)",
+			rep.PagesSkipped, got, most)
 	}
 }

@@ -283,3 +283,47 @@ func TruncateFork(pool *buffer.Pool, st *storage.Manager, rel storage.RelFileNod
 	}
 	return nil
 }
+
+// Reader answers IsSet for a run of heap blocks, keeping the VM page of the
+// last answer pinned, so a scan in block order reads each VM page once and
+// charges one buffer access for it, not one per heap block (as PostgreSQL's
+// visibilitymap_get_status keeps its vmbuffer). It belongs to one goroutine;
+// Release drops the pin, and must be called before the VM fork is truncated.
+type Reader struct {
+	m  *Map
+	s  *buffer.Strategy
+	b  *buffer.Buffer
+	vb storage.BlockNumber
+}
+
+// Reader returns a Reader of m that reads through s.
+func (m *Map) Reader(s *buffer.Strategy) *Reader { return &Reader{m: m, s: s} }
+
+// IsSet is Map.IsSet of heap block h.
+func (r *Reader) IsSet(h storage.BlockNumber) (bool, error) {
+	vb, i, bit := Locate(h)
+	if r.b == nil || r.vb != vb {
+		r.Release()
+		n, err := r.m.nblocks()
+		if err != nil || vb >= n {
+			return false, err
+		}
+		b, err := r.m.pool.ReadOrZero(r.m.tag(vb), r.s)
+		if err != nil {
+			return false, fmt.Errorf("read visibility map block %d of relation %d: %w", vb, r.m.rel, err)
+		}
+		r.b, r.vb = b, vb
+	}
+	r.b.RLock()
+	defer r.b.RUnlock()
+	bm := bitmap(r.b.Page(), false)
+	return bm != nil && bm[i]&(1<<bit) != 0, nil
+}
+
+// Release drops the pinned VM page, if any.
+func (r *Reader) Release() {
+	if r.b != nil {
+		r.b.Release()
+		r.b = nil
+	}
+}
