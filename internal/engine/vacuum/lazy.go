@@ -13,7 +13,6 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
-	"github.com/vacuumops/vacuum-operator/internal/engine/vm"
 )
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
@@ -48,11 +47,6 @@ type lazy struct {
 	// table uses in turn (as the worker's own ring serves both passes).
 	scanAhead *readAhead
 	heapAhead *aheadRing
-
-	// vmr answers the first pass's all-visible checks with the VM page
-	// pinned, one buffer access per VM page rather than per heap block;
-	// released when the scan ends.
-	vmr *vm.Reader
 }
 
 // positionEveryBlocks is how often a table without indexes, whose blocks
@@ -143,7 +137,7 @@ func (lv *lazy) scanAndClean() error {
 		return err
 	}
 	defer func() { lv.scanAhead.stop() }()
-	defer lv.releaseVM()
+	defer lv.w.releaseVM()
 	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
@@ -162,7 +156,7 @@ func (lv *lazy) scanAndClean() error {
 			}
 		}
 	}
-	lv.releaseVM()
+	lv.w.releaseVM()
 	if err := lv.estimateSkipped(); err != nil {
 		return err
 	}
@@ -191,14 +185,6 @@ func (lv *lazy) scanAndClean() error {
 	n, err := lv.t.Heap.NBlocks()
 	lv.rep.PagesRemaining = int64(n)
 	return err
-}
-
-// releaseVM drops the first pass's pinned VM page, if any.
-func (lv *lazy) releaseVM() {
-	if lv.vmr != nil {
-		lv.vmr.Release()
-		lv.vmr = nil
-	}
 }
 
 // resumePoint is the block the scan starts at: 0, or with Options.Resume
@@ -312,10 +298,8 @@ func (lv *lazy) belowThreshold() (bool, error) {
 // once (free space recorded, VM bit set when every tuple is visible to all).
 func (lv *lazy) scanBlock(blk uint32) error {
 	t, s := lv.t, lv.w.s
-	if lv.vmr == nil {
-		lv.vmr = t.Heap.VM().Reader(s.Plain())
-	}
-	set, err := lv.vmr.IsSet(storage.BlockNumber(blk))
+	vmr := lv.w.vmReader(t)
+	set, err := vmr.IsSet(storage.BlockNumber(blk))
 	if err != nil {
 		return err
 	}
@@ -341,7 +325,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		}
 		lv.ts.setPhase(PhaseScanningHeap)
 	}
-	res, err := t.Heap.ScanForVacuum(blk, lv.horizon, s)
+	res, err := t.Heap.ScanForVacuumPinned(blk, lv.horizon, s, vmr)
 	if err != nil {
 		return err
 	}
@@ -443,7 +427,7 @@ func (c *reclaimCounts) addTo(rep *Report) {
 
 // reclaim frees one block's dead slots on worker w, counting into c.
 func (lv *lazy) reclaim(w *worker, blk uint32, offs []page.OffsetNumber, c *reclaimCounts) error {
-	res, err := lv.t.Heap.ReclaimBlock(blk, offs, lv.horizon, w.s)
+	res, err := lv.t.Heap.ReclaimBlockPinned(blk, offs, lv.horizon, w.s, w.vmReader(lv.t))
 	if err != nil {
 		return err
 	}
@@ -550,6 +534,7 @@ func (lv *lazy) serialHeapPass() error {
 		}
 	}
 	defer ra.stop()
+	defer lv.w.releaseVM()
 	return lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
 		if err := ra.reached(blk); err != nil {
 			return err

@@ -79,3 +79,30 @@ func TestVacuumFirstPassReadsTheVisibilityMapOncePerVMPage(t *testing.T) {
 			rep.PagesSkipped, got, most)
 	}
 }
+
+// TestVacuumSecondPassSetsVisibilityBitsWithTheVMPagePinned: the second pass frees each
+// page's dead slots and sets its VM bit in one record; the VM page stays pinned from page
+// to page, so the pass pays the heap page and its free-space entry, not a VM access each.
+func TestVacuumSecondPassSetsVisibilityBitsWithTheVMPagePinned(t *testing.T) {
+	db, _ := newDB(t, testOpts())
+	tb := createTable(t, db, "t", 1, 20000, 100)
+	deletePercent(t, db, tb, 30, rand.New(rand.NewSource(9)))
+	rep, err := db.Vacuum(context.Background(), "t", unthrottled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PagesVacuumed < 200 {
+		t.Fatalf("the vacuum freed slots on %d pages, want most of the table's %d", rep.PagesVacuumed, rep.PagesTotal)
+	}
+	var heap usage.Reading
+	for _, pu := range rep.PhaseUsage {
+		if pu.Phase == "vacuuming heap" {
+			heap = pu.Usage
+		}
+	}
+	// Per page: the heap page and its FSM entry; the VM and FSM pages themselves, once.
+	if got, most := heap.Hits+heap.Misses, 2*rep.PagesVacuumed+4; got > most {
+		t.Errorf("second pass over %d pages made %d buffer accesses, want at most %d (a VM access per page would be %d more)",
+			rep.PagesVacuumed, got, most, rep.PagesVacuumed)
+	}
+}
