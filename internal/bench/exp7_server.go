@@ -51,7 +51,7 @@ func (s *srvSystem) url() string {
 
 // startOurs serves the data directory of the work directory's name (initialised when new)
 // with the engine server, in this process.
-func (r *runner) startOurs(ctx context.Context, name string) (*srvSystem, error) {
+func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*srvSystem, error) {
 	dir := filepath.Join(r.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -71,9 +71,9 @@ func (r *runner) startOurs(ctx context.Context, name string) (*srvSystem, error)
 	var log bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- command.Main(sctx, []string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
+		done <- command.Main(sctx, append([]string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
 			"--auth", "scram", "--users-file", users, "--buffer-pool", strconv.FormatInt(r.sz.SrvPoolBytes, 10),
-			"--max-connections", "64"}, &log, &log)
+			"--max-connections", "64"}, extra...), &log, &log)
 	}()
 	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, dataDir: filepath.Join(dir, "data"),
 		stop: func() { cancel(); <-done },

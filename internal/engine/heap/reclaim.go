@@ -7,6 +7,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vm"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
@@ -46,6 +47,12 @@ type ScanResult struct {
 // re-derived and logged with ReclaimBlock's change; if the buffer is
 // evicted clean meanwhile they are simply lost, which is harmless).
 func (r *Rel) ScanForVacuum(blk uint32, horizon txn.XID, s *buffer.Strategy) (ScanResult, error) {
+	return r.ScanForVacuumPinned(blk, horizon, s, nil)
+}
+
+// ScanForVacuumPinned is ScanForVacuum reading and setting the VM bit through vmr, which
+// keeps the VM page pinned from one block to the next (nil: ScanForVacuum).
+func (r *Rel) ScanForVacuumPinned(blk uint32, horizon txn.XID, s *buffer.Strategy, vmr *vm.Reader) (ScanResult, error) {
 	b, err := r.read(blk, s)
 	if err != nil {
 		return ScanResult{}, err
@@ -74,7 +81,7 @@ func (r *Rel) ScanForVacuum(blk uint32, horizon txn.XID, s *buffer.Strategy) (Sc
 		b.Unlock()
 		return res, nil
 	}
-	res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s)
+	res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s, vmr)
 	res.FreeSpace = p.FreeSpace()
 	b.Unlock()
 	if err != nil {
@@ -106,13 +113,19 @@ func mergeOffsets(a, b []page.OffsetNumber) []page.OffsetNumber {
 // recorded. Offsets that are neither are
 // ignored.
 func (r *Rel) ReclaimBlock(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy) (VacuumResult, error) {
-	return r.vacuumPage(blk, offs, horizon, s, true)
+	return r.vacuumPage(blk, offs, horizon, s, true, nil)
+}
+
+// ReclaimBlockPinned is ReclaimBlock reading and setting the VM bit through vmr, which
+// keeps the VM page pinned from one block to the next (nil: ReclaimBlock).
+func (r *Rel) ReclaimBlockPinned(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, vmr *vm.Reader) (VacuumResult, error) {
+	return r.vacuumPage(blk, offs, horizon, s, true, vmr)
 }
 
 // vacuumPage frees the given slots of block blk: LP_DEAD ones, and with
 // tuples set also tuples dead for horizon; then it sets the page
 // all-visible when it qualifies and records its free space.
-func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, tuples bool) (VacuumResult, error) {
+func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, tuples bool, vmr *vm.Reader) (VacuumResult, error) {
 	b, err := r.read(blk, s)
 	if err != nil {
 		return VacuumResult{}, err
@@ -166,7 +179,7 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 		if ps.allVisible {
 			// Free the slots and set the VM bit in one record.
 			rec.Info = InfoVacuumVisible
-			err = r.vm.SetWith(storage.BlockNumber(blk), b, s.Plain(), rec)
+			err = r.vm.SetPinned(storage.BlockNumber(blk), b, s.Plain(), rec, vmr)
 			res.AllVisible = err == nil
 		} else {
 			err = r.logChange(rec, s, p)
@@ -177,7 +190,7 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 		}
 	}
 	if !res.AllVisible {
-		res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s)
+		res.AllVisible, err = r.finishAllVisibleLocked(b, blk, &ps, s, vmr)
 	}
 	res.FreeSpace = p.FreeSpace()
 	b.Unlock()
@@ -191,7 +204,7 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 // WAL-logged) when the classification ps says it qualifies, and otherwise
 // marks hint bits dirty when ps learnt any. The caller holds b's exclusive
 // lock; ps must describe the page as it is now.
-func (r *Rel) finishAllVisibleLocked(b *buffer.Buffer, blk uint32, ps *pageScan, s *buffer.Strategy) (bool, error) {
+func (r *Rel) finishAllVisibleLocked(b *buffer.Buffer, blk uint32, ps *pageScan, s *buffer.Strategy, vmr *vm.Reader) (bool, error) {
 	p := b.Page()
 	if !ps.allVisible || len(ps.newDead) > 0 {
 		if ps.hinted {
@@ -199,7 +212,13 @@ func (r *Rel) finishAllVisibleLocked(b *buffer.Buffer, blk uint32, ps *pageScan,
 		}
 		return false, nil
 	}
-	set, err := r.vm.IsSet(storage.BlockNumber(blk), s.Plain())
+	var set bool
+	var err error
+	if vmr != nil {
+		set, err = vmr.IsSet(storage.BlockNumber(blk))
+	} else {
+		set, err = r.vm.IsSet(storage.BlockNumber(blk), s.Plain())
+	}
 	if err != nil {
 		return false, err
 	}
@@ -211,7 +230,7 @@ func (r *Rel) finishAllVisibleLocked(b *buffer.Buffer, blk uint32, ps *pageScan,
 	}
 	// vm.Set logs this page as the record's second block (imaging it when
 	// needed), so hint bits set while classifying ride along with it.
-	if err := r.vm.Set(storage.BlockNumber(blk), b, s.Plain()); err != nil {
+	if err := r.vm.SetPinned(storage.BlockNumber(blk), b, s.Plain(), nil, vmr); err != nil {
 		return false, err
 	}
 	return true, nil

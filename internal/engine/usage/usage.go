@@ -125,3 +125,14 @@ func (s Reading) Sub(o Reading) Reading {
 		RingDirtyEvictions: s.RingDirtyEvictions - o.RingDirtyEvictions, RingWALFlushes: s.RingWALFlushes - o.RingWALFlushes,
 	}
 }
+
+// Add returns s + o field by field (the usage of two stretches together).
+func (s Reading) Add(o Reading) Reading {
+	return Reading{
+		Hits: s.Hits + o.Hits, Misses: s.Misses + o.Misses, Dirtied: s.Dirtied + o.Dirtied, Written: s.Written + o.Written,
+		ReadBytes: s.ReadBytes + o.ReadBytes, WriteBytes: s.WriteBytes + o.WriteBytes,
+		WALRecords: s.WALRecords + o.WALRecords, WALBytes: s.WALBytes + o.WALBytes, WALFPIs: s.WALFPIs + o.WALFPIs,
+		WALFlushes: s.WALFlushes + o.WALFlushes, WALWriteBytes: s.WALWriteBytes + o.WALWriteBytes,
+		RingDirtyEvictions: s.RingDirtyEvictions + o.RingDirtyEvictions, RingWALFlushes: s.RingWALFlushes + o.RingWALFlushes,
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vm"
 )
 
 // Batch is the tables one caller vacuums together (the runner's whole run,
@@ -208,6 +209,28 @@ type worker struct {
 	meter pacer
 
 	indexAhead *aheadRing // the index passes' read-ahead ring (lazy.go), made on first use
+
+	// vmr reads and sets the heap passes' VM bits with the VM page pinned,
+	// one buffer access per VM page rather than per heap block (as
+	// PostgreSQL keeps its vmbuffer); made on first use, released at the end
+	// of each pass so nothing holds it across truncation.
+	vmr *vm.Reader
+}
+
+// vmReader is w's VM reader of t's heap.
+func (w *worker) vmReader(t *Target) *vm.Reader {
+	if w.vmr == nil {
+		w.vmr = t.Heap.VM().Reader(w.s.Plain())
+	}
+	return w.vmr
+}
+
+// releaseVM drops w's pinned VM page, if any.
+func (w *worker) releaseVM() {
+	if w.vmr != nil {
+		w.vmr.Release()
+		w.vmr = nil
+	}
 }
 
 // pacer is a worker's delay-point rule: a throttle.Meter, or

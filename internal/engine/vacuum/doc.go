@@ -15,7 +15,10 @@
 //  1. Heap scan (phase "scanning heap"). Blocks are visited in order.
 //     A block whose visibility-map bit is set is skipped without being
 //     read: every tuple on it is visible to everyone, so it has nothing to
-//     remove. Every other block is classified (heap.ScanForVacuum): the
+//     remove. The bits are read, and set by both heap passes, with the VM
+//     page kept pinned (vm.Reader, one per worker, dropped at the end of
+//     each pass): one buffer access per VM page, as PostgreSQL keeps its
+//     vmbuffer, rather than a cost-charged hit per heap block. Every other block is classified (heap.ScanForVacuum): the
 //     offsets of its dead tuples and of LP_DEAD pointers an earlier
 //     interrupted vacuum left go into the dead-TID store (package
 //     tidstore), and the page is left unchanged. A block with no dead slot

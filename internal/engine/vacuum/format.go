@@ -52,6 +52,13 @@ func (rep *Report) Format(w io.Writer) error {
 	writeUsage(&b, rep.Usage.ReadBytes, rep.Usage.WriteBytes, rep.Elapsed.Seconds())
 	u := rep.Usage
 	fmt.Fprintf(&b, "buffer usage: %d hits, %d misses, %d dirtied, %d written\n", u.Hits, u.Misses, u.Dirtied, u.Written)
+	if len(rep.PhaseUsage) > 0 {
+		parts := make([]string, len(rep.PhaseUsage))
+		for i, pu := range rep.PhaseUsage {
+			parts[i] = fmt.Sprintf("%s: %d hits, %d misses, %d dirtied, %d written", pu.Phase, pu.Usage.Hits, pu.Usage.Misses, pu.Usage.Dirtied, pu.Usage.Written)
+		}
+		fmt.Fprintf(&b, "buffer usage by phase: %s\n", strings.Join(parts, "; "))
+	}
 	fmt.Fprintf(&b, "WAL usage: %d records, %d full page images, %d bytes, %d flushes\n", u.WALRecords, u.WALFPIs, u.WALBytes, u.WALFlushes)
 	fmt.Fprintf(&b, "ring: %d dirty evictions, %d of them flushed WAL first\n", u.RingDirtyEvictions, u.RingWALFlushes)
 	fmt.Fprintf(&b, "system usage: elapsed %.3f s, slept %.3f s, %.1f pages/s\n", rep.Elapsed.Seconds(), rep.Slept.Seconds(), rep.PagesPerSecond)

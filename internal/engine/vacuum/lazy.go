@@ -139,6 +139,7 @@ func (lv *lazy) scanAndClean() error {
 		return err
 	}
 	defer func() { lv.scanAhead.stop() }()
+	defer lv.w.releaseVM()
 	for blk := start; blk < nblocks; blk++ {
 		if err := lv.w.delay(); err != nil {
 			return err
@@ -157,6 +158,7 @@ func (lv *lazy) scanAndClean() error {
 			}
 		}
 	}
+	lv.w.releaseVM()
 	if err := lv.estimateSkipped(); err != nil {
 		return err
 	}
@@ -298,7 +300,8 @@ func (lv *lazy) belowThreshold() (bool, error) {
 // once (free space recorded, VM bit set when every tuple is visible to all).
 func (lv *lazy) scanBlock(blk uint32) error {
 	t, s := lv.t, lv.w.s
-	set, err := t.Heap.VM().IsSet(storage.BlockNumber(blk), s.Plain())
+	vmr := lv.w.vmReader(t)
+	set, err := vmr.IsSet(storage.BlockNumber(blk))
 	if err != nil {
 		return err
 	}
@@ -324,7 +327,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		}
 		lv.ts.setPhase(PhaseScanningHeap)
 	}
-	res, err := t.Heap.ScanForVacuum(blk, lv.horizon, s)
+	res, err := t.Heap.ScanForVacuumPinned(blk, lv.horizon, s, vmr)
 	if err != nil {
 		return err
 	}
@@ -426,7 +429,7 @@ func (c *reclaimCounts) addTo(rep *Report) {
 
 // reclaim frees one block's dead slots on worker w, counting into c.
 func (lv *lazy) reclaim(w *worker, blk uint32, offs []page.OffsetNumber, c *reclaimCounts) error {
-	res, err := lv.t.Heap.ReclaimBlock(blk, offs, lv.horizon, w.s)
+	res, err := lv.t.Heap.ReclaimBlockPinned(blk, offs, lv.horizon, w.s, w.vmReader(lv.t))
 	if err != nil {
 		return err
 	}
@@ -533,6 +536,7 @@ func (lv *lazy) serialHeapPass() error {
 		}
 	}
 	defer ra.stop()
+	defer lv.w.releaseVM()
 	return lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
 		if err := ra.reached(blk); err != nil {
 			return err

@@ -71,9 +71,53 @@ type tableState struct {
 	deadBytes     atomic.Int64
 	tuplesRemoved atomic.Int64
 	elapsed       atomic.Int64 // nanoseconds, set when done
+
+	// The table's usage by phase: phaseUse[p] is what the table's counters
+	// gained while it was in phase p, phaseAt the reading at the last change.
+	phaseMu  sync.Mutex
+	phaseAt  usage.Reading
+	phaseUse [PhaseDone + 1]usage.Reading
 }
 
-func (ts *tableState) setPhase(p Phase) { ts.phase.Store(int32(p)) }
+// setPhase moves the table to phase p, charging the usage since the last
+// change to the phase it leaves.
+func (ts *tableState) setPhase(p Phase) {
+	ts.phaseMu.Lock()
+	defer ts.phaseMu.Unlock()
+	ts.closePhaseLocked()
+	ts.phase.Store(int32(p))
+}
+
+func (ts *tableState) closePhaseLocked() {
+	now := ts.usage.Read()
+	cur := Phase(ts.phase.Load())
+	if cur >= 0 && cur <= PhaseDone {
+		ts.phaseUse[cur] = ts.phaseUse[cur].Add(now.Sub(ts.phaseAt))
+	}
+	ts.phaseAt = now
+}
+
+// PhaseUsage is what a table's vacuum used while in one phase.
+type PhaseUsage struct {
+	Phase string
+	Usage usage.Reading
+}
+
+// phaseUsage is the table's usage by phase so far, in phase order, the
+// phases that read, dirtied or wrote nothing left out.
+func (ts *tableState) phaseUsage() []PhaseUsage {
+	ts.phaseMu.Lock()
+	defer ts.phaseMu.Unlock()
+	ts.closePhaseLocked()
+	var out []PhaseUsage
+	for p, u := range ts.phaseUse {
+		if u.Hits == 0 && u.Misses == 0 && u.Dirtied == 0 && u.Written == 0 {
+			continue
+		}
+		out = append(out, PhaseUsage{Phase: Phase(p).String(), Usage: u})
+	}
+	return out
+}
 
 // TableProgress is one table in a progress snapshot.
 type TableProgress struct {

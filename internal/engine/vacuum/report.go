@@ -85,7 +85,11 @@ type Report struct {
 	Elapsed time.Duration
 	Slept   time.Duration
 	Usage   usage.Reading
-	Rates   Rates
+	// PhaseUsage splits Usage by the phase the table was in (scanning heap,
+	// vacuuming indexes, vacuuming heap, ...), so a reader can see which
+	// pass paid the pages read and dirtied.
+	PhaseUsage []PhaseUsage
+	Rates      Rates
 
 	PagesPerSecond      float64 // PagesScanned per second of Elapsed
 	ReadBytesPerSecond  float64 // average read rate
@@ -154,6 +158,7 @@ func ratesOf(d usage.Reading, elapsed time.Duration, w throttle.Settings, conf f
 func (r *Batch) finish(ts *tableState, rep *Report) {
 	rep.Elapsed = max(time.Since(ts.start), time.Nanosecond)
 	rep.Usage = ts.usage.Read()
+	rep.PhaseUsage = ts.phaseUsage()
 	rep.Slept = ts.thr.Stats().Slept
 	run := r.thr.Settings()
 	own := ts.thr.Settings()

@@ -30,6 +30,7 @@ var vacuumMayImport = []string{
 	"internal/engine/usage",
 	"internal/engine/vacuum/throttle",
 	"internal/engine/vfs",
+	"internal/engine/vm",
 	"internal/engine/wal",
 }
 

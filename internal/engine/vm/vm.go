@@ -120,7 +120,27 @@ func (m *Map) extendTo(vb storage.BlockNumber, s *buffer.Strategy) error {
 // FlagAllVisible and the record's LSN too. The caller decides that the
 // page is all-visible; Set only records it.
 func (m *Map) Set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy) error {
-	return m.set(h, heap, s, nil)
+	return m.set(h, heap, s, nil, nil)
+}
+
+// SetPinned is Set (rec nil) or SetWith (rec given) through rd, which keeps the VM page
+// pinned for the next call: a vacuum pass setting the bits of consecutive heap blocks
+// reads each VM page once. rd nil is Set or SetWith.
+func (m *Map) SetPinned(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record, rd *Reader) error {
+	if rec != nil {
+		if err := checkWith(m, h, heap, rec); err != nil {
+			return err
+		}
+	}
+	return m.set(h, heap, s, rec, rd)
+}
+
+// checkWith refuses a SetWith record whose only block is not heap block h's page.
+func checkWith(m *Map, h storage.BlockNumber, heap *buffer.Buffer, rec *wal.Record) error {
+	if heap == nil || rec == nil || len(rec.Blocks) != 1 || rec.Blocks[0].Fork != storage.MainFork || rec.Blocks[0].Block != h {
+		return fmt.Errorf("visibility map set for block %d of relation %d: the heap record must have the heap page as its only block", h, m.rel)
+	}
+	return nil
 }
 
 // SetWith marks heap block h all-visible in the same WAL record as the
@@ -133,23 +153,32 @@ func (m *Map) Set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy
 // FlagAllVisible, inserts rec and stamps both pages with its LSN. The
 // redo of such a record sets the bit with RedoSetBit.
 func (m *Map) SetWith(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record) error {
-	if heap == nil || rec == nil || len(rec.Blocks) != 1 || rec.Blocks[0].Fork != storage.MainFork || rec.Blocks[0].Block != h {
-		return fmt.Errorf("visibility map set for block %d of relation %d: the heap record must have the heap page as its only block", h, m.rel)
+	if err := checkWith(m, h, heap, rec); err != nil {
+		return err
 	}
-	return m.set(h, heap, s, rec)
+	return m.set(h, heap, s, rec, nil)
 }
 
-// set is Set (rec nil: a record of its own) and SetWith (rec given).
-func (m *Map) set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record) error {
+// set is Set (rec nil: a record of its own) and SetWith (rec given), the VM page read
+// through rd (kept pinned) when rd is not nil.
+func (m *Map) set(h storage.BlockNumber, heap *buffer.Buffer, s *buffer.Strategy, rec *wal.Record, rd *Reader) error {
 	vb, i, bit := Locate(h)
 	if err := m.extendTo(vb, s); err != nil {
 		return err
 	}
-	b, err := m.pool.ReadOrZero(m.tag(vb), s)
+	var b *buffer.Buffer
+	var err error
+	if rd != nil {
+		b, err = rd.pin(vb)
+	} else {
+		b, err = m.pool.ReadOrZero(m.tag(vb), s)
+		if err == nil {
+			defer b.Release()
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("read visibility map block %d of relation %d: %w", vb, m.rel, err)
 	}
-	defer b.Release()
 	b.Lock()
 	defer b.Unlock()
 	bm := bitmap(b.Page(), true)
@@ -282,4 +311,59 @@ func TruncateFork(pool *buffer.Pool, st *storage.Manager, rel storage.RelFileNod
 		}
 	}
 	return nil
+}
+
+// Reader answers IsSet for a run of heap blocks, keeping the VM page of the
+// last answer pinned, so a scan in block order reads each VM page once and
+// charges one buffer access for it, not one per heap block (as PostgreSQL's
+// visibilitymap_get_status keeps its vmbuffer). It belongs to one goroutine;
+// Release drops the pin, and must be called before the VM fork is truncated.
+type Reader struct {
+	m  *Map
+	s  *buffer.Strategy
+	b  *buffer.Buffer
+	vb storage.BlockNumber
+}
+
+// Reader returns a Reader of m that reads through s.
+func (m *Map) Reader(s *buffer.Strategy) *Reader { return &Reader{m: m, s: s} }
+
+// IsSet is Map.IsSet of heap block h.
+func (r *Reader) IsSet(h storage.BlockNumber) (bool, error) {
+	vb, i, bit := Locate(h)
+	if r.b == nil || r.vb != vb {
+		n, err := r.m.nblocks()
+		if err != nil || vb >= n {
+			return false, err
+		}
+		if _, err := r.pin(vb); err != nil {
+			return false, fmt.Errorf("read visibility map block %d of relation %d: %w", vb, r.m.rel, err)
+		}
+	}
+	r.b.RLock()
+	defer r.b.RUnlock()
+	bm := bitmap(r.b.Page(), false)
+	return bm != nil && bm[i]&(1<<bit) != 0, nil
+}
+
+// pin makes VM page vb (which must exist) the pinned one and returns it.
+func (r *Reader) pin(vb storage.BlockNumber) (*buffer.Buffer, error) {
+	if r.b != nil && r.vb == vb {
+		return r.b, nil
+	}
+	r.Release()
+	b, err := r.m.pool.ReadOrZero(r.m.tag(vb), r.s)
+	if err != nil {
+		return nil, err
+	}
+	r.b, r.vb = b, vb
+	return b, nil
+}
+
+// Release drops the pinned VM page, if any.
+func (r *Reader) Release() {
+	if r.b != nil {
+		r.b.Release()
+		r.b = nil
+	}
 }

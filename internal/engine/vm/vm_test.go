@@ -9,6 +9,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/redo"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
+	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
@@ -198,3 +199,32 @@ func TestRedoRejectsMalformedRecords(t *testing.T) {
 
 // testWALOptions uses small segments so each test's log is cheap to create.
 var testWALOptions = wal.Options{SegmentSize: 1 << 20}
+
+func TestReaderChargesOneAccessPerVMPageAndAnswersAsIsSet(t *testing.T) {
+	s := newStack(t)
+	m := New(s.pool, s.st, s.log, rel)
+	for _, h := range []storage.BlockNumber{3, 100, BitsPerPage + 5} {
+		if err := m.Set(h, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c usage.Counters
+	r := m.Reader(&buffer.Strategy{Kind: buffer.Normal, Usage: &c})
+	defer r.Release()
+	for h := range storage.BlockNumber(2*BitsPerPage + 10) { // past the VM's end too
+		got, err := r.IsSet(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.IsSet(h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("Reader.IsSet(%d) = %v, Map.IsSet = %v", h, got, want)
+		}
+	}
+	if got := c.Hits.Load() + c.Misses.Load(); got != 2 {
+		t.Fatalf("the reader made %d buffer accesses for two VM pages' worth of heap blocks, want 2", got)
+	}
+}

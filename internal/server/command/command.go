@@ -133,13 +133,17 @@ func runInit(args []string, stdout io.Writer) error {
 // serveFlags are serve's flags.
 type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
-	bufferPool                                                                                 cliflag.Quantity
+	bufferPool, checkpointWAL                                                                  cliflag.Quantity
 	maxConnections                                                                             int
 	init, upgrade                                                                              bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
 	synchronousStandby                                                                         string
 }
+
+// checkpointWALDefault is --checkpoint-wal-size's default, the engine's own
+// (engine.DefaultCheckpointWALBytes).
+const checkpointWALDefault = "64Mi"
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	f := serveFlags{}
@@ -150,6 +154,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		"bring a data directory of an older format version to this build's first (as vacuum-runner upgrade; nothing on a current one)")
 	f.bufferPool.Value = resource.MustParse("128Mi")
 	fs.Var(&f.bufferPool, "buffer-pool", "buffer pool size")
+	f.checkpointWAL.Value = resource.MustParse(checkpointWALDefault)
+	fs.Var(&f.checkpointWAL, "checkpoint-wal-size",
+		"WAL written since the last checkpoint began that starts the next one (PostgreSQL's default max_wal_size of 1GB starts one at about 539Mi)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
 	fs.StringVar(&f.pprofListen, "pprof", "",
@@ -185,10 +192,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
+	ckpt := f.checkpointWAL.Value.Value()
+	if ckpt <= 0 {
+		return usagef("--checkpoint-wal-size must be positive, got %s", f.checkpointWAL.Value.String())
+	}
 	if err := f.upgradeData(logf); err != nil {
 		return err
 	}
-	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), Logf: func(format string, a ...any) {
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
 	}})
 	if err != nil {

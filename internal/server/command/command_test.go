@@ -19,6 +19,8 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/engine/fixture"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
 func freeAddr(t *testing.T) string {
@@ -140,6 +142,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"unknown auth", []string{"serve", "--data", dir, "--auth", "md5"}, "scram or trust"},
 		{"no data", []string{"serve", "--auth", "trust"}, "--data"},
 		{"cert without key", []string{"serve", "--data", dir, "--auth", "trust", "--tls-cert", "x"}, "go together"},
+		{"zero checkpoint distance", []string{"serve", "--data", dir, "--auth", "trust", "--checkpoint-wal-size", "0"}, "--checkpoint-wal-size must be positive"},
 		{"zero connections", []string{"serve", "--data", dir, "--auth", "trust", "--max-connections", "0"}, "at least 1"},
 		{"not a data directory", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0"}, "not a data directory"},
 		{"pprof on a non-loopback address", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0", "--pprof", "0.0.0.0:0"}, "--pprof is allowed only on a loopback"},
@@ -258,5 +261,66 @@ func TestServeWithPprofServesGoProfilesOnItsLoopbackAddress(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "profiler on http://"+prof+"/debug/pprof/") {
 		t.Errorf("the log does not name the profiler's address:\n%s", logs.String())
+	}
+}
+
+// TestServeCheckpointsAfterTheWALSizeItIsGiven: --checkpoint-wal-size sets how much WAL
+// starts an automatic checkpoint. A few MiB of inserts, far below the 64Mi default, move
+// the control file's checkpoint on a server given 1Mi.
+func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
+			"--buffer-pool", "4Mi", "--checkpoint-wal-size", "1Mi"}, &logs, &logs)
+	}()
+	defer func() {
+		stop()
+		<-exit
+	}()
+	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
+	var c *pgx.Conn
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if c, err = pgx.Connect(context.Background(), url); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	before, err := wal.ReadControl(vfs.NewOS(nil), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	if _, err := c.Exec(bg, "CREATE TABLE t (id bigint PRIMARY KEY, pad text)"); err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 500)
+	for i := range 8 { // 8 x 1000 rows of ~0.5 KiB: about 4 MiB of WAL
+		if _, err := c.Exec(bg, "INSERT INTO t SELECT g, $1 FROM generate_series($2::bigint, $3::bigint) AS g", pad, i*1000, i*1000+999); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		after, err := wal.ReadControl(vfs.NewOS(nil), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.CheckpointLSN > before.CheckpointLSN {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint still at %v 10 s after about 4 MiB of WAL, with --checkpoint-wal-size 1Mi", after.CheckpointLSN)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExperiment8VacuumCostUnitsByServer is a measurement, not a check: with
+// VACBENCH_EXP8_COST=1 it runs experiment 8's reload, load and VACUUM once unthrottled
+// and once at 1 ms on each server and logs each VACUUM's buffer usage, its cost units and
+// the VERBOSE report (the engine server's splits its usage by phase), so the two
+// servers' cost units can be compared line by line (docs/benchmarks/online-cost.md). It
+// takes about 90 s and belongs under the bench lock; without the variable it is skipped.
+func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
+	if os.Getenv("VACBENCH_EXP8_COST") == "" {
+		t.Skip("a measurement: set VACBENCH_EXP8_COST=1 to run it")
+	}
+	ctx := context.Background()
+	r := &runner{sz: DefaultSizes(), work: t.TempDir(), logf: t.Logf, warnings: map[string]int{}}
+	ckpt := os.Getenv("VACBENCH_EXP8_CHECKPOINT_WAL") // the engine server's --checkpoint-wal-size
+	if ckpt == "" {
+		ckpt = exp8CheckpointWAL
+	}
+	ours, err := r.startOurs(ctx, "exp8-cost", "--checkpoint-wal-size", ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.stop()
+	pg, err := r.startPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.stop()
+	t.Logf("engine server --checkpoint-wal-size %s; load %s", ckpt, LoadAvg())
+	for _, s := range []*srvSystem{ours, pg} {
+		var done []onlineRow
+		for _, d := range []time.Duration{0, time.Millisecond} {
+			row, err := r.onlineRun(ctx, s, d, done)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = append(done, row)
+			t.Logf("%s at %s: VACUUM %.3f s; %d hits, %d misses, %d dirtied: %d cost units; pgbench p99 %.3f ms alone, %.3f ms during",
+				s.name, delayName(d), row.vacuum.Seconds(), row.hits, row.misses, row.dirtied, row.cost, ms(row.alone), ms(row.during))
+			t.Logf("%s", strings.Join(row.notices, "\n"))
+		}
+	}
+	t.Logf("load %s", LoadAvg())
+}
