@@ -35,6 +35,8 @@ type Throttle struct {
 	lims     [numKinds]limit
 	slept    time.Duration // by waiters of this throttle and its children
 	sleeps   int64
+	walHeld  time.Duration // waiters held by the WAL lag bound (holdWAL)
+	walHolds int64
 }
 
 // New returns a root throttle with settings s. Zero fields of o take their
@@ -293,6 +295,85 @@ func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 	}
 	if err == nil {
 		err = ctx.Err()
+	}
+	return err
+}
+
+// walGatePoll is how often a waiter held by the WAL lag bound asks the gate
+// again when the gate's channel has not fired: a safety net for a gate that
+// misses a change, not the way the hold normally ends.
+const walGatePoll = 20 * time.Millisecond
+
+// walLagBound is the tightest MaxWALLagBytes along t's chain (0: none).
+// Call it with root.mu held.
+func (t *Throttle) walLagBound() int64 {
+	var b int64
+	for n := t; n != nil; n = n.parent {
+		if l := n.settings.MaxWALLagBytes; l > 0 && (b == 0 || l < b) {
+			b = l
+		}
+	}
+	return b
+}
+
+// holdWAL is the closed loop of Settings.MaxWALLagBytes: a waiter whose
+// charge inserted WAL waits here, after its rate limits, while the gate says
+// the slowest standby is more than the bound behind, and goes on as soon as
+// a report brings it within the bound. The gate is asked without the
+// throttle's lock held, and the wait holds no lock: other workers of the run
+// wait here too, or at their own delay points. It ends at once when the
+// bound is turned off or the standby leaves, and returns ctx.Err() within a
+// timer tick when ctx is cancelled. A pause that begins while held is
+// waited out here (no allowance accrues meanwhile, as for any pause).
+func (t *Throttle) holdWAL(ctx context.Context, m *Meter) error {
+	r := t.root
+	gate := r.opts.WALGate
+	if gate == nil {
+		return nil
+	}
+	var began time.Time
+	var err error
+	for {
+		r.mu.Lock()
+		bound, paused, updated := t.walLagBound(), r.paused, r.updated
+		r.mu.Unlock()
+		if bound == 0 {
+			break
+		}
+		if paused {
+			if err = t.WaitWhilePaused(ctx); err != nil {
+				break
+			}
+			continue
+		}
+		behind, attached, changed := gate.WALBehind()
+		if !attached || behind <= bound {
+			break
+		}
+		if began.IsZero() {
+			began = time.Now()
+		}
+		m.arm(walGatePoll)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-changed:
+		case <-updated: // the bound changed, or a pause began
+		case <-m.timer.C:
+		}
+		m.disarm()
+		if err != nil {
+			break
+		}
+	}
+	if !began.IsZero() {
+		held := time.Since(began)
+		r.mu.Lock()
+		for n := t; n != nil; n = n.parent {
+			n.walHeld += held
+			n.walHolds++
+		}
+		r.mu.Unlock()
 	}
 	return err
 }
