@@ -34,7 +34,7 @@ func (m *Meter) Charge(d usage.Reading) { m.pending = addUsage(m.pending, d) }
 // then sleeps while the worker is ahead of schedule by at least MinSleep,
 // and waits while the run is paused (Throttle.Pause) until it is resumed.
 // When the usage inserted WAL, it then waits while a standby is further
-// behind than Settings.MaxWALLagBytes (see Options.WALGate).
+// behind than the bound of Throttle.SetWALLagBound (see Options.WALGate).
 // It returns ctx.Err() when ctx is done, at once if it was done already and
 // within a timer tick if it is cancelled during the sleep or the pause.
 func (m *Meter) Wait(ctx context.Context) error {

@@ -26,15 +26,6 @@ type Settings struct {
 	// MaxWALBytesPerSecond caps WAL bytes inserted (see doc.go for why
 	// inserted rather than flushed).
 	MaxWALBytesPerSecond int64
-	// MaxWALLagBytes closes the loop on the WAL the run inserts: while the
-	// throttle has a WALGate (Options) that sees a standby, a delay point
-	// that follows WAL inserts is held while the slowest standby has more
-	// than this many bytes of the inserted WAL left to replay, and released
-	// as it catches up. It is a bound, not a rate: it holds whatever the
-	// standby's apply rate does, where a rate limit is set once from a
-	// guess of that rate. 0 disables it. A child's bound applies to its
-	// own waiters, on top of its ancestors'.
-	MaxWALLagBytes int64
 }
 
 // DefaultSettings are PostgreSQL 14+'s vacuum cost defaults and no byte
@@ -59,8 +50,6 @@ func (s Settings) Validate() error {
 	case s.MaxReadBytesPerSecond < 0 || s.MaxWriteBytesPerSecond < 0 || s.MaxWALBytesPerSecond < 0:
 		return fmt.Errorf("byte rates read %d write %d WAL %d must not be negative: %w",
 			s.MaxReadBytesPerSecond, s.MaxWriteBytesPerSecond, s.MaxWALBytesPerSecond, ErrInvalidSettings)
-	case s.MaxWALLagBytes < 0:
-		return fmt.Errorf("WAL lag bound %d must not be negative: %w", s.MaxWALLagBytes, ErrInvalidSettings)
 	}
 	return nil
 }
@@ -160,13 +149,13 @@ type Options struct {
 	// while a stalled vacuum's WAL rate falls behind the limit rather than
 	// catching up in a burst.
 	WALBurst time.Duration
-	// WALGate tells the throttle how far behind the standbys are, for
-	// Settings.MaxWALLagBytes; nil: no standby is ever seen and the bound
-	// holds nothing back.
+	// WALGate tells the throttle how far behind the standbys are, for the
+	// WAL lag bound (Throttle.SetWALLagBound); nil: no standby is ever seen
+	// and the bound holds nothing back.
 	WALGate WALGate
 }
 
-// WALGate is the throttle's view of replication, for Settings.MaxWALLagBytes.
+// WALGate is the throttle's view of replication, for the WAL lag bound.
 type WALGate interface {
 	// WALBehind returns how many bytes of the WAL inserted so far the
 	// slowest attached standby has not replayed (attached false when no

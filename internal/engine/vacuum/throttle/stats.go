@@ -43,7 +43,7 @@ type Stats struct {
 	// Pauses is the number of times the run was paused.
 	Pauses int64
 	// WALHeld is the time waiters of this throttle and of its children were
-	// held by the WAL lag bound (Settings.MaxWALLagBytes), summed over
+	// held by the WAL lag bound (Throttle.SetWALLagBound), summed over
 	// workers; not in Slept.
 	WALHeld time.Duration
 	// WALHolds is the number of delay points the bound held.

@@ -29,6 +29,7 @@ type Throttle struct {
 	pausedAt    time.Duration // when the current pause began
 	pausedTotal time.Duration // length of the pauses that have ended
 	pauses      int64
+	walLagBound int64 // SetWALLagBound's bytes; 0 = off
 
 	// Guarded by root.mu.
 	settings Settings
@@ -304,19 +305,35 @@ func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 // misses a change, not the way the hold normally ends.
 const walGatePoll = 20 * time.Millisecond
 
-// walLagBound is the tightest MaxWALLagBytes along t's chain (0: none).
-// Call it with root.mu held.
-func (t *Throttle) walLagBound() int64 {
-	var b int64
-	for n := t; n != nil; n = n.parent {
-		if l := n.settings.MaxWALLagBytes; l > 0 && (b == 0 || l < b) {
-			b = l
-		}
+// SetWALLagBound closes the loop on the WAL the run inserts: while the
+// throttle's Options.WALGate sees a standby, a delay point whose charge
+// inserted WAL is held, after its rate limits, while the slowest standby has
+// more than bytes of the inserted WAL left to replay, and released as it
+// catches up. It is a bound, not a rate: it holds whatever the standby's
+// apply rate does, where a rate limit is set once from a guess of that rate.
+// 0 turns it off. It applies to the whole run (called on a child, to the
+// root) and takes effect at once, for waiters already held too.
+func (t *Throttle) SetWALLagBound(bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("WAL lag bound %d bytes must not be negative: %w", bytes, ErrInvalidSettings)
 	}
-	return b
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.walLagBound = bytes
+	r.wake()
+	return nil
 }
 
-// holdWAL is the closed loop of Settings.MaxWALLagBytes: a waiter whose
+// WALLagBound is the bound SetWALLagBound set (0: off).
+func (t *Throttle) WALLagBound() int64 {
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.walLagBound
+}
+
+// holdWAL is the closed loop of SetWALLagBound: a waiter whose
 // charge inserted WAL waits here, after its rate limits, while the gate says
 // the slowest standby is more than the bound behind, and goes on as soon as
 // a report brings it within the bound. The gate is asked without the
@@ -335,7 +352,7 @@ func (t *Throttle) holdWAL(ctx context.Context, m *Meter) error {
 	var err error
 	for {
 		r.mu.Lock()
-		bound, paused, updated := t.walLagBound(), r.paused, r.updated
+		bound, paused, updated := r.walLagBound, r.paused, r.updated
 		r.mu.Unlock()
 		if bound == 0 {
 			break

@@ -51,8 +51,11 @@ func waitAsync(ctx context.Context, th *Throttle, d usage.Reading) <-chan error 
 
 func gated(t *testing.T, bound int64, g WALGate) *Throttle {
 	t.Helper()
-	th, err := New(Settings{MaxWALLagBytes: bound}, Options{WALGate: g})
+	th, err := New(Settings{}, Options{WALGate: g})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th.SetWALLagBound(bound); err != nil {
 		t.Fatal(err)
 	}
 	return th
@@ -143,7 +146,7 @@ func TestWALLagBoundReleasesWhenTheStandbyLeavesOrTheBoundIsLifted(t *testing.T)
 		th := gated(t, 1<<20, g)
 		done := waitAsync(context.Background(), th, usage.Reading{WALBytes: 100})
 		stillWaiting(t, done, 50*time.Millisecond, "attached and behind")
-		if err := th.Update(Settings{MaxWALLagBytes: 8 << 20}); err != nil {
+		if err := th.SetWALLagBound(8 << 20); err != nil {
 			t.Fatal(err)
 		}
 		if err := returned(t, done, "after the bound was raised above the lag"); err != nil {
@@ -169,24 +172,21 @@ func TestCancelWhileHeldByTheWALLagBoundEndsTheWaitPromptly(t *testing.T) {
 	}
 }
 
-func TestAChildsWALLagBoundHoldsOnlyItsOwnWaiters(t *testing.T) {
+func TestWALLagBoundHoldsTheWaitersOfATablesThrottleToo(t *testing.T) {
 	g := newFakeGate(2 << 20)
-	root := gated(t, 0, g)
-	child, err := root.Child(Settings{MaxWALLagBytes: 1 << 20})
+	root := gated(t, 1<<20, g)
+	child, err := root.Child(Settings{MaxWALBytesPerSecond: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := returned(t, waitAsync(context.Background(), root, usage.Reading{WALBytes: 100}), "root waiter"); err != nil {
-		t.Fatal(err)
-	}
 	done := waitAsync(context.Background(), child, usage.Reading{WALBytes: 100})
-	stillWaiting(t, done, 50*time.Millisecond, "child waiter, 2 MiB behind its 1 MiB bound")
+	stillWaiting(t, done, 50*time.Millisecond, "a table's waiter, 2 MiB behind the run's 1 MiB bound")
 	g.report(0, true)
-	if err := returned(t, done, "child waiter after catch-up"); err != nil {
+	if err := returned(t, done, "the table's waiter after catch-up"); err != nil {
 		t.Fatal(err)
 	}
 	if st := root.Stats(); st.WALHolds != 1 {
-		t.Fatalf("the root's stats count %d holds of its child's waiter, want 1", st.WALHolds)
+		t.Fatalf("the run's stats count %d holds of its table's waiter, want 1", st.WALHolds)
 	}
 }
 
@@ -204,8 +204,12 @@ func TestPauseDuringAWALHoldIsWaitedOutUntilResume(t *testing.T) {
 	}
 }
 
-func TestSettingsRefuseANegativeWALLagBound(t *testing.T) {
-	if err := (Settings{MaxWALLagBytes: -1}).Validate(); !errors.Is(err, ErrInvalidSettings) {
-		t.Fatalf("Validate(MaxWALLagBytes -1) = %v, want ErrInvalidSettings", err)
+func TestANegativeWALLagBoundIsRefused(t *testing.T) {
+	th := gated(t, 1<<20, newFakeGate(0))
+	if err := th.SetWALLagBound(-1); !errors.Is(err, ErrInvalidSettings) {
+		t.Fatalf("SetWALLagBound(-1) = %v, want ErrInvalidSettings", err)
+	}
+	if b := th.WALLagBound(); b != 1<<20 {
+		t.Fatalf("the refused bound replaced the one in force: %d", b)
 	}
 }
