@@ -2,6 +2,7 @@ package sql
 
 import (
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	engineusage "github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
@@ -46,7 +47,8 @@ func (v *Vacuums) walGate(db *engine.DB) throttle.WALGate {
 }
 
 // walGate measures a standby's lag from the WAL inserted, not flushed: a vacuum's records
-// count from the moment they exist, before a flush makes them visible to the standby.
+// count from the moment they exist, before a flush makes them visible to the standby (and
+// the throttle flushes them before it holds a worker, FlushWAL).
 type walGate struct {
 	log    *wal.Log
 	replay func() (wal.LSN, int, <-chan struct{})
@@ -63,4 +65,12 @@ func (g walGate) WALBehind() (int64, bool, <-chan struct{}) {
 		return 0, true, changed
 	}
 	return int64(inserted - replayed), true, changed
+}
+
+// FlushWAL implements throttle.WALGate: the log's flush up to its inserted end.
+func (g walGate) FlushWAL(u *engineusage.Counters) error {
+	if err := g.log.Flush(g.log.InsertLSN(), u); err != nil {
+		return engineError(err)
+	}
+	return nil
 }

@@ -79,14 +79,16 @@
 // the whole pipeline (primary, network, standby) stalls at times; at 45 MB/s
 // a 1 MiB lag is 23 ms of delay, so any longer stall breaks the bound the
 // limit was meant to keep. A WAL lag bound (Throttle.SetWALLagBound) closes
-// the loop: after a
-// delay point's rate limits, a waiter whose charge inserted WAL is held
-// while the Options.WALGate reports the slowest attached standby more than
-// the bound behind the WAL inserted so far, and released when a
-// standby report brings it within. The lag the standby sees is then at most
-// the bound plus what was inserted between one delay point and the next (a
-// page's work per worker) and what the foreground inserts meanwhile. No
-// standby attached (or no gate): nothing is held. Held time is in Stats
+// the loop: after a delay point's rate limits, a waiter whose charge
+// inserted WAL is held while the Options.WALGate reports the slowest
+// attached standby more than the bound behind the WAL inserted so far, and
+// released when a standby report brings it within. Before it waits it has
+// the gate flush the WAL (a standby is sent only durable WAL: held for WAL
+// nobody flushes, it would wait for ever). The lag the standby sees is then
+// at most the bound plus what was inserted between one delay point and the
+// next (a page's work per worker) and what the foreground inserts
+// meanwhile. No standby attached (or no gate): nothing is held. Held time is
+// in Stats
 // (WALHeld, WALHolds), not in Slept; a pause during a hold is a pause.
 //
 // # Accounting

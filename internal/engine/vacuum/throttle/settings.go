@@ -164,6 +164,12 @@ type WALGate interface {
 	// or left). The throttle calls it at delay points, so it must be cheap
 	// and must not wait.
 	WALBehind() (behind int64, attached bool, changed <-chan struct{})
+	// FlushWAL makes the WAL inserted so far durable, so that it can be
+	// sent (a standby is sent only flushed WAL), charging the flush to u.
+	// The throttle calls it before it holds a worker: the WAL behind is
+	// counted from the inserted end, and a worker held for WAL nobody
+	// flushes would wait for a standby that cannot catch up.
+	FlushWAL(u *usage.Counters) error
 }
 
 func (o Options) withDefaults() Options {

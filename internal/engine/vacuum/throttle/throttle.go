@@ -335,7 +335,8 @@ func (t *Throttle) WALLagBound() int64 {
 
 // holdWAL is the closed loop of SetWALLagBound: a waiter whose
 // charge inserted WAL waits here, after its rate limits, while the gate says
-// the slowest standby is more than the bound behind, and goes on as soon as
+// the slowest standby is more than the bound behind (having flushed the WAL,
+// once per hold, so that the standby can be sent it), and goes on as soon as
 // a report brings it within the bound. The gate is asked without the
 // throttle's lock held, and the wait holds no lock: other workers of the run
 // wait here too, or at their own delay points. It ends at once when the
@@ -369,6 +370,12 @@ func (t *Throttle) holdWAL(ctx context.Context, m *Meter) error {
 		}
 		if began.IsZero() {
 			began = time.Now()
+			// Held from here on, this worker inserts nothing more: make what it and
+			// the others inserted sendable, so the standby can catch up with it.
+			if err = gate.FlushWAL(m.c); err != nil {
+				err = fmt.Errorf("flush the WAL before waiting for the standbys: %w", err)
+				break
+			}
 		}
 		m.arm(walGatePoll)
 		select {

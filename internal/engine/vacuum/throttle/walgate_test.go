@@ -18,6 +18,8 @@ type fakeGate struct {
 	attached bool
 	changed  chan struct{}
 	calls    int
+	flushes  int
+	flushErr error
 }
 
 func newFakeGate(behind int64) *fakeGate {
@@ -29,6 +31,13 @@ func (g *fakeGate) WALBehind() (int64, bool, <-chan struct{}) {
 	defer g.mu.Unlock()
 	g.calls++
 	return g.behind, g.attached, g.changed
+}
+
+func (g *fakeGate) FlushWAL(*usage.Counters) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushes++
+	return g.flushErr
 }
 
 // report is a standby status update: the standby is now behind bytes behind.
@@ -99,6 +108,21 @@ func TestWALLagBoundHoldsAWALWriterUntilTheStandbyCatchesUp(t *testing.T) {
 	}
 	if st.Slept != 0 {
 		t.Fatalf("a hold counted as a rate sleep: Slept %v", st.Slept)
+	}
+	// The WAL behind is counted from its inserted end; the standby is sent only
+	// flushed WAL: the held worker flushed it, once for its hold.
+	if g.flushes != 1 {
+		t.Fatalf("the hold flushed the WAL %d times, want once", g.flushes)
+	}
+}
+
+func TestAFailedFlushBeforeAWALHoldIsTheDelayPointsError(t *testing.T) {
+	g := newFakeGate(2 << 20)
+	g.flushErr = errors.New("fsync: input/output error")
+	th := gated(t, 1<<20, g)
+	err := returned(t, waitAsync(context.Background(), th, usage.Reading{WALBytes: 100}), "a failed flush")
+	if !errors.Is(err, g.flushErr) {
+		t.Fatalf("delay point returned %v, want the flush's error", err)
 	}
 }
 
