@@ -88,8 +88,8 @@
 // at most the bound plus what was inserted between one delay point and the
 // next (a page's work per worker) and what the foreground inserts
 // meanwhile. No standby attached (or no gate): nothing is held. Held time is
-// in Stats
-// (WALHeld, WALHolds), not in Slept; a pause during a hold is a pause.
+// in Stats (WALHeld, WALHolds), not in Slept; a pause during a hold is a
+// pause.
 //
 // # Accounting
 //
