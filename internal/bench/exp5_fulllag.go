@@ -334,7 +334,7 @@ func runFullLag(ctx context.Context, r *runner) (*Section, error) {
 	if sz.FullCostDelay > 0 { // the quick sizes leave it out, for time
 		settings = append(settings, setting{fmt.Sprintf("cost delay %s", sz.FullCostDelay), sz.FullCostDelay, 0, 0})
 	}
-	settings = append(settings, setting{fmt.Sprintf("WAL limit %.1f MB/s, lag bound %d KiB", float64(walLimit)/1e6, exp5LagBound>>10),
+	settings = append(settings, setting{fmt.Sprintf("WAL limit %.1f MB/s + lag bound %d KiB", float64(walLimit)/1e6, exp5LagBound>>10),
 		0, walLimit, exp5LagBound})
 	for _, c := range settings {
 		fr, err := r.fullBeside(ctx, ours, c.name, c.delay, c.wal, c.bound)
