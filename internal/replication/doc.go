@@ -29,9 +29,10 @@
 // Standby (Receiver): streams WAL into the standby's wal/, fsyncs it before reporting it
 // flushed (once for all the WAL waiting in the connection, as PostgreSQL's walreceiver
 // drains its socket first), reports the engine's replay position as the apply LSN whenever
-// replay moves, and resumes after a cut or a crash; the engine replays it continuously
-// (engine.OpenStandby, DB.Follow, woken after each fsync by StandbyConfig.Flushed) while the
-// server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views). Relation
+// replay moves, and resumes after a cut or a crash (where the standby state file says: it
+// is saved when a flush enters another WAL segment, not at every flush, see saveState);
+// the engine replays it continuously (engine.OpenStandby, DB.Follow, woken after each fsync
+// by StandbyConfig.Flushed) while the server answers read-only queries, with pg_stat_wal_receiver (Receiver.Views). Relation
 // files are in the WAL too (the engine's relfile.go): their creation, so a standby restarted
 // in the middle of a VACUUM FULL still applies the rewrite; their abandon, so a cancelled
 // rewrite's files go from the standby as from the primary; and each primary Open's end of

@@ -64,7 +64,7 @@ type Primary struct {
 	mu      sync.Mutex
 	senders map[uint32]*sender
 	holds   map[*walHold]struct{}
-	// flushed is closed (and replaced) whenever a standby reports a position.
+	// flushed is closed (and replaced) whenever a standby reports a position or a stream ends.
 	flushed chan struct{}
 
 	invalidations atomic.Int64
@@ -449,6 +449,7 @@ func (c *replConn) stream(cmd *Command) error {
 	defer func() {
 		p.mu.Lock()
 		delete(p.senders, s.pid)
+		p.reportedLocked() // a vacuum held for this standby (SlowestReplay) looks again
 		p.mu.Unlock()
 		p.updateRetention()
 	}()
@@ -641,8 +642,7 @@ func (c *replConn) receive(ctx context.Context, s *sender, lastRecv *atomic.Int6
 			end := p.log.FlushedLSN()
 			s.mu.Unlock()
 			p.mu.Lock()
-			close(p.flushed)
-			p.flushed = make(chan struct{})
+			p.reportedLocked()
 			p.mu.Unlock()
 			if st.ReplyRequested {
 				if err := c.sendCopy(encodeKeepalive(end, now, false)); err != nil {
@@ -690,6 +690,33 @@ func (p *Primary) SyncWait(name string) func(ctx context.Context, lsn wal.LSN) e
 			}
 		}
 	}
+}
+
+// reportedLocked wakes whoever waits on p.flushed (a standby reported a position, or
+// left). p.mu is held.
+func (p *Primary) reportedLocked() {
+	close(p.flushed)
+	p.flushed = make(chan struct{})
+}
+
+// SlowestReplay is the replay position of the standby furthest behind among those that
+// have reported one (a stream that has not reported yet is not counted), how many those
+// are, and a channel closed at the next report or departure. It is the vacuum's WAL lag
+// bound's view of replication (throttle.WALGate): cheap, no allocation, no waiting.
+func (p *Primary) SlowestReplay() (replayed wal.LSN, standbys int, changed <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.senders {
+		s.mu.Lock()
+		if !s.replyTime.IsZero() {
+			if standbys == 0 || s.play < replayed {
+				replayed = s.play
+			}
+			standbys++
+		}
+		s.mu.Unlock()
+	}
+	return replayed, standbys, p.flushed
 }
 
 // Standby is one streaming standby as pg_stat_replication shows it.

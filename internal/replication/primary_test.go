@@ -118,10 +118,24 @@ func TestPglogreplStreamsWALAndTracksStandbyPositions(t *testing.T) {
 			keepalives++
 		}
 	}
+	// A stream that has reported nothing holds no vacuum back (the WAL lag bound's view).
+	if _, n, _ := pr.p.SlowestReplay(); n != 0 {
+		t.Fatalf("SlowestReplay counts %d standbys before any report, want 0", n)
+	}
+	_, _, reported := pr.p.SlowestReplay()
 	if err := pglogrepl.SendStandbyStatusUpdate(ctx, c, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos,
 		WALFlushPosition: pos, WALApplyPosition: pos - 1}); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SlowestReplay's channel not closed 10 s after a status update")
+	}
+	if replayed, n, _ := pr.p.SlowestReplay(); n != 1 || replayed != wal.LSN(pos-1) {
+		t.Fatalf("SlowestReplay = %s, %d standbys; want the reported replay %s, 1", replication.FormatLSN(replayed), n, pos-1)
+	}
+	_, _, left := pr.p.SlowestReplay()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ss := pr.p.Standbys()
@@ -147,6 +161,14 @@ func TestPglogreplStreamsWALAndTracksStandbyPositions(t *testing.T) {
 	// The connection takes commands again after the stream.
 	if _, err := pglogrepl.IdentifySystem(ctx, c); err != nil {
 		t.Fatalf("IDENTIFY_SYSTEM after the stream: %v", err)
+	}
+	select {
+	case <-left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SlowestReplay's channel not closed 10 s after the stream ended")
+	}
+	if _, n, _ := pr.p.SlowestReplay(); n != 0 {
+		t.Fatalf("SlowestReplay counts %d standbys after the stream ended, want 0", n)
 	}
 	if err := pglogrepl.DropReplicationSlot(ctx, c, "s1", pglogrepl.DropReplicationSlotOptions{}); err != nil {
 		t.Fatal(err)

@@ -182,8 +182,30 @@ func TestReceiverFlushesWALWaitingInTheConnectionOnceAndReportsWithoutWaitingFor
 	if got := seg[:len(want)]; string(got) != string(want) {
 		t.Errorf("segment 1 does not hold the WAL sent")
 	}
-	if st, err := ReadStandbyState(dir); err != nil || st.Flushed != end {
-		t.Errorf("standby state %+v (%v), want flushed %s", st, err, FormatLSN(end))
+	// The state file says where a restart resumes; within the segment it already names,
+	// a flush does not rewrite it (saveState).
+	if st, err := ReadStandbyState(dir); err != nil || st.Flushed != start {
+		t.Errorf("standby state %+v (%v), want flushed still %s (all the WAL in the same segment)", st, err, FormatLSN(start))
+	}
+}
+
+// The standby state may stay behind what was flushed, but never a segment behind what the
+// primary was told (its slot keeps the segments from there on): a flush that enters another
+// segment saves it first.
+func TestStandbyStateIsSavedWhenAFlushEntersAnotherSegmentOnly(t *testing.T) {
+	const seg = 16 << 20
+	for _, c := range []struct {
+		saved, flushed wal.LSN
+		want           bool
+	}{
+		{seg, seg + 8192, false},
+		{seg + 100, 2*seg - 1, false},
+		{seg + 100, 2 * seg, true}, // the slot's restart position would be in segment 2
+		{seg + 100, 3*seg + 5, true},
+	} {
+		if got := saveState(c.saved, c.flushed, seg); got != c.want {
+			t.Errorf("saveState(%s, %s) = %v, want %v", FormatLSN(c.saved), FormatLSN(c.flushed), got, c.want)
+		}
 	}
 }
 
@@ -220,4 +242,39 @@ func TestReceiverReportsReplayProgressWithoutWaitingForItsInterval(t *testing.T)
 	wait("reported the WAL flushed", func(su StatusUpdate) bool { return su.Flush == end })
 	replayedTo.Store(uint64(end)) // the engine replays it
 	wait("reported it replayed", func(su StatusUpdate) bool { return su.Apply == end })
+}
+
+// A receiver whose flushes cross into the next WAL segment saves the standby state there,
+// so that a restart resumes in a segment the primary still keeps.
+func TestReceiverSavesTheStandbyStateWhenItsWALEntersTheNextSegment(t *testing.T) {
+	const (
+		sysID   = 44
+		segSize = 16 << 20
+		size    = 2 << 10
+	)
+	dir := t.TempDir()
+	start := wal.LSN(2*segSize - 3*size)
+	if err := writeStandbyState(vfs.OS(), dir, StandbyState{SystemID: sysID, Flushed: start, SegmentSize: segSize}); err != nil {
+		t.Fatal(err)
+	}
+	xlog, _ := xlogPieces(start, 6, size)
+	end := start + 6*size
+	_, updates := streamFromFake(t, dir, sysID, xlog, nil, nil)
+	deadline := time.After(20 * time.Second)
+	for flushed := wal.LSN(0); flushed != end; {
+		select {
+		case su := <-updates:
+			flushed = su.Flush
+		case <-deadline:
+			t.Fatalf("no status update reported %s flushed within 20 s", FormatLSN(end))
+		}
+	}
+	st, err := ReadStandbyState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Flushed < 2*segSize || st.Flushed > end {
+		t.Fatalf("standby state flushed %s after WAL flushed to %s: want it in segment 2 (from %s), not behind it",
+			FormatLSN(st.Flushed), FormatLSN(end), FormatLSN(2*segSize))
+	}
 }

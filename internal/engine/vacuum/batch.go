@@ -62,6 +62,11 @@ func (r *Batch) Usage() usage.Reading { return r.usage.Read() }
 // ThrottleStats returns the run-wide throttle's accounting.
 func (r *Batch) ThrottleStats() throttle.Stats { return r.thr.Stats() }
 
+// SetWALLagBound sets the run's WAL lag bound (throttle.Throttle.SetWALLagBound;
+// the standbys are seen through Options.ThrottleOptions.WALGate): every worker,
+// whatever its table's overrides, is held by it from its next delay point.
+func (r *Batch) SetWALLagBound(bytes int64) error { return r.thr.SetWALLagBound(bytes) }
+
 // UpdateThrottle replaces the run-wide throttle settings. Every worker
 // sees the new rates at its next delay point (sleeping ones are woken).
 // Tables with overrides keep their overridden fields and inherit the new

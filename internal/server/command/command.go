@@ -217,6 +217,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer primary.Close()
 	cfg.Replication, cfg.Views = primary, primary.Views()
 	cfg.ReplicationLag = func() sql.ReplicationLag { return furthestBehind(primary.Standbys()) }
+	cfg.StandbyReplay = primary.SlowestReplay
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on %s: %w", f.listen, err), db.Close())

@@ -241,6 +241,10 @@ func (a *adaptiveRun) setTarget(name, value string) error {
 	if t.on() && !hasCeiling(a.ceiling) {
 		return errNoCeiling()
 	}
+	// The lag target is also the run's WAL lag bound (walgate.go), in force at once.
+	if err := a.run.SetWALLagBound(t.lagBytes); err != nil {
+		return pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
+	}
 	a.targets, a.rebuild = t, true
 	a.launchLocked()
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
@@ -25,6 +26,8 @@ type Vacuums struct {
 	runs map[uint32]*runningVacuum
 	done map[uint32]vacuumed   // by table OID, since the server started
 	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
+	// replay is the slowest standby's replay position, for the WAL lag bound (walgate.go).
+	replay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
 }
 
 // vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.

@@ -119,8 +119,12 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 				names = append(names, t.Name)
 			}
 		}
+		opts.ThrottleOptions.WALGate = s.vacuums.walGate(s.db)
 		run, err := vacuum.NewBatch(opts)
 		if err != nil {
+			return nil, vacuumError(x, "", err)
+		}
+		if err := run.SetWALLagBound(targets.lagBytes); err != nil { // walgate.go
 			return nil, vacuumError(x, "", err)
 		}
 		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}

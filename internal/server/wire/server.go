@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
 	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
@@ -61,7 +62,11 @@ type Config struct {
 	// ReplicationLag is the standbys' lag, the adaptive throttle's lag signal (nil: no
 	// standby is ever seen).
 	ReplicationLag func() sql.ReplicationLag
-	Logf           func(format string, args ...any)
+	// StandbyReplay is the slowest standby's replay position, how many standbys have
+	// reported one and a channel closed at the next report: the WAL lag bound's signal
+	// (sql.Vacuums.SetStandbyReplay; nil: the bound holds nothing back).
+	StandbyReplay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
+	Logf          func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
@@ -92,6 +97,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.vacuums.SetReplicationLag(cfg.ReplicationLag)
+	s.vacuums.SetStandbyReplay(cfg.StandbyReplay)
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
 }

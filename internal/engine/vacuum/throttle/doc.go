@@ -72,6 +72,25 @@
 // bytes are also what a replica must receive, which is what the limit is
 // for (replication lag).
 //
+// # The WAL lag bound (closed loop)
+//
+// A WAL rate limit is open-loop: it is set from a standby's apply rate
+// measured once, and on a shared machine that rate swings with the load and
+// the whole pipeline (primary, network, standby) stalls at times; at 45 MB/s
+// a 1 MiB lag is 23 ms of delay, so any longer stall breaks the bound the
+// limit was meant to keep. A WAL lag bound (Throttle.SetWALLagBound) closes
+// the loop: after a delay point's rate limits, a waiter whose charge
+// inserted WAL is held while the Options.WALGate reports the slowest
+// attached standby more than the bound behind the WAL inserted so far, and
+// released when a standby report brings it within. Before it waits it has
+// the gate flush the WAL (a standby is sent only durable WAL: held for WAL
+// nobody flushes, it would wait for ever). The lag the standby sees is then
+// at most the bound plus what was inserted between one delay point and the
+// next (a page's work per worker) and what the foreground inserts
+// meanwhile. No standby attached (or no gate): nothing is held. Held time is
+// in Stats (WALHeld, WALHolds), not in Slept; a pause during a hold is a
+// pause.
+//
 // # Accounting
 //
 // Stats reports, per limit, units consumed, the rate achieved over the

@@ -33,6 +33,8 @@ func (m *Meter) Charge(d usage.Reading) { m.pending = addUsage(m.pending, d) }
 // Counters' delta plus explicit charges) to the throttle and its ancestors,
 // then sleeps while the worker is ahead of schedule by at least MinSleep,
 // and waits while the run is paused (Throttle.Pause) until it is resumed.
+// When the usage inserted WAL, it then waits while a standby is further
+// behind than the bound of Throttle.SetWALLagBound (see Options.WALGate).
 // It returns ctx.Err() when ctx is done, at once if it was done already and
 // within a timer tick if it is cancelled during the sleep or the pause.
 func (m *Meter) Wait(ctx context.Context) error {
@@ -48,7 +50,13 @@ func (m *Meter) Wait(ctx context.Context) error {
 		r.mu.Unlock()
 		return err
 	}
-	return m.t.wait(ctx, m, d)
+	if err := m.t.wait(ctx, m, d); err != nil {
+		return err
+	}
+	if d.WALBytes > 0 {
+		return m.t.holdWAL(ctx, m)
+	}
+	return nil
 }
 
 // Hook returns Wait bound to ctx, in the shape of the engine's per-page

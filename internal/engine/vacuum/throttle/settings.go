@@ -149,6 +149,27 @@ type Options struct {
 	// while a stalled vacuum's WAL rate falls behind the limit rather than
 	// catching up in a burst.
 	WALBurst time.Duration
+	// WALGate tells the throttle how far behind the standbys are, for the
+	// WAL lag bound (Throttle.SetWALLagBound); nil: no standby is ever seen
+	// and the bound holds nothing back.
+	WALGate WALGate
+}
+
+// WALGate is the throttle's view of replication, for the WAL lag bound.
+type WALGate interface {
+	// WALBehind returns how many bytes of the WAL inserted so far the
+	// slowest attached standby has not replayed (attached false when no
+	// standby is attached: nothing is held then), and a channel closed
+	// when that may have changed (a standby reported a position, attached
+	// or left). The throttle calls it at delay points, so it must be cheap
+	// and must not wait.
+	WALBehind() (behind int64, attached bool, changed <-chan struct{})
+	// FlushWAL makes the WAL inserted so far durable, so that it can be
+	// sent (a standby is sent only flushed WAL), charging the flush to u.
+	// The throttle calls it before it holds a worker: the WAL behind is
+	// counted from the inserted end, and a worker held for WAL nobody
+	// flushes would wait for a standby that cannot catch up.
+	FlushWAL(u *usage.Counters) error
 }
 
 func (o Options) withDefaults() Options {

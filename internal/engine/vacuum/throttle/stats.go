@@ -42,6 +42,12 @@ type Stats struct {
 	PausedFor time.Duration
 	// Pauses is the number of times the run was paused.
 	Pauses int64
+	// WALHeld is the time waiters of this throttle and of its children were
+	// held by the WAL lag bound (Throttle.SetWALLagBound), summed over
+	// workers; not in Slept.
+	WALHeld time.Duration
+	// WALHolds is the number of delay points the bound held.
+	WALHolds int64
 	// Limits is indexed by Kind.
 	Limits [numKinds]LimitStats
 }
@@ -54,7 +60,7 @@ func (t *Throttle) Stats() Stats {
 	now := r.now()
 	act := r.active(now)
 	st := Stats{Elapsed: now - t.start, Slept: t.slept, Sleeps: t.sleeps,
-		Paused: r.paused, PausedFor: r.pausedFor(now), Pauses: r.pauses}
+		Paused: r.paused, PausedFor: r.pausedFor(now), Pauses: r.pauses, WALHeld: t.walHeld, WALHolds: t.walHolds}
 	for k := range numKinds {
 		l := &t.lims[k]
 		ls := LimitStats{Kind: k, Active: l.rate > 0, Configured: l.rate, Consumed: l.consumed, Forfeited: l.forfeited}

@@ -29,12 +29,15 @@ type Throttle struct {
 	pausedAt    time.Duration // when the current pause began
 	pausedTotal time.Duration // length of the pauses that have ended
 	pauses      int64
+	walLagBound int64 // SetWALLagBound's bytes; 0 = off
 
 	// Guarded by root.mu.
 	settings Settings
 	lims     [numKinds]limit
 	slept    time.Duration // by waiters of this throttle and its children
 	sleeps   int64
+	walHeld  time.Duration // waiters held by the WAL lag bound (holdWAL)
+	walHolds int64
 }
 
 // New returns a root throttle with settings s. Zero fields of o take their
@@ -293,6 +296,108 @@ func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 	}
 	if err == nil {
 		err = ctx.Err()
+	}
+	return err
+}
+
+// walGatePoll is how often a waiter held by the WAL lag bound asks the gate
+// again when the gate's channel has not fired: a safety net for a gate that
+// misses a change, not the way the hold normally ends.
+const walGatePoll = 20 * time.Millisecond
+
+// SetWALLagBound closes the loop on the WAL the run inserts: while the
+// throttle's Options.WALGate sees a standby, a delay point whose charge
+// inserted WAL is held, after its rate limits, while the slowest standby has
+// more than bytes of the inserted WAL left to replay, and released as it
+// catches up. It is a bound, not a rate: it holds whatever the standby's
+// apply rate does, where a rate limit is set once from a guess of that rate.
+// 0 turns it off. It applies to the whole run (called on a child, to the
+// root) and takes effect at once, for waiters already held too.
+func (t *Throttle) SetWALLagBound(bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("WAL lag bound %d bytes must not be negative: %w", bytes, ErrInvalidSettings)
+	}
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.walLagBound = bytes
+	r.wake()
+	return nil
+}
+
+// WALLagBound is the bound SetWALLagBound set (0: off).
+func (t *Throttle) WALLagBound() int64 {
+	r := t.root
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.walLagBound
+}
+
+// holdWAL is the closed loop of SetWALLagBound: a waiter whose
+// charge inserted WAL waits here, after its rate limits, while the gate says
+// the slowest standby is more than the bound behind (having flushed the WAL,
+// once per hold, so that the standby can be sent it), and goes on as soon as
+// a report brings it within the bound. The gate is asked without the
+// throttle's lock held, and the wait holds no lock: other workers of the run
+// wait here too, or at their own delay points. It ends at once when the
+// bound is turned off or the standby leaves, and returns ctx.Err() within a
+// timer tick when ctx is cancelled. A pause that begins while held is
+// waited out here (no allowance accrues meanwhile, as for any pause).
+func (t *Throttle) holdWAL(ctx context.Context, m *Meter) error {
+	r := t.root
+	gate := r.opts.WALGate
+	if gate == nil {
+		return nil
+	}
+	var began time.Time
+	var err error
+	for {
+		r.mu.Lock()
+		bound, paused, updated := r.walLagBound, r.paused, r.updated
+		r.mu.Unlock()
+		if bound == 0 {
+			break
+		}
+		if paused {
+			if err = t.WaitWhilePaused(ctx); err != nil {
+				break
+			}
+			continue
+		}
+		behind, attached, changed := gate.WALBehind()
+		if !attached || behind <= bound {
+			break
+		}
+		if began.IsZero() {
+			began = time.Now()
+			// Held from here on, this worker inserts nothing more: make what it and
+			// the others inserted sendable, so the standby can catch up with it.
+			if err = gate.FlushWAL(m.c); err != nil {
+				err = fmt.Errorf("flush the WAL before waiting for the standbys: %w", err)
+				break
+			}
+		}
+		m.arm(walGatePoll)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-changed:
+		case <-updated: // the bound changed, or a pause began
+		case <-m.timer.C:
+		}
+		m.disarm()
+		if err != nil {
+			break
+		}
+	}
+	if !began.IsZero() {
+		held := time.Since(began)
+		r.mu.Lock()
+		for n := t; n != nil; n = n.parent {
+			n.walHeld += held
+			n.walHolds++
+		}
+		r.mu.Unlock()
 	}
 	return err
 }
