@@ -65,12 +65,7 @@ func TestVacuumFirstPassReadsTheVisibilityMapOncePerVMPage(t *testing.T) {
 	if rep.PagesSkipped < 200 {
 		t.Fatalf("second vacuum skipped %d of %d pages, want the table all-visible", rep.PagesSkipped, rep.PagesTotal)
 	}
-	var scan usage.Reading
-	for _, pu := range rep.PhaseUsage {
-		if pu.Phase == "scanning heap" {
-			scan = pu.Usage
-		}
-	}
+	scan := phaseUsage(rep, "scanning heap")
 	// The skipped pages' tuple estimate reads up to SkippedSamplePages of them (CountPage
 	// reads each twice: its line pointers, then its tuples); the VM of a few hundred blocks
 	// is one page. A VM access per heap block would be 378 more.
@@ -94,15 +89,20 @@ func TestVacuumSecondPassSetsVisibilityBitsWithTheVMPagePinned(t *testing.T) {
 	if rep.PagesVacuumed < 200 {
 		t.Fatalf("the vacuum freed slots on %d pages, want most of the table's %d", rep.PagesVacuumed, rep.PagesTotal)
 	}
-	var heap usage.Reading
-	for _, pu := range rep.PhaseUsage {
-		if pu.Phase == "vacuuming heap" {
-			heap = pu.Usage
-		}
-	}
+	heap := phaseUsage(rep, "vacuuming heap")
 	// Per page: the heap page and its FSM entry; the VM and FSM pages themselves, once.
 	if got, most := heap.Hits+heap.Misses, 2*rep.PagesVacuumed+4; got > most {
 		t.Errorf("second pass over %d pages made %d buffer accesses, want at most %d (a VM access per page would be %d more)",
 			rep.PagesVacuumed, got, most, rep.PagesVacuumed)
 	}
+}
+
+// phaseUsage is what the report says the vacuum used in phase (zero if it never entered it).
+func phaseUsage(rep *vacuum.Report, phase string) usage.Reading {
+	for _, pu := range rep.PhaseUsage {
+		if pu.Phase == phase {
+			return pu.Usage
+		}
+	}
+	return usage.Reading{}
 }
