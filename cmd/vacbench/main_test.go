@@ -179,9 +179,10 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 		}
 	})
 
-	t.Run("VACUUM FULL's runs each watched a real standby, ours three times and PostgreSQL's once", func(t *testing.T) {
+	t.Run("VACUUM FULL's runs each watched a real standby, ours three or four times and PostgreSQL's once", func(t *testing.T) {
 		tb := tables["exp5_full_lag"]
-		want := [][2]string{{"unthrottled", "engine-server"}, {"WAL limit", "engine-server"}, {"postgresql unthrottled", "postgresql-15"}}
+		want := [][2]string{{"unthrottled", "engine-server"}, {"WAL limit", "engine-server"}, {"WAL limit", "engine-server"},
+			{"postgresql unthrottled", "postgresql-15"}}
 		if bench.QuickSizes().FullCostDelay > 0 {
 			want = slices.Insert(want, 1, [2]string{"cost delay", "engine-server"})
 		}
@@ -194,9 +195,13 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 			}
 		}
 		apply, limit, tx := tb.col(t, "apply_mb_per_s"), tb.col(t, "wal_limit_mb_per_s"), tb.col(t, "tx_during")
-		wl := limit[len(want)-2] // the WAL-limit run is ours' last
-		if apply[0] <= 0 || wl <= 0 || wl > apply[0] {
-			t.Errorf("apply rate %.3f MB/s, WAL limit %.3f MB/s: want a measured apply rate and a limit not above it", apply[0], wl)
+		wl := limit[len(want)-2] // the WAL-limit runs are ours' last two
+		if apply[0] <= 0 || wl <= 0 || wl > apply[0] || limit[len(want)-3] != wl {
+			t.Errorf("apply rate %.3f MB/s, WAL limits %.3f and %.3f MB/s: want a measured apply rate and one limit not above it",
+				apply[0], limit[len(want)-3], wl)
+		}
+		if bound := tb.col(t, "lag_bound_mb"); bound[len(want)-3] != 0 || bound[len(want)-2] <= 0 {
+			t.Errorf("lag bounds %.3f and %.3f MB: want the limit alone, then the limit with a bound", bound[len(want)-3], bound[len(want)-2])
 		}
 		// At quick sizes a FULL can be shorter than the gap between the load's commits
 		// (-R 50 over two clients: PostgreSQL's quick FULL once had none), so only the
@@ -311,7 +316,7 @@ func TestBadFlagsExitWithUsageCode(t *testing.T) {
 // one and with the WAL limit, and PostgreSQL's.
 func exp5Runs(sz bench.Sizes) int {
 	if sz.FullCostDelay > 0 {
-		return 4
+		return 5
 	}
-	return 3
+	return 4
 }

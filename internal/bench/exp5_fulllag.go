@@ -334,8 +334,12 @@ func runFullLag(ctx context.Context, r *runner) (*Section, error) {
 	if sz.FullCostDelay > 0 { // the quick sizes leave it out, for time
 		settings = append(settings, setting{fmt.Sprintf("cost delay %s", sz.FullCostDelay), sz.FullCostDelay, 0, 0})
 	}
-	settings = append(settings, setting{fmt.Sprintf("WAL limit %.1f MB/s + lag bound %d KiB", float64(walLimit)/1e6, exp5LagBound>>10),
-		0, walLimit, exp5LagBound})
+	// The limit alone is what the goal names; the limit with the lag bound is how the
+	// engine keeps it (the limit is open-loop at a rate measured once): both are shown.
+	settings = append(settings,
+		setting{fmt.Sprintf("WAL limit %.1f MB/s", float64(walLimit)/1e6), 0, walLimit, 0},
+		setting{fmt.Sprintf("WAL limit %.1f MB/s + lag bound %d KiB", float64(walLimit)/1e6, exp5LagBound>>10),
+			0, walLimit, exp5LagBound})
 	for _, c := range settings {
 		fr, err := r.fullBeside(ctx, ours, c.name, c.delay, c.wal, c.bound)
 		if err != nil {
@@ -460,7 +464,7 @@ func fullLagSection(r *runner, runs []fullRun, apply float64, behind bool, loadW
 }
 
 // fullLagRows are experiment 5's rows by system: ours (unthrottled, cost delay when the sizes
-// have one, WAL limit last) and PostgreSQL's.
+// have one, the WAL limit alone, the WAL limit with the lag bound last) and PostgreSQL's.
 func fullLagRows(c *cells) (ours [][]string, pg []string) {
 	const t = "exp5_full_lag"
 	for _, row := range c.rows(t, "") {
@@ -470,8 +474,8 @@ func fullLagRows(c *cells) (ours [][]string, pg []string) {
 			ours = append(ours, row)
 		}
 	}
-	if len(ours) < 2 || len(ours) > 3 || pg == nil {
-		c.fail("table %s: want two or three runs of ours and one of PostgreSQL's", t)
+	if len(ours) < 3 || len(ours) > 4 || pg == nil {
+		c.fail("table %s: want three or four runs of ours and one of PostgreSQL's", t)
 	}
 	return ours, pg
 }
@@ -484,12 +488,13 @@ func fullLagRules(ts tables) []Rule {
 		return nil
 	}
 	peak := c.num(t, ours[len(ours)-1], "peak_lag_mb")
+	alone := c.num(t, ours[len(ours)-2], "peak_lag_mb")
 	return []Rule{{
 		Statement: sentence("The goal is met when, with the WAL-rate limit at %.2f of the standby's apply rate and the "+
 			"lag bound at %d KiB, the peak lag is at most %.2f MB (1 MiB)", exp5LimitShare, exp5LagBound>>10, exp5LagGoal/1e6),
 		Holds: peak <= exp5LagGoal/1e6,
-		Then:  sentence("Met: %.2f MB.", peak),
-		Else:  sentence("Not met: %.2f MB.", peak),
+		Then:  sentence("Met: %.2f MB (with the limit alone: %.2f MB).", peak, alone),
+		Else:  sentence("Not met: %.2f MB (with the limit alone: %.2f MB).", peak, alone),
 	}}
 }
 
@@ -502,7 +507,7 @@ func fullLagVerdict(ts tables) *Verdict {
 	}
 	un := c.num(t, ours[0], "peak_lag_mb")
 	v := &Verdict{Field: "lag 92 MB unthrottled, ~40 MB with a cost delay"}
-	if len(ours) == 2 {
+	if len(ours) == 3 {
 		v.Run = sentence("ours %.1f MB unthrottled, no cost-delay run at these sizes; PostgreSQL 15 %.1f MB unthrottled",
 			un, c.num(t, pg, "peak_lag_mb"))
 		v.Outcome, v.Why = "not measured here", "these sizes run no cost-delay FULL"
