@@ -163,7 +163,9 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 			"tick whose run or pod did not exist at the end counts with the delay up to the end (no_pod_runs).",
 		"Memory per policy is the growth over the idle manager (0 policies, caches synced), divided by the " +
 			"policies: heap after a forced GC (/debug/pprof/heap?gc=1, then go_memstats_heap_alloc_bytes), and RSS, " +
-			"which a Go process rarely gives back, so its growth is an upper bound of what the fleet costs.",
+			"which a Go process rarely gives back, so its growth is an upper bound of what the fleet costs. " +
+			"At the smallest fleet the growth can be smaller than what the idle heap moves between two samples, " +
+			"so its figure per policy can even be negative: only the largest fleet's decides the goal.",
 	}
 	return sec, nil
 }
