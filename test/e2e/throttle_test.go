@@ -30,8 +30,11 @@ func costRateOver(pod *corev1.Pod, window time.Duration) float64 {
 var _ = Describe("The throttle", func() {
 	It("holds a cost-bound run within 10% of costLimit/costDelay", func() {
 		ns := newNamespace()
-		// ~2,700 heap pages at ~49 cost units each: ~13 s at the limit.
-		makeVolume(ns, "data", bloatTable{name: "t", rows: 40_000, payload: 500, deleted: 0.3})
+		// 5,334 heap pages at about 26 cost units each (a miss, a dirtying, a hit on the way
+		// back: 140,063 units unthrottled on 870c948): about 14 s at the limit, so the 1 s wait
+		// and the 6 s window fit. 40,000 rows had 70,047 units (7 s) once the visibility map
+		// page stayed pinned, and the run ended inside the window.
+		makeVolume(ns, "data", bloatTable{name: "t", rows: 80_000, payload: 500, deleted: 0.3})
 		// 100 units per 10 ms = 10,000 units/s: ~200 pages a second, far below what the
 		// machine can do, so the limit decides.
 		Expect(cluster.Client.Create(suiteCtx, policy(ns, "metered", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 100)))).To(Succeed())
@@ -45,8 +48,10 @@ var _ = Describe("The throttle", func() {
 
 	It("changes a running run's rate when the policy's throttle is edited", func() {
 		ns := newNamespace()
-		// ~3,000 pages, ~150k cost units: the first 6 s at 2,500 units/s, the rest at 10,000.
-		makeVolume(ns, "data", bloatTable{name: "t", rows: 45_000, payload: 500, deleted: 0.3})
+		// 5,334 pages, about 140k cost units (as above): the first 6 s at 2,500 units/s, the
+		// rest at 10,000, with some 50k units left after the second window. 45,000 rows (about
+		// 79k units) left only about a second's worth.
+		makeVolume(ns, "data", bloatTable{name: "t", rows: 80_000, payload: 500, deleted: 0.3})
 		Expect(cluster.Client.Create(suiteCtx, policy(ns, "edited", "data", vacuumv1alpha1.VacuumModeLazy, costThrottle(10*time.Millisecond, 25)))).To(Succeed())
 		run := runOf(ns, "edited")
 		pod := runningPod(run)
