@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -67,6 +69,16 @@ const (
 	fleetGoalTickToPodSecs = 2
 )
 
+// fleetColumns are the columns of the experiment's main table (the first is the label).
+var fleetColumns = []string{"fleet", "policies", "real_pod_policies", "seconds", "runs", "pods",
+	"policy_reconciles", "policy_p50_ms", "policy_p99_ms", "run_reconciles", "run_p50_ms", "run_p99_ms",
+	"requests", "requests_per_run", "heap_idle_mib", "heap_mib", "heap_kib_per_policy",
+	"rss_idle_mib", "rss_mib", "rss_kib_per_policy", "cpu_s", "cpu_ms_per_run", "cpu_cores",
+	"tick_to_run_p99_s", "tick_to_pod_ts_p99_s", "tick_to_pod_p50_s", "tick_to_pod_p99_s", "tick_to_pod_max_s", "no_pod_runs",
+	"policy_queue_mean_ms", "run_queue_mean_ms", "policy_depth_max", "run_depth_max",
+	"request_mean_ms", "request_p99_ms", "limiter_p99_ms", "control_plane_cores",
+	"ticks_per_s", "apiserver_cores", "etcd_cores", "node_cores"}
+
 // fleetLabel is the table row of a fleet of n policies.
 func fleetLabel(n int) string { return strconv.Itoa(n) }
 
@@ -76,6 +88,10 @@ type fleetSample struct {
 	m    managerstat.Sample
 	proc managerstat.Proc
 	cp   managerstat.Proc // the control plane: kube-apiserver and etcd together
+	// each of the control plane's processes, in controlPlaneNames' order, and this process
+	// (the local node, its runner processes once waited for, the experiment's watches)
+	cpEach []managerstat.Proc
+	self   managerstat.Proc
 }
 
 // controlPlaneNames are the processes whose CPU is the control plane's: where a reconcile
@@ -99,7 +115,13 @@ type fleetSeen struct {
 }
 
 func runFleet(ctx context.Context, r *runner) (*Section, error) {
-	sz := r.sz
+	sz, err := fleetSizesFromEnv(r.sz)
+	if err != nil {
+		return nil, err
+	}
+	saved := r.sz
+	r.sz = sz
+	defer func() { r.sz = saved }()
 	// envtest logs through controller-runtime's logger, which complains (with a stack) when
 	// nobody has set one.
 	ctrllog.SetLogger(logr.Discard())
@@ -124,13 +146,7 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 	}
 	defer func() { _ = c.Stop() }()
 	sec := &Section{Title: fleetText.title, Claim: fleetText.claim, Setup: fleetSetup(sz)}
-	tb := NewTable(fleetTable, 1, "fleet", "policies", "real_pod_policies", "seconds", "runs", "pods",
-		"policy_reconciles", "policy_p50_ms", "policy_p99_ms", "run_reconciles", "run_p50_ms", "run_p99_ms",
-		"requests", "requests_per_run", "heap_idle_mib", "heap_mib", "heap_kib_per_policy",
-		"rss_idle_mib", "rss_mib", "rss_kib_per_policy", "cpu_s", "cpu_ms_per_run", "cpu_cores",
-		"tick_to_run_p99_s", "tick_to_pod_ts_p99_s", "tick_to_pod_p50_s", "tick_to_pod_p99_s", "tick_to_pod_max_s", "no_pod_runs",
-		"policy_queue_mean_ms", "run_queue_mean_ms", "policy_depth_max", "run_depth_max",
-		"request_mean_ms", "request_p99_ms", "limiter_p99_ms", "control_plane_cores")
+	tb := NewTable(fleetTable, 1, fleetColumns...)
 	// API requests per run by HTTP method (a list is a GET): which requests a run costs.
 	tbReq := NewTable(fleetRequestsTable, 2, "fleet", "method", "policies", "requests", "requests_per_run")
 	sec.Tables = append(sec.Tables, tb, tbReq)
@@ -243,8 +259,9 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 		return err
 	}
 	r.logf("  %d policies created in %s", n, s1.at.Sub(s0.at).Round(time.Millisecond))
-	prof := make(chan error, 1)
+	prof := make(chan error, 2)
 	go func() { prof <- m.profile(ctx, n, sz.FleetWindow-time.Second) }()
+	go func() { prof <- apiserverProfile(ctx, c, n, sz.FleetWindow-time.Second) }()
 	depth := make(chan map[string]float64, 1)
 	go func() { depth <- m.maxDepth(wctx, time.Second) }()
 	select {
@@ -258,11 +275,13 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 	if err != nil {
 		return err
 	}
-	if err := <-prof; err != nil {
-		return err
+	for range 2 {
+		if err := <-prof; err != nil {
+			return err
+		}
 	}
 	stopWatch()
-	if err := fleetRow(tb, n, realCount, s0, s1, s2, seen, <-depth); err != nil {
+	if err := fleetRow(tb, n, realCount, period, s0, s1, s2, seen, <-depth); err != nil {
 		return err
 	}
 	if err := fleetRequests(tbReq, n, s0, s2, seen); err != nil {
@@ -273,6 +292,7 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 		return err
 	}
 	r.logf("  %d policies: %s", n, fleetRowText(tb))
+	r.logf("  %d policies: CPU seconds over the window: %s", n, fleetCPUText(s1, s2))
 	if last {
 		return nil
 	}
@@ -419,6 +439,7 @@ func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string) (*f
 		"--metrics-bind-address="+addrs[0], "--metrics-secure=false", "--pprof-bind-address="+addrs[1],
 		"--health-probe-bind-address="+addrs[2], "--namespace="+devcluster.ManagerNamespace,
 		"--runner-image="+devcluster.RunnerImage)
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv(FleetManagerArgsEnv))...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -508,6 +529,7 @@ func (m *fleetManager) sample(ctx context.Context, gc bool) (fleetSample, error)
 		return fleetSample{}, err
 	}
 	var cp managerstat.Proc
+	var each []managerstat.Proc
 	for _, pid := range m.cpPids {
 		q, err := managerstat.ReadProc(pid)
 		if err != nil {
@@ -515,8 +537,13 @@ func (m *fleetManager) sample(ctx context.Context, gc bool) (fleetSample, error)
 		}
 		cp.CPU += q.CPU
 		cp.RSSBytes += q.RSSBytes
+		each = append(each, q)
 	}
-	return fleetSample{at: time.Now(), m: s, proc: p, cp: cp}, nil
+	self, err := readSelfCPU()
+	if err != nil {
+		return fleetSample{}, err
+	}
+	return fleetSample{at: time.Now(), m: s, proc: p, cp: cp, cpEach: each, self: self}, nil
 }
 
 // maxDepth scrapes the manager every interval until ctx ends and returns the deepest each
@@ -538,7 +565,8 @@ func (m *fleetManager) maxDepth(ctx context.Context, every time.Duration) map[st
 }
 
 // childProcesses are the pids of this process's children named one of names (their
-// /proc/<pid>/stat command): envtest starts kube-apiserver and etcd as direct children.
+// /proc/<pid>/stat command), in the order of names: envtest starts kube-apiserver and etcd
+// as direct children.
 func childProcesses(names []string) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -546,6 +574,7 @@ func childProcesses(names []string) ([]int, error) {
 	}
 	self := os.Getpid()
 	var pids []int
+	byName := map[string]int{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -563,13 +592,54 @@ func childProcesses(names []string) ([]int, error) {
 		if len(f) < 2 || f[1] != strconv.Itoa(self) || !slices.Contains(names, string(b[open+1:end])) {
 			continue
 		}
-		pids = append(pids, pid)
+		byName[string(b[open+1:end])] = pid
+	}
+	for _, name := range names {
+		if pid, ok := byName[name]; ok {
+			pids = append(pids, pid)
+		}
 	}
 	if len(pids) != len(names) {
 		return nil, fmt.Errorf("found %d of the control plane's %d processes %v among this process's children", len(pids), len(names), names)
 	}
 	return pids, nil
 }
+
+// FleetScalesEnv (policies of each fleet, comma-separated) and FleetPeriodEnv (a duration)
+// replace the experiment's fleets and their schedules' period, for a diagnostic run that
+// varies the offered load (ticks per second are policies over the period); unset, the sizes'
+// own apply, and the report's setup names whichever ran.
+const (
+	FleetScalesEnv = "VACBENCH_FLEET_SCALES"
+	FleetPeriodEnv = "VACBENCH_FLEET_PERIOD"
+)
+
+// fleetSizesFromEnv is sz with FleetScalesEnv and FleetPeriodEnv applied.
+func fleetSizesFromEnv(sz Sizes) (Sizes, error) {
+	if v := os.Getenv(FleetScalesEnv); v != "" {
+		var scales []int
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return sz, fmt.Errorf("%s=%q: want positive policy counts separated by commas", FleetScalesEnv, v)
+			}
+			scales = append(scales, n)
+		}
+		sz.FleetScales = scales
+	}
+	if v := os.Getenv(FleetPeriodEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return sz, fmt.Errorf("%s=%q: want a duration of a second or more", FleetPeriodEnv, v)
+		}
+		sz.FleetPeriod = d
+	}
+	return sz, nil
+}
+
+// FleetManagerArgsEnv holds extra flags for the experiment's manager, split at spaces (for
+// an A/B of a manager setting such as --workers); unset, the manager runs with its defaults.
+const FleetManagerArgsEnv = "VACBENCH_FLEET_MANAGER_ARGS"
 
 // FleetProfileEnv names a directory that receives the manager's CPU profile over each
 // fleet's measured window and its heap profile at the end (cpu-N.pprof, heap-N.pprof), for
@@ -593,6 +663,93 @@ func (m *fleetManager) profile(ctx context.Context, n int, d time.Duration) erro
 		}
 	}
 	return nil
+}
+
+// apiserverProfile saves kube-apiserver's CPU profile over d (its /debug/pprof, on by
+// default, read with the cluster's admin credentials) as apiserver-cpu-N.pprof, when
+// FleetProfileEnv is set: where the control plane's share of the machine goes.
+func apiserverProfile(ctx context.Context, c *devcluster.Cluster, n int, d time.Duration) error {
+	dir := os.Getenv(FleetProfileEnv)
+	if dir == "" {
+		return nil
+	}
+	hc, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		return fmt.Errorf("apiserver profile: %w", err)
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(c.Config.Host, "/"), max(int(d/time.Second), 1))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("apiserver profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("apiserver profile: %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("apiserver-cpu-%d.pprof", n)))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("apiserver profile: %w", err)
+	}
+	return f.Close()
+}
+
+// readSelfCPU is this process's CPU and that of its children it has waited for (the local
+// node's runner processes that have exited), from /proc/self/stat.
+func readSelfCPU() (managerstat.Proc, error) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return managerstat.Proc{}, err
+	}
+	end := strings.LastIndexByte(string(b), ')')
+	if end < 0 {
+		return managerstat.Proc{}, errors.New("/proc/self/stat: no command")
+	}
+	f := strings.Fields(string(b[end+1:]))
+	// utime, stime, cutime, cstime are fields 14-17 of stat; f starts at field 3.
+	if len(f) < 15 {
+		return managerstat.Proc{}, fmt.Errorf("/proc/self/stat: %d fields", len(f)+2)
+	}
+	var ticks int64
+	for _, s := range f[11:15] {
+		t, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return managerstat.Proc{}, fmt.Errorf("/proc/self/stat: %w", err)
+		}
+		ticks += t
+	}
+	return managerstat.Proc{CPU: time.Duration(ticks) * time.Second / 100}, nil
+}
+
+// procCores is the cores control-plane process i (in controlPlaneNames' order) used between
+// s1 and s2.
+func procCores(s1, s2 fleetSample, i int) float64 {
+	if i >= len(s1.cpEach) || i >= len(s2.cpEach) {
+		return 0
+	}
+	return (s2.cpEach[i].CPU - s1.cpEach[i].CPU).Seconds() / s2.at.Sub(s1.at).Seconds()
+}
+
+// fleetCPUText is where the machine's CPU went between s1 and s2, in cores: the manager, each
+// of the control plane's processes, and this process with its waited-for children.
+func fleetCPUText(s1, s2 fleetSample) string {
+	secs := s2.at.Sub(s1.at).Seconds()
+	cores := func(a, b managerstat.Proc) string { return fmt.Sprintf("%.2f", (b.CPU-a.CPU).Seconds()/secs) }
+	parts := []string{"manager " + cores(s1.proc, s2.proc)}
+	for i, name := range controlPlaneNames {
+		if i < len(s1.cpEach) && i < len(s2.cpEach) {
+			parts = append(parts, name+" "+cores(s1.cpEach[i], s2.cpEach[i]))
+		}
+	}
+	parts = append(parts, "node and runners "+cores(s1.self, s2.self))
+	return fmt.Sprintf("cores over %.0f s: %s", secs, strings.Join(parts, ", "))
 }
 
 // download saves url's body to path.
@@ -670,7 +827,7 @@ func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns stri
 
 // fleetRow adds the row of a fleet of n policies, measured by samples s0 (idle, before the
 // policies), s1 (all created) and s2 (the end).
-func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSeen, depth map[string]float64) error {
+func fleetRow(tb *Table, n, realCount int, period time.Duration, s0, s1, s2 fleetSample, seen *fleetSeen, depth map[string]float64) error {
 	quant := func(ctrl string) (count, p50, p99 float64, err error) {
 		h2, err := s2.m.Histogram(reconcileMetric, managerstat.Labels{"controller": ctrl})
 		if err != nil {
@@ -744,7 +901,9 @@ func fleetRow(tb *Table, n, realCount int, s0, s1, s2 fleetSample, seen *fleetSe
 		secs(percentileOr(runD, 0.99)), secs(percentile(podTS, 0.99)), secs(percentile(podSeen, 0.5)), secs(percentile(podSeen, 0.99)),
 		secs(podSeen[len(podSeen)-1]), float64(noPod),
 		meanMs(pq), meanMs(rq), depth["vacuumpolicy"], depth["vacuumrun"],
-		meanMs(lat), p99Ms(lat), p99Ms(lim), cpCores)
+		meanMs(lat), p99Ms(lat), p99Ms(lim), cpCores,
+		fn/period.Seconds(), procCores(s1, s2, 0), procCores(s1, s2, 1),
+		(s2.self.CPU-s1.self.CPU).Seconds()/steady)
 }
 
 // fleetRequests adds the fleet's API requests per run by HTTP method.
@@ -883,6 +1042,18 @@ func fleetFindings(ts tables) ([]string, []Rule, *Verdict, error) {
 			num(first, "cpu_ms_per_run"), num(last, "cpu_ms_per_run"), num(first, "heap_kib_per_policy"), num(last, "heap_kib_per_policy"),
 			num(first, "policy_p50_ms"), num(last, "policy_p50_ms")))
 	}
+	// Whose the curve is: the offered load against what the machine has. The control plane
+	// shares the machine with the manager and the local node; when their cores come close to
+	// all of it, the queue waits are the machine's, and fewer workers or more would not move them.
+	used := num(big, "control_plane_cores") + num(big, "cpu_cores") + num(big, "node_cores")
+	findings = append(findings, sentence("At %.0f policies the offered load was %.1f ticks a second; over the window the "+
+		"control plane used %.2f cores (kube-apiserver %.2f, etcd %.2f), the manager %.2f and the local node with its "+
+		"runners %.2f: %.2f of the machine's %d. A reconcile waited %.0f ms (policies) and %.0f ms (runs) on average in its "+
+		"work queue (deepest %.0f and %.0f) and %.1f ms on average for each API request (p99 %.1f ms).",
+		num(big, "policies"), num(big, "ticks_per_s"), num(big, "control_plane_cores"), num(big, "apiserver_cores"),
+		num(big, "etcd_cores"), num(big, "cpu_cores"), num(big, "node_cores"), used, runtime.NumCPU(),
+		num(big, "policy_queue_mean_ms"), num(big, "run_queue_mean_ms"), num(big, "policy_depth_max"),
+		num(big, "run_depth_max"), num(big, "request_mean_ms"), num(big, "request_p99_ms")))
 	outcome := "met"
 	for _, r := range rules {
 		if !r.Holds {
@@ -897,7 +1068,7 @@ func fleetFindings(ts tables) ([]string, []Rule, *Verdict, error) {
 }
 
 func fleetSetup(sz Sizes) []string {
-	return []string{
+	out := []string{
 		sentence("fleets of %v VacuumPolicies, one namespace each, a fresh manager process for each (./cmd/manager, "+
 			"--workers default, metrics over plain HTTP on loopback)", sz.FleetScales),
 		sentence("schedule \"@every %s\" each, created evenly over one period so the ticks are spread; measured for %s after the last is created",
@@ -906,6 +1077,10 @@ func fleetSetup(sz Sizes) []string {
 			"tiny data directory each), the others with pods no node runs", sz.FleetRealPods, fleetRows),
 		"control plane: envtest's kube-apiserver and etcd, kube-controller-manager's garbage collector; the dev cluster's local node",
 	}
+	if args := os.Getenv(FleetManagerArgsEnv); args != "" {
+		out = append(out, sentence("manager flags added by %s: %s", FleetManagerArgsEnv, args))
+	}
+	return out
 }
 
 var fleetText = struct{ title, claim string }{
