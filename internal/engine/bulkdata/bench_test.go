@@ -28,6 +28,21 @@ func benchRows(b *testing.B) int64 {
 	return n
 }
 
+// benchHeapWorkers is vacuum.Options.HeapWorkers for
+// BenchmarkLazyVacuumCPUPerPage: VACUUM_BENCH_HEAP_WORKERS, default 0 (the
+// second heap pass on the table's own worker).
+func benchHeapWorkers(b *testing.B) int {
+	s := os.Getenv("VACUUM_BENCH_HEAP_WORKERS")
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		b.Fatalf("VACUUM_BENCH_HEAP_WORKERS=%q: want a non-negative integer", s)
+	}
+	return n
+}
+
 // benchSource returns one state's table of rows rows: cached under
 // VACUUM_BENCH_CACHE when set (so that alternating benchmark binaries
 // vacuum the same table without rebuilding it), else built in a new
@@ -54,11 +69,12 @@ func benchSource(b *testing.B, state bulkdata.State, rows int64) string {
 // copy; as root the OS page cache is dropped first (cold), else the copy
 // is read warm and "cold=0" says so. "ring-WAL-flushes/op" counts the ring
 // evictions that found their page's WAL not yet durable and had to flush
-// it first. Run with
+// it first. VACUUM_BENCH_HEAP_WORKERS sets Options.HeapWorkers. Run with
 //
 //	VACUUM_BENCH_ROWS=500000 go test -run '^$' -bench LazyVacuumCPUPerPage -benchtime 3x ./internal/engine/bulkdata/
 func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 	rows := benchRows(b)
+	heapWorkers := benchHeapWorkers(b)
 	for _, state := range []bulkdata.State{bulkdata.Hinted, bulkdata.Unhinted} {
 		b.Run(string(state), func(b *testing.B) {
 			src := benchSource(b, state, rows)
@@ -72,6 +88,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 						dir := filepath.Join(b.TempDir(), fmt.Sprintf("run%d", i))
 						opts := vacuum.DefaultOptions()
 						opts.Throttle = &throttle.Settings{}
+						opts.HeapWorkers = heapWorkers
 						r, err := bulkdata.VacuumCold(context.Background(), src, dir,
 							engine.Options{BufferPoolBytes: 128 << 20, Direct: mode == "direct"}, opts)
 						if err != nil {

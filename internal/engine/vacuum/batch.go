@@ -214,6 +214,7 @@ type worker struct {
 	meter pacer
 
 	indexAhead *aheadRing // the index passes' read-ahead ring (lazy.go), made on first use
+	heapAhead  *aheadRing // a parallel heap pass worker's read-ahead ring (lazy.go), made on first use
 
 	// vmr reads and sets the heap passes' VM bits with the VM page pinned,
 	// one buffer access per VM page rather than per heap block (as

@@ -10,3 +10,7 @@ func ReadAheadRunning() int64 { return readAheadRunning.Load() }
 // IndexReadAheadBlocks is how many of ReadAheadBlocks were index blocks
 // read ahead of a bulk delete.
 func IndexReadAheadBlocks() int64 { return indexAheadTotal.Load() }
+
+// HeapJobReadAheadBlocks is how many of ReadAheadBlocks the parallel heap
+// pass's workers read ahead of their runs of blocks.
+func HeapJobReadAheadBlocks() int64 { return heapJobAheadTotal.Load() }

@@ -460,7 +460,15 @@ type heapJob struct {
 func (lv *lazy) parallelHeapPass(n int) error {
 	counts := make([]reclaimCounts, n)
 	reclaim := func(w *worker, k int, j heapJob) error {
+		ra, err := lv.heapJobReadAhead(w, j)
+		if err != nil {
+			return err
+		}
+		defer ra.stop()
 		for i, blk := range j.blks {
+			if err := ra.reached(blk); err != nil {
+				return err
+			}
 			if err := lv.reclaim(w, blk, j.offs[i], &counts[k]); err != nil {
 				return err
 			}
@@ -491,6 +499,25 @@ func (lv *lazy) parallelHeapPass(n int) error {
 		counts[k].addTo(lv.rep)
 	}
 	return err
+}
+
+// heapJobReadAhead starts reading job j's blocks ahead into worker w's own
+// read-ahead ring, as the serial pass reads the store's blocks ahead: without
+// it each heap worker read its blocks one system call at a time and waited
+// for each. Nil when read-ahead is off.
+func (lv *lazy) heapJobReadAhead(w *worker, j heapJob) (*readAhead, error) {
+	if len(j.blks) == 0 {
+		return nil, nil
+	}
+	if w.heapAhead == nil {
+		w.heapAhead = lv.newAheadRing(w)
+	}
+	prefetch := func(blk uint32, n int, s *buffer.Strategy) (int, error) {
+		got, err := lv.t.Heap.Prefetch(blk, n, s)
+		heapJobAheadTotal.Add(int64(got))
+		return got, err
+	}
+	return lv.readAheadInto(w.heapAhead, w, prefetch, j.blks[0], slices.Values(j.blks))
 }
 
 // vacuumDead removes the stored TIDs from every index, then frees their

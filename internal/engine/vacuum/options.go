@@ -116,10 +116,11 @@ type Options struct {
 	// HeapWorkers is how many goroutines free the dead slots of one table
 	// in the second heap pass, each on its own runs of blocks with its own
 	// ring, all under the table's throttle (0 or 1 = the table's own worker
-	// does it). PostgreSQL has no counterpart: it is meant for idle cores
-	// (the pass costs about half of a lazy vacuum's CPU); on the loaded
-	// 2-core machine it was measured on, 2 workers gained nothing beyond
-	// the noise.
+	// does it), each worker reading its runs of blocks ahead. PostgreSQL
+	// has no counterpart: it is meant for idle cores (the pass costs about
+	// half of a lazy vacuum's CPU). Before its workers read ahead, 2 gained
+	// nothing beyond the noise on the 2-core machine it was measured on;
+	// with read-ahead see docs/benchmarks/vacuum-speed.md (session h77).
 	HeapWorkers int
 	// NoWait makes a table that another vacuum (lazy or FULL) of the same
 	// engine is working on fail at once with ErrVacuumInProgress, instead

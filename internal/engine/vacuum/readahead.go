@@ -59,8 +59,9 @@ type prefetchFunc func(blk uint32, n int, s *buffer.Strategy) (int, error)
 // readAheadRunning its goroutines still running (for tests).
 var readAheadTotal, readAheadRunning atomic.Int64
 
-// indexAheadTotal counts the index blocks of readAheadTotal (for tests).
-var indexAheadTotal atomic.Int64
+// indexAheadTotal counts the index blocks of readAheadTotal and
+// heapJobAheadTotal the parallel heap pass's (for tests).
+var indexAheadTotal, heapJobAheadTotal atomic.Int64
 
 // readAheadRun is the longest run read ahead with one system call.
 const readAheadRun = buffer.MaxRunBlocks

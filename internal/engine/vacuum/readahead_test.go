@@ -264,3 +264,43 @@ func TestTheIndexPassReadsTheIndexesAheadOnOneWorkerAndOnTwo(t *testing.T) {
 		verifyRows(t, db, tb)
 	}
 }
+
+// TestParallelHeapPassReadsEachWorkersBlocksAhead: with HeapWorkers each
+// worker reads its run of blocks ahead into its own ring, as the serial
+// pass does, at most once per vacuumed page, and the vacuum does and counts
+// the same work as without read-ahead.
+func TestParallelHeapPassReadsEachWorkersBlocksAhead(t *testing.T) {
+	dir, tb := deletedTable(t)
+	reps := map[bool]*vacuum.Report{}
+	for _, disabled := range []bool{true, false} {
+		db := openDeletedCopy(t, dir)
+		opts := unthrottled()
+		opts.HeapWorkers = 2
+		opts.DisableReadAhead = disabled
+		before := vacuum.HeapJobReadAheadBlocks()
+		rep, err := db.Vacuum(context.Background(), "t", opts)
+		if err != nil {
+			t.Fatalf("vacuum (read-ahead disabled %v): %v", disabled, err)
+		}
+		read := vacuum.HeapJobReadAheadBlocks() - before
+		t.Logf("read-ahead disabled %v: the heap workers read %d blocks ahead of %d vacuumed", disabled, read, rep.PagesVacuumed)
+		switch {
+		case disabled && read != 0:
+			t.Fatalf("the heap workers read ahead %d blocks with read-ahead disabled", read)
+		case !disabled && (read == 0 || read > rep.PagesVacuumed):
+			t.Fatalf("the heap workers read ahead %d blocks for %d pages vacuumed: want some, at most one per page",
+				read, rep.PagesVacuumed)
+		}
+		checkClean(t, db)
+		verifyRows(t, db, tb)
+		reps[disabled] = rep
+	}
+	off, on := reps[true], reps[false]
+	if off.PagesVacuumed < 100 || off.TuplesRemoved != int64(tb.deleted) {
+		t.Fatalf("the vacuum vacuumed %d pages and removed %d tuples, want >= 100 and %d", off.PagesVacuumed, off.TuplesRemoved, tb.deleted)
+	}
+	if a, b := [4]int64{off.PagesVacuumed, off.TuplesRemoved, off.DeadItemsFreed, off.Usage.Dirtied},
+		[4]int64{on.PagesVacuumed, on.TuplesRemoved, on.DeadItemsFreed, on.Usage.Dirtied}; a != b {
+		t.Fatalf("read-ahead changed the parallel heap pass's work (vacuumed, removed, freed, dirtied): without %v, with %v", a, b)
+	}
+}
