@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
@@ -56,8 +57,11 @@ func (tx *Tx) modifyRow(table string, tid page.TID, f Recheck) (page.TID, bool, 
 		return page.TID{}, false, err
 	}
 	newest := false // after a wait: tid is a version the snapshot may not see
+	// The statement found the row already: reading it again is no new access of its page
+	// (buffer.RevisitOf).
+	rv := buffer.RevisitOf(nil)
 	for {
-		cur, ok, err := tx.current(t, tid, newest)
+		cur, ok, err := tx.current(t, tid, newest, rv)
 		if err != nil || !ok {
 			return page.TID{}, false, err
 		}
@@ -100,12 +104,13 @@ func (tx *Tx) modifyRow(table string, tid page.TID, f Recheck) (page.TID, bool, 
 }
 
 // current is the row at tid: as the snapshot sees it, or with newest
-// the version itself when its inserter committed (ok false if neither).
-func (tx *Tx) current(t *catalog.Table, tid page.TID, newest bool) ([]any, bool, error) {
+// the version itself when its inserter committed (ok false if neither),
+// its page read through s.
+func (tx *Tx) current(t *catalog.Table, tid page.TID, newest bool, s *buffer.Strategy) ([]any, bool, error) {
 	if !newest {
-		return tx.fetch(t, tid)
+		return tx.fetchWith(t, tid, s)
 	}
-	_, data, ok, err := tx.db.heapRel(t.Rel).Examine(tid, nil)
+	_, data, ok, err := tx.db.heapRel(t.Rel).Examine(tid, s)
 	if err != nil || !ok {
 		return nil, false, err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/btree"
+	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
 	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
@@ -100,6 +101,35 @@ func (tx *Tx) enter(table string) (func(), error) {
 
 // Insert stores a new row in table and adds its index entries.
 func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
+	return tx.insert(table, vals, nil)
+}
+
+// CopyRing is one COPY FROM statement's ring of heap buffers: the heap pages its rows
+// fill go through a 16 MiB BulkWrite ring of the pool (at most an eighth of it), written
+// out as the ring laps, as PostgreSQL's COPY fills its heap through a BulkInsertState
+// (BAS_BULKWRITE). Without it a load larger than the pool filled every frame with its own
+// pages at the maximum usage count (one pin per row), so the clock sweep that made room
+// afterwards could tell no page from another. It belongs to one statement and so to one
+// goroutine (buffer.Strategy); index entries are inserted through the shared pool.
+type CopyRing struct {
+	s *buffer.Strategy
+}
+
+// NewCopyRing returns a ring for one COPY FROM statement's inserts (InsertThrough).
+func (tx *Tx) NewCopyRing() *CopyRing {
+	return &CopyRing{s: tx.db.pool.NewStrategy(buffer.BulkWrite, 0, nil)}
+}
+
+// InsertThrough is Insert with the heap page filled through ring (nil: as Insert).
+func (tx *Tx) InsertThrough(ring *CopyRing, table string, vals []any) (page.TID, error) {
+	var s *buffer.Strategy
+	if ring != nil {
+		s = ring.s
+	}
+	return tx.insert(table, vals, s)
+}
+
+func (tx *Tx) insert(table string, vals []any, s *buffer.Strategy) (page.TID, error) {
 	unlock, err := tx.enter(table)
 	if err != nil {
 		return page.TID{}, err
@@ -124,7 +154,7 @@ func (tx *Tx) Insert(table string, vals []any) (page.TID, error) {
 		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
 	}
 	defer release()
-	tid, err := tx.db.heapRel(t.Rel).Insert(tx.t, data, nil)
+	tid, err := tx.db.heapRel(t.Rel).Insert(tx.t, data, s)
 	if err != nil {
 		return page.TID{}, fmt.Errorf("insert into %q: %w", table, err)
 	}
@@ -313,7 +343,12 @@ func (tx *Tx) Get(table string, tid page.TID) ([]any, bool, error) {
 }
 
 func (tx *Tx) fetch(t *catalog.Table, tid page.TID) ([]any, bool, error) {
-	data, ok, err := tx.db.heapRel(t.Rel).Fetch(tx.t.Snapshot(), tid, nil)
+	return tx.fetchWith(t, tid, nil)
+}
+
+// fetchWith is fetch reading the page through s.
+func (tx *Tx) fetchWith(t *catalog.Table, tid page.TID, s *buffer.Strategy) ([]any, bool, error) {
+	data, ok, err := tx.db.heapRel(t.Rel).Fetch(tx.t.Snapshot(), tid, s)
 	if err != nil {
 		return nil, false, fmt.Errorf("get from %q at %v: %w", t.Name, tid, err)
 	}

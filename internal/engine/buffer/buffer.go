@@ -180,10 +180,11 @@ func (b *Buffer) Release() {
 }
 
 // pinLocked adds a pin and bumps the usage count (header lock held): a
-// Normal access counts up to MaxUsage, a ring access only lifts 0 to 1.
+// Normal access counts up to MaxUsage, a ring or Revisit access only lifts
+// 0 to 1.
 func (b *Buffer) pinLocked(s *Strategy) {
 	b.refcount++
-	if s.ringed() {
+	if s.ringed() || (s != nil && s.Kind == Revisit) {
 		if b.usage == 0 {
 			b.usage = 1
 		}
@@ -204,4 +205,24 @@ func (b *Buffer) MarkDirty(s *Strategy) {
 		b.pool.stats.dirtied.Add(1)
 		s.counters().Add(usage.Dirtied, 1)
 	}
+}
+
+// Resident reports whether tag's page is in the pool and, when it is, its usage count and
+// whether it is dirty: for tests and diagnostics of the replacement policy (the answer may
+// be stale as soon as it is returned).
+func (p *Pool) Resident(tag Tag) (usageCount int, dirty, ok bool) {
+	sh := p.table.shardFor(tag)
+	sh.mu.RLock()
+	id, found := sh.m[tag]
+	sh.mu.RUnlock()
+	if !found {
+		return 0, false, false
+	}
+	b := &p.bufs[id]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.tagValid || b.tag != tag || !b.valid {
+		return 0, false, false
+	}
+	return int(b.usage), b.dirty, true
 }

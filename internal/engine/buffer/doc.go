@@ -39,7 +39,8 @@
 // unpinned ones and takes the first unpinned buffer with usage 0. A hit by a
 // Normal access raises the usage count by one (up to MaxUsage); an access
 // through a ring strategy only raises 0 to 1, as in PostgreSQL, so a large
-// scan cannot make its pages look hot. If a whole sweep finds every buffer
+// scan cannot make its pages look hot. So does a Revisit access, the second
+// access of a statement to a page it has just counted (RevisitOf). If a whole sweep finds every buffer
 // pinned, Read returns ErrNoUnpinnedBuffers.
 //
 // A ring strategy (BulkRead 256 KiB, BulkWrite 16 MiB, Vacuum of a chosen

@@ -18,6 +18,10 @@ const (
 	BulkRead                      // 256 KiB ring for large sequential scans
 	BulkWrite                     // 16 MiB ring for bulk loads
 	Vacuum                        // ring of a given size; 0 = no ring
+	// Revisit uses the shared pool for a page the caller's statement has just accessed
+	// (the row an UPDATE or DELETE found, read again to change it): a hit does not raise
+	// the usage count past 1, since it is not a new access (see RevisitOf).
+	Revisit
 )
 
 // Ring sizes in bytes.
@@ -46,6 +50,7 @@ type Strategy struct {
 	ring      []int32 // frame ids; -1 = slot not filled yet
 	cur       int     // slot used by the last ring access
 	plain     *Strategy
+	revisit   *Strategy
 	busy      atomic.Bool // a pool call is using the strategy (enter, leave)
 
 	// Sequential-read detection and the staging buffer of multi-block
@@ -75,6 +80,29 @@ func (s *Strategy) Plain() *Strategy {
 		s.plain = &Strategy{Kind: Normal, Usage: s.Usage, ringReady: true}
 	}
 	return s.plain
+}
+
+// RevisitOf returns the strategy to read again a page that an access through s (nil:
+// Normal) has just counted: a Revisit strategy charging s's counters, or s itself when it
+// has a ring (whose hits already do not raise the usage count past 1). PostgreSQL's
+// PinBuffer raises a buffer's usage count only on a backend's first pin of it, and its
+// executor keeps the page of the row it found pinned while heap_update and heap_delete
+// pin it again, so changing a row does not make its page look hotter than reading it did.
+// This engine's statements collect rows and then change them, so the second access is
+// marked instead. Without it a bulk UPDATE (two pins per row, the fetch and the update)
+// raised every page it changed to the maximum usage count, as hot as the pages its new
+// versions filled, and the clock sweep then evicted both alike.
+func RevisitOf(s *Strategy) *Strategy {
+	switch {
+	case s == nil:
+		return &Strategy{Kind: Revisit, ringReady: true}
+	case s.Kind == Revisit || s.ringed():
+		return s
+	}
+	if s.revisit == nil {
+		s.revisit = &Strategy{Kind: Revisit, Usage: s.Usage, ringReady: true}
+	}
+	return s.revisit
 }
 
 // NewStrategy returns a strategy; ringBytes applies to Vacuum (0 = no

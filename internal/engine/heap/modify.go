@@ -94,7 +94,8 @@ func (r *Rel) DeleteNewest(t *txn.Txn, tid page.TID, s *buffer.Strategy) error {
 }
 
 func (r *Rel) delete(t *txn.Txn, tid page.TID, s *buffer.Strategy, newest bool) error {
-	b, err := r.readTID(tid, s)
+	// The caller found the row: its page's usage count already counts this access.
+	b, err := r.readTID(tid, buffer.RevisitOf(s))
 	if err != nil {
 		return err
 	}
@@ -165,7 +166,9 @@ func (r *Rel) update(t *txn.Txn, tid page.TID, data []byte, s *buffer.Strategy, 
 		return page.TID{}, fmt.Errorf("update with a %d-byte row in relation %d (max %d): %w", len(data), r.node, MaxTupleData, ErrTupleTooLarge)
 	}
 	tup := EncodeTuple(TupleHeader{Xmin: t.XID(), Infomask: XmaxInvalid}, data)
-	old, err := r.readTID(tid, s)
+	// The caller found the row: its page's usage count already counts this access (the
+	// page of the new version, below, is a new access and counts).
+	old, err := r.readTID(tid, buffer.RevisitOf(s))
 	if err != nil {
 		return page.TID{}, err
 	}

@@ -86,6 +86,9 @@ func (s *Session) planCopy(cs *pg.CopyStmt) (*plan, error) {
 		if err := s.copy.Start(len(target)); err != nil {
 			return nil, err
 		}
+		// As PostgreSQL's COPY: the rows fill heap pages through a BulkWrite ring, so a
+		// load does not take over the pool (engine.CopyRing).
+		w.ring = x.tx.NewCopyRing()
 		n, ended, err := copyRows(x, s.copy, func(fields []*string, line int) error {
 			if len(fields) != len(target) {
 				if len(fields) > len(target) {

@@ -24,6 +24,7 @@ const pkeySuffix = "_pkey"
 type writer struct {
 	ti   engine.TableInfo
 	cols []column
+	ring *engine.CopyRing // COPY's heap ring (nil: the shared pool, as INSERT)
 }
 
 func newWriter(ti engine.TableInfo) *writer {
@@ -117,7 +118,7 @@ func (w *writer) insert(x *execCtx, vals []any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := x.tx.Insert(w.ti.Name, sv); err != nil {
+	if _, err := x.tx.InsertThrough(w.ring, w.ti.Name, sv); err != nil {
 		return w.writeError(err, sv)
 	}
 	return nil
