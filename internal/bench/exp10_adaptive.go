@@ -623,9 +623,12 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 	for i := range runs {
 		x := &runs[i]
 		var peak int64
+		var peakAt time.Duration // from the FULL's start
 		for _, s := range samples {
 			if t := at(s); !t.Before(x.start) && !t.After(x.spanEnd) {
-				peak = max(peak, s.Lag())
+				if s.Lag() > peak {
+					peak, peakAt = s.Lag(), t.Sub(x.start)
+				}
 				x.n++
 			}
 		}
@@ -633,8 +636,8 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
 		}
-		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB (%.2f s to replay), %d of %d windows held",
-			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure,
+		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(),
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
 	}
 	return alone, runs, nil

@@ -242,7 +242,7 @@ func (a *adaptiveRun) setTarget(name, value string) error {
 		return errNoCeiling()
 	}
 	// The lag target is also the run's WAL lag bound (walgate.go), in force at once.
-	if err := a.run.SetWALLagBound(t.lagBytes); err != nil {
+	if err := a.run.SetWALLagBound(walHoldAt(t.lagBytes)); err != nil {
 		return pgerr.Wrap(err, pgerr.InvalidParameterValue, "%v", err)
 	}
 	a.targets, a.rebuild = t, true
