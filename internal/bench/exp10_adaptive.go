@@ -624,8 +624,11 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		x := &runs[i]
 		var peak int64
 		var peakAt time.Duration // from the FULL's start
+		var atStart int64        // the last sample before the FULL: a lag it did not make
 		for _, s := range samples {
-			if t := at(s); !t.Before(x.start) && !t.After(x.spanEnd) {
+			if t := at(s); t.Before(x.start) {
+				atStart = s.Lag()
+			} else if !t.After(x.spanEnd) {
 				if s.Lag() > peak {
 					peak, peakAt = s.Lag(), t.Sub(x.start)
 				}
@@ -636,8 +639,8 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
 		}
-		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.2f s to replay), %d of %d windows held",
-			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(),
+		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
 	}
 	return alone, runs, nil
