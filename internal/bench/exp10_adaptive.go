@@ -122,7 +122,7 @@ func runAdaptive(ctx context.Context, r *runner) (*Section, error) {
 	return exp10Section(r, parts...)
 }
 
-// Exp10PartsEnv, when set, names the halves of experiment 10 that run, comma-separated:
+// Exp10PartsEnv names, when set, the halves of experiment 10 that run, comma-separated:
 // "latency" (the foreground p99 target) and "lag" (the replication-lag target); unset, both
 // run. A half left out has no rows in the report, whose rules and headline then speak of the
 // other alone: for measuring one half in the time of one (the lag half alone takes a few
