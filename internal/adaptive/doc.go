@@ -29,7 +29,10 @@
 //     when it steers only levels (a latency falls as soon as the vacuum
 //     slows), at the floor when a signal integrates (a lag that a start at
 //     the ceiling has built must be replayed by the standby before it
-//     shrinks; one period at the ceiling may already be over the target).
+//     shrinks; one period at the ceiling may already be over the target),
+//     unless the caller holds the lag under its target by other means: the
+//     engine server starts a lag target in bytes at the ceiling (Start 1),
+//     since the same target is a hard bound on the vacuum's WAL there.
 //
 // A level signal (latency) is steered by a secant step on the logarithms
 // of budget and signal, so the law learns how strongly the foreground

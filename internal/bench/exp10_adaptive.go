@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,15 +101,38 @@ func runAdaptive(ctx context.Context, r *runner) (*Section, error) {
 	if len(sz.AdaptDelays) < 2 || sz.AdaptDelays[0] <= 0 || sz.AdaptRuns < 1 {
 		return nil, fmt.Errorf("experiment 10 wants at least two increasing cost delays above 0 and a run of each, got %v, %d", sz.AdaptDelays, sz.AdaptRuns)
 	}
-	lat, err := r.exp10Latency(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", exp10Latency, err)
+	var parts []*exp10Part
+	for _, h := range []struct {
+		name, env string
+		run       func(context.Context) (*exp10Part, error)
+	}{{exp10Latency, "latency", r.exp10Latency}, {exp10Lag, "lag", r.exp10Lag}} {
+		if !exp10PartWanted(h.env) {
+			r.logf("  %s: left out (%s=%s)", h.name, Exp10PartsEnv, os.Getenv(Exp10PartsEnv))
+			continue
+		}
+		p, err := h.run(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.name, err)
+		}
+		parts = append(parts, p)
 	}
-	lag, err := r.exp10Lag(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", exp10Lag, err)
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%s=%q names neither half of experiment 10 (latency, lag)", Exp10PartsEnv, os.Getenv(Exp10PartsEnv))
 	}
-	return exp10Section(r, lat, lag)
+	return exp10Section(r, parts...)
+}
+
+// Exp10PartsEnv names, when set, the halves of experiment 10 that run, comma-separated:
+// "latency" (the foreground p99 target) and "lag" (the replication-lag target); unset, both
+// run. A half left out has no rows in the report, whose rules and headline then speak of the
+// other alone: for measuring one half in the time of one (the lag half alone takes a few
+// minutes).
+const Exp10PartsEnv = "VACBENCH_EXP10_PARTS"
+
+// exp10PartWanted reports whether Exp10PartsEnv lets the half named name run.
+func exp10PartWanted(name string) bool {
+	v := os.Getenv(Exp10PartsEnv)
+	return v == "" || slices.Contains(strings.Split(v, ","), name)
 }
 
 // exp10Part is one target's runs.
@@ -598,9 +623,15 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 	for i := range runs {
 		x := &runs[i]
 		var peak int64
+		var peakAt time.Duration // from the FULL's start
+		var atStart int64        // the last sample before the FULL: a lag it did not make
 		for _, s := range samples {
-			if t := at(s); !t.Before(x.start) && !t.After(x.spanEnd) {
-				peak = max(peak, s.Lag())
+			if t := at(s); t.Before(x.start) {
+				atStart = s.Lag()
+			} else if !t.After(x.spanEnd) {
+				if s.Lag() > peak {
+					peak, peakAt = s.Lag(), t.Sub(x.start)
+				}
 				x.n++
 			}
 		}
@@ -608,8 +639,8 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
 		}
-		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB (%.2f s to replay), %d of %d windows held",
-			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure,
+		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
 	}
 	return alone, runs, nil

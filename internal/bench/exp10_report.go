@@ -183,10 +183,30 @@ func readAdaptiveRow(c *cells, part, col string) adaptiveRow {
 		windows: c.num(t, m, "windows")}
 }
 
+// exp10PartsIn is the halves of experiment 10 that ts has rows of (Exp10PartsEnv may have
+// left one out), in the report's order.
+func exp10PartsIn(ts tables) []string {
+	var out []string
+	t, ok := ts["exp10_targets"]
+	for _, part := range []string{exp10Latency, exp10Lag} {
+		if !ok {
+			out = append(out, part) // the cells report the missing table
+			continue
+		}
+		for _, r := range t.Rows {
+			if r[0] == part {
+				out = append(out, part)
+				break
+			}
+		}
+	}
+	return out
+}
+
 func adaptiveRules(ts tables) []Rule {
 	c := &cells{ts: ts}
 	var out []Rule
-	for _, part := range []string{exp10Latency, exp10Lag} {
+	for _, part := range exp10PartsIn(ts) {
 		a, f := readAdaptiveRow(c, part, exp10ColAdaptive), readAdaptiveRow(c, part, exp10ColOurs)
 		tg := c.row("exp10_targets", part)
 		alone, un := c.num("exp10_targets", tg, "alone"), c.num("exp10_targets", tg, "beside_unthrottled")
@@ -221,7 +241,7 @@ func adaptiveRules(ts tables) []Rule {
 func adaptiveHeadline(ts tables) (string, error) {
 	c := &cells{ts: ts}
 	var parts []string
-	for _, part := range []string{exp10Latency, exp10Lag} {
+	for _, part := range exp10PartsIn(ts) {
 		u := exp10Units[part]
 		a, f, p := readAdaptiveRow(c, part, exp10ColAdaptive), readAdaptiveRow(c, part, exp10ColOurs), readAdaptiveRow(c, part, exp10ColPG)
 		if c.err != nil {

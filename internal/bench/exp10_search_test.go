@@ -252,3 +252,38 @@ func TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound(t *testing.T) 
 		t.Errorf("best fixed %s (found %v), want 2ms", d, ok)
 	}
 }
+
+// TestALagOnlyExperiment10ReportsTheLagHalfAlone: with the latency half left out
+// (Exp10PartsEnv), the section's rules and headline speak of the lag target alone and do
+// not fail for the missing half's rows.
+func TestALagOnlyExperiment10ReportsTheLagHalfAlone(t *testing.T) {
+	t.Setenv(Exp10PartsEnv, "lag")
+	if exp10PartWanted("latency") || !exp10PartWanted("lag") {
+		t.Fatalf("%s=lag: latency wanted %v, lag wanted %v; want only lag", Exp10PartsEnv, exp10PartWanted("latency"), exp10PartWanted("lag"))
+	}
+	grid := []time.Duration{1 * msec, 20 * msec}
+	r := &runner{sz: Sizes{AdaptDelays: grid, AdaptRuns: 1}, logf: t.Logf}
+	part := &exp10Part{name: exp10Lag, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
+		{exp10Setting: exp10Setting{adaptive: true, delay: 1 * msec, round: 1}, system: sysOurs, seconds: 2, figure: 0.2, held: 2, total: 2},
+		{exp10Setting: exp10Setting{delay: 20 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 0.25, held: 9, total: 9},
+	}}
+	sec, err := exp10Section(r, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.Rules) == 0 {
+		t.Fatal("no rules for the lag half")
+	}
+	for _, rule := range sec.Rules {
+		if !strings.HasPrefix(rule.Statement, exp10Lag) {
+			t.Errorf("rule %q is not about the lag target", rule.Statement)
+		}
+	}
+	h, err := adaptiveHeadline(tablesOf(sec.Tables))
+	if err != nil {
+		t.Fatalf("headline: %v", err)
+	}
+	if !strings.Contains(h, exp10Lag) || strings.Contains(h, exp10Latency) {
+		t.Errorf("headline %q: want the lag target alone", h)
+	}
+}

@@ -40,7 +40,8 @@ const (
 	// exp5LagBound is the WAL-limited run's lag bound (vacuum_adaptive_max_lag_bytes): half
 	// the goal, leaving the other half for what passes the bound before the standby's next
 	// report stops it (a delay point's WAL, the load's WAL, the standby's flush pieces of
-	// 256 KiB that it reports only once written).
+	// 256 KiB that it reports only once written). The server holds the FULL from 64 KiB
+	// below it (448 KiB), so that what passes a hold stays within the setting.
 	exp5LagBound = 512 << 10
 )
 

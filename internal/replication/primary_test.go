@@ -299,3 +299,58 @@ func dirBytes(t *testing.T, dir string) int64 {
 	}
 	return n
 }
+
+// TestAStandbyThatStopsReplyingLeavesTheLagBoundAtTheSenderTimeout: a standby that has
+// reported a replay position and then goes silent while staying connected counts in
+// SlowestReplay (so a VACUUM's WAL lag bound keeps holding for it) only until the primary's
+// sender timeout ends its stream; then it no longer counts and SlowestReplay's channel
+// wakes the held vacuums, which the bound then lets go (a held vacuum goes on when no
+// standby is attached: the throttle's and the server's tests of a departed standby).
+func TestAStandbyThatStopsReplyingLeavesTheLagBoundAtTheSenderTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr := startPrimary(t, replication.PrimaryConfig{MaxSlotWALKeepSize: -1, KeepaliveInterval: 100 * time.Millisecond,
+		SenderTimeout: timeout})
+	c := replConnect(t, pr.replURL("repl")+"&application_name=silent")
+	if _, err := pglogrepl.CreateReplicationSlot(ctx, c, "s1", "", pglogrepl.CreateReplicationSlotOptions{
+		Mode: pglogrepl.PhysicalReplication}); err != nil {
+		t.Fatal(err)
+	}
+	start := pglogrepl.LSN(pr.db.WAL().FlushedLSN())
+	if err := pglogrepl.StartReplication(ctx, c, "s1", start, pglogrepl.StartReplicationOptions{Mode: pglogrepl.PhysicalReplication, Timeline: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, reported := pr.p.SlowestReplay()
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, c, pglogrepl.StandbyStatusUpdate{WALWritePosition: start,
+		WALFlushPosition: start, WALApplyPosition: start}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SlowestReplay's channel not closed 10 s after a status update")
+	}
+	replayed, n, left := pr.p.SlowestReplay()
+	silentFrom := time.Now()
+	if n != 1 || replayed != wal.LSN(start) {
+		t.Fatalf("after the report SlowestReplay = %s, %d standbys; want %s, 1", replication.FormatLSN(replayed), n, start)
+	}
+	// The primary writes on; the standby neither reads nor replies from here.
+	write(t, pr.db, "t", 200, 100)
+	for {
+		select {
+		case <-left:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("SlowestReplay's channel not closed 10 s after the standby went silent (sender timeout %v)", timeout)
+		}
+		_, n, next := pr.p.SlowestReplay()
+		if n == 0 {
+			break
+		}
+		left = next // woken by a flush of the primary's own WAL: the stream still runs
+	}
+	if waited := time.Since(silentFrom); waited < timeout {
+		t.Fatalf("the silent standby stopped counting after %v, before the sender timeout %v", waited, timeout)
+	}
+}

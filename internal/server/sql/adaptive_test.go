@@ -217,31 +217,39 @@ func TestAChangedAdaptiveTargetKeepsTheBudgetInForce(t *testing.T) {
 	}
 }
 
-// TestALagTargetPutsTheFloorInForceBeforeTheVacuumRuns: a VACUUM started with a lag target
-// runs its first page at the law's start, the floor (one period at the ceiling can already
-// put a standby's lag over its target), not at the ceiling until the first control period;
-// a latency target alone starts at the ceiling.
-func TestALagTargetPutsTheFloorInForceBeforeTheVacuumRuns(t *testing.T) {
-	var lag atomic.Int64
-	a, ceiling := newIdleAdaptiveRun(t, &lag)
-	a.targets.lagBytes, a.targets.floor = 2<<20, 250
-	ctx, cancel := context.WithCancel(context.Background())
-	a.start(ctx)
-	got, view := a.run.Settings(), a.view() // at once: before any control period
-	cancel()
-	a.stop()
-	if want := scaled(ceiling, 0.25); got != want || !view.on || view.budget != 0.25 || view.binding != adaptive.Floor {
-		t.Fatalf("at the start: throttle %+v, view %+v; want the floor's %+v, budget 0.25 bound by Floor", got, view, want)
+// TestTheLawsStartIsInForceBeforeTheVacuumRuns: a VACUUM started with a target runs its
+// first page at the law's start, not at the ceiling until the first control period. A lag
+// target in bytes starts at the ceiling: the same setting is the run's WAL lag bound, which
+// holds the vacuum's WAL from its first page (TestTheLagTargetHoldsAFullsWALWithinTheBoundOfAStandby
+// checks the first second there), and a start at the floor cost experiment 5's bounded FULL
+// about 5x its time. A lag target in seconds alone, which no bound backs, starts at the
+// floor (one period at the ceiling can already put a standby's lag over its target); a
+// latency target alone starts at the ceiling.
+func TestTheLawsStartIsInForceBeforeTheVacuumRuns(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     func(*adaptiveTargets)
+		budget  float64
+		binding adaptive.Binding
+	}{
+		{"lag in bytes, bounded", func(t *adaptiveTargets) { t.lagBytes = 2 << 20 }, 1, adaptive.Ceiling},
+		{"lag in seconds, unbounded", func(t *adaptiveTargets) { t.lagDelay = 2 * time.Second }, 0.25, adaptive.Floor},
+		{"latency", func(t *adaptiveTargets) { t.latency = 10 * time.Millisecond }, 1, adaptive.Ceiling},
 	}
-
-	b, ceiling := newIdleAdaptiveRun(t, &lag)
-	b.targets.latency = 10 * time.Millisecond
-	ctx, cancel = context.WithCancel(context.Background())
-	b.start(ctx)
-	got, view = b.run.Settings(), b.view()
-	cancel()
-	b.stop()
-	if got != ceiling || view.budget != 1 || view.binding != adaptive.Ceiling {
-		t.Fatalf("a latency target at the start: throttle %+v, view %+v; want the ceiling", got, view)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var lag atomic.Int64
+			a, ceiling := newIdleAdaptiveRun(t, &lag)
+			a.targets.floor = 250
+			tc.set(&a.targets)
+			ctx, cancel := context.WithCancel(context.Background())
+			a.start(ctx)
+			got, view := a.run.Settings(), a.view() // at once: before any control period
+			cancel()
+			a.stop()
+			if want := scaled(ceiling, tc.budget); got != want || !view.on || view.budget != tc.budget || view.binding != tc.binding {
+				t.Fatalf("at the start: throttle %+v, view %+v; want %+v, budget %.2f bound by %s", got, view, want, tc.budget, tc.binding)
+			}
+		})
 	}
 }

@@ -124,7 +124,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		if err != nil {
 			return nil, vacuumError(x, "", err)
 		}
-		if err := run.SetWALLagBound(targets.lagBytes); err != nil { // walgate.go
+		if err := run.SetWALLagBound(walHoldAt(targets.lagBytes)); err != nil { // walgate.go
 			return nil, vacuumError(x, "", err)
 		}
 		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
