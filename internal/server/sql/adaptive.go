@@ -403,7 +403,7 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 const adaptiveMinStatements = 1000
 
 // sample reads one period's signals for t; the latency signal covers only statements
-// that started after since (the last change of the decision).
+// recorded in 100 ms slots that began at or after since (the last change of the decision).
 func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Sample {
 	var out []adaptive.Sample
 	if t.latency > 0 {
