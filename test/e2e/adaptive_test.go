@@ -193,41 +193,40 @@ func unthrottledVacuum(ns, addr, table string) (elapsed time.Duration, unitsPerS
 // pgbench's select-only over the whole table against the sample as it is (buffered I/O,
 // whose misses the page cache serves; the VACUUM's ring makes it pay for its own I/O)
 // measured 1.08x to 7.9x from one run to the next, with or without a 1-CPU server, a write
-// load or a synchronous standby. This plant was measured by this spec's procedure (the
-// load, 0.3 s, an unthrottled VACUUM, the server's p99; a CHECKPOINT, 11 s, the p99 alone)
-// against a local engine-server, niced 10 like pgbench, at -R 400; p99 under the VACUUM
-// over p99 alone, one figure per run, with the load average at the run's end:
-//   - --direct-io, the first 50,000 accounts: 40.0x (load 3.5), 2.93x (2.4), 15.9x (2.9),
-//     3.08x (5.2), 11.6x (7.0), 11.4x (6.1); beside a niced go test -race of
-//     internal/server/sql (and wire): 14.6x (3.3), 32.8x (10.3), 16.6x (10.3); at load 9
-//     just after one: 10.6x. The unthrottled VACUUM took 4.1 to 8.3 s (33.7 s in the last
-//     run beside the race test; 1.9 to 4.3 s buffered); the p99 alone was 186 to 470 µs;
-//   - --direct-io, the first 100,000: 13.0x, 9.5x, 0.77x (a p99 alone of 6.6 ms);
-//   - buffered, the first 50,000: 7.4x, 5.6x, 5.0x, and beside the -race test 3.8x and 1.18x
-//     (a p99 alone of 725 µs): the machine's other tenants set it again.
+// load or a synchronous standby.
 //
-// What the load waits for under the VACUUM was not traced: its pages are in the pool, so
-// not the device itself; the VACUUM's synchronous reads and writes, the CPU and the pool's
-// locks they hold are the candidates.
+// This plant does not either, once measured fairly. A study (2026-12-06) ran this spec's
+// procedure against a local engine-server at -R 400 and read p99 under the unthrottled
+// VACUUM over p99 alone: with --direct-io and the first 50,000 accounts, 2.9x to 40x in
+// ten runs at load 2.4 to 10.3 (1.18x to 7.4x buffered); the spec's own 17 runs read 3.7x
+// to 29x where they measured it, and 12 passed (two failed on a full disk, the machine's
+// other tenants; one on a p99 alone read during a refill, an order since undone; two as
+// below). But in every one of those the figure under the VACUUM was
+// read while the load was reading its accounts back into the pool from the device: the
+// study restarted the server for each run, and the spec's first DELETE evicts them, 0.3 s
+// before the load and the VACUUM started. With that refill taken out (the load runs a
+// window's length before the VACUUM, as the spec now does), one run at load 2.1 read 172
+// µs alone and 342 µs under the unthrottled VACUUM (2.0x, under the 2x asserted); in
+// another, on a quiet machine (load 1.9), the run's VACUUM at the ceiling left the load's
+// p99 at 328 to 338 µs over the 10 s window and the binding stayed Ceiling until it ended.
+// The passing runs' cuts below the ceiling were real VACUUM effects at load 3 to 11
+// (the window's p99 rose from about 0.5 to 3.2 ms with the run's VACUUM at 917 per mille),
+// and the heavier load put the law in HardStop 0.12 to 0.60 s after it started every time;
+// but the law also went to HardStop and its floor before the heavier load in most runs, so
+// the status the spec waits for (ForegroundLatency above the floor) was often the floor
+// plus one raise (55 per mille). What the load waits for under the VACUUM was not traced:
+// its pages are in the pool, so not the device itself; the CPU and the pool's locks held
+// over the VACUUM's synchronous I/O are the candidates.
+//
+// PENDING again: with the load's pages in the pool, a quiet machine leaves the VACUUM's
+// effect on the load's p99 near 2x or none, and a busy one adds its own. Next: a load that
+// misses the pool for real (a working set above the pool), measured warm, or a plant on the
+// real-cluster lane's own disk.
 //
 // The target is the geometric mean of the p99 alone and under the unthrottled VACUUM (the
 // second asserted above twice the first): room above it for the p99 alone's noise, and the
 // run's VACUUM at the ceiling, which is that VACUUM's measured rate, well over it. Earlier
 // tries with a target a quarter or a third above the p99 alone went to HardStop on noise.
-//
-// In this spec's first nine runs (2026-12-06, load 3 to 11) the server read the load's p99
-// at 298 to 462 µs alone and 1.39 to 5.60 ms under the unthrottled VACUUM (3.7x to 16.5x);
-// the law cut from the ceiling to 558 to 893 per mille at load 3 to 7, and to 55 (the floor
-// is 50) at load 10, beside a go test -race; the heavier load put it in HardStop 0.12 to
-// 0.60 s after it started, every time: the cut the spec sees is HardStop's. Two runs
-// failed before the run's VACUUM, on a full disk (the machine's other tenants). Two more
-// (load 2 to 7) passed, and in the second the law went from 829 per mille to HardStop and
-// its floor before the heavier load, at a 10 s p99 of 4 to 7 ms with no VACUUM yet: the
-// second DELETE had evicted the load's accounts from the pool just before. Since then the
-// second DELETE comes before the p99 alone is measured, 11 s before the run (one run, load
-// 6: 441 µs in the window as the run started; the law cut to 917 per mille, then went to
-// HardStop on a p99 the 10 s view put at 3.2 ms, twice the target, and was at 55 per
-// mille, raised from its floor, when the heavier load cut it again, in 0.49 s).
 //
 // The law steers on the p99 of at least 1,000 foreground statements (at most 2 s of them)
 // run since its last change (latency.RecentQuantileSince): over the 500 ms it read before,
@@ -236,7 +235,7 @@ func unthrottledVacuum(ns, addr, table string) (elapsed time.Duration, unitsPerS
 // trace of the server's binding and budget and the phase times in the spec's output say
 // what happened in a failed run.
 var _ = Describe("An adaptive online run against the engine-server sample under pgbench at a fixed rate", func() {
-	It("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
+	PIt("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
 		needEndpoints()
 		ns := newNamespace()
 		start := time.Now()
@@ -270,9 +269,11 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 		script := filepath.Join(GinkgoT().TempDir(), "hot_select.sql")
 		Expect(os.WriteFile(script, []byte(hotSelect), 0o600)).To(Succeed())
 		pgbenchOf(ns, addr, append(loadArgs(script), "-T", "600")...)
-		// The VACUUM starts as the load does, and the p99 is read as it ends: the server's
-		// window then holds the load's SELECTs under the VACUUM and those of the moment before.
-		time.Sleep(300 * time.Millisecond)
+		// The DELETE evicted the load's accounts from the pool: the load reads them back for
+		// a window's length before the VACUUM starts (else that refill, not the VACUUM, sets
+		// the p99 read under it), and the p99 is read as the VACUUM ends: the server's window
+		// then holds the load's SELECTs under the VACUUM and those of the seconds before.
+		time.Sleep(latency.Window)
 		vacuumed, rate := unthrottledVacuum(ns, addr, "pgbench_accounts")
 		underVacuum, n := serverP99(check)
 		Expect(n).To(BeNumerically(">=", 200), "the load's SELECTs in the server's window")
