@@ -1,7 +1,8 @@
 // Package command is engine-server's command line: `init` creates a data directory, `serve`
 // serves one over the PostgreSQL protocol (holding its lock, as a runner does), with the
 // flags shared with the runner and the online-runs design (--data, --buffer-pool, --listen, --metrics-listen, --users-file,
-// --auth, --database-name, --max-connections, --tls-cert, --tls-key). SIGTERM or SIGINT
+// --auth, --database-name, --max-connections, --tls-cert, --tls-key) and its own (--direct-io,
+// --checkpoint-wal-size, ...). SIGTERM or SIGINT
 // shuts down gracefully: running statements finish, open transactions roll back, and the
 // engine's Close takes the final checkpoint.
 //
@@ -135,7 +136,7 @@ type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
 	bufferPool, checkpointWAL                                                                  cliflag.Quantity
 	maxConnections                                                                             int
-	init, upgrade                                                                              bool
+	init, upgrade, directIO                                                                    bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
 	synchronousStandby                                                                         string
@@ -157,6 +158,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	f.checkpointWAL.Value = resource.MustParse(checkpointWALDefault)
 	fs.Var(&f.checkpointWAL, "checkpoint-wal-size",
 		"WAL written since the last checkpoint began that starts the next one (PostgreSQL's default max_wal_size of 1GB starts one at about 539Mi)")
+	fs.BoolVar(&f.directIO, "direct-io", false,
+		"read and write relation files with O_DIRECT, so the buffer pool is their only cache (buffered I/O, with a warning, where the file system refuses it)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:5432", "PostgreSQL protocol address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "HTTP address of /metrics (empty = none)")
 	fs.StringVar(&f.pprofListen, "pprof", "",
@@ -199,7 +202,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := f.upgradeData(logf); err != nil {
 		return err
 	}
-	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Logf: func(format string, a ...any) {
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Direct: f.directIO, Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
 	}})
 	if err != nil {

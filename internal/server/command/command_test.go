@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -268,33 +270,7 @@ func TestServeWithPprofServesGoProfilesOnItsLoopbackAddress(t *testing.T) {
 // starts an automatic checkpoint. A few MiB of inserts, far below the 64Mi default, move
 // the control file's checkpoint on a server given 1Mi.
 func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	var logs syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
-			"--buffer-pool", "4Mi", "--checkpoint-wal-size", "1Mi"}, &logs, &logs)
-	}()
-	defer func() {
-		stop()
-		<-exit
-	}()
-	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
-	var c *pgx.Conn
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if c, err = pgx.Connect(context.Background(), url); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	defer func() { _ = c.Close(context.Background()) }()
+	dir, c := startServe(t, "--buffer-pool", "4Mi", "--checkpoint-wal-size", "1Mi")
 	before, err := wal.ReadControl(vfs.NewOS(nil), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +285,7 @@ func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		after, err := wal.ReadControl(vfs.NewOS(nil), dir)
 		if err != nil {
@@ -322,5 +298,111 @@ func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
 			t.Fatalf("checkpoint still at %v 10 s after about 4 MiB of WAL, with --checkpoint-wal-size 1Mi", after.CheckpointLSN)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startServe runs serve --init on a fresh data directory under trust on a free loopback
+// port, with extra flags, until the test ends, and returns the directory and a session.
+func startServe(t *testing.T, extra ...string) (string, *pgx.Conn) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main(ctx, append([]string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr}, extra...), &logs, &logs)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-exit
+	})
+	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close(context.Background()) })
+			return dir, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// oDirect is Linux's O_DIRECT as /proc/PID/fdinfo's flags field prints it (octal).
+const oDirect = 0o40000
+
+// directFiles counts this process's open files under dir, and how many of them were
+// opened with O_DIRECT, from /proc/self/fd and /proc/self/fdinfo.
+func directFiles(t *testing.T, dir string) (open, direct int) {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to read open files' flags from: %v", err)
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err != nil || !strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
+		if err != nil {
+			continue // closed since the listing
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+				if err != nil {
+					t.Fatalf("fdinfo of %s: flags %q: %v", target, v, err)
+				}
+				open++
+				if flags&oDirect != 0 {
+					direct++
+				}
+			}
+		}
+	}
+	return open, direct
+}
+
+// TestServeDirectIOOpensRelationFilesWithODirect: with --direct-io the server reads and
+// writes its tables' files with O_DIRECT (the buffer pool their only cache); without it,
+// through the page cache. The file system of the test's directory must take O_DIRECT (a
+// refusal falls back to buffered I/O, and the test says so rather than pass).
+func TestServeDirectIOOpensRelationFilesWithODirect(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		direct bool
+	}{
+		{"with --direct-io", []string{"--direct-io"}, true},
+		{"without", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, c := startServe(t, append([]string{"--buffer-pool", "4Mi"}, tc.flags...)...)
+			bg := context.Background()
+			if _, err := c.Exec(bg, "CREATE TABLE t (id bigint PRIMARY KEY, pad text)"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Exec(bg, "INSERT INTO t SELECT g, 'x' FROM generate_series(1, 1000) AS g"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Exec(bg, "CHECKPOINT"); err != nil { // writes the table's pages to its files
+				t.Fatal(err)
+			}
+			open, direct := directFiles(t, filepath.Join(dir, "base"))
+			if open == 0 {
+				t.Fatalf("no relation file of %s is open after a CHECKPOINT of a new table", dir)
+			}
+			switch {
+			case tc.direct && direct == 0:
+				t.Fatalf("--direct-io: none of the %d open relation files has O_DIRECT (does %s's file system refuse it?)", open, dir)
+			case !tc.direct && direct > 0:
+				t.Fatalf("without --direct-io: %d of the %d open relation files have O_DIRECT", direct, open)
+			}
+		})
 	}
 }

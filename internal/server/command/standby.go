@@ -78,7 +78,7 @@ func runStandby(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	if err := f.upgradeData(logf); err != nil {
 		return err
 	}
-	d, err := engine.OpenStandby(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(),
+	d, err := engine.OpenStandby(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), Direct: f.directIO,
 		MaxStandbyStreamingDelay: f.standby.maxStreamingDelay, Logf: func(format string, a ...any) { logf("engine: "+format, a...) }})
 	if err != nil {
 		return err

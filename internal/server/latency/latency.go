@@ -45,16 +45,18 @@ type Recorder struct {
 
 	mu    sync.Mutex
 	kinds map[string]*window
-	// recent is every foreground statement over the last Recent, in RecentSlot slots: the
-	// adaptive throttle's signal, which the one-second slots are too coarse for.
-	recent *window
+	// recent is every foreground statement over the last RecentMax, in RecentSlot slots:
+	// the adaptive throttle's signal, which the one-second slots are too coarse for.
+	recent *ring
 }
 
-// Recent is the span RecentQuantile covers, in slots of RecentSlot. The adaptive throttle
-// steps every 100 ms, so it judges a change after Recent/RecentSlot periods at the soonest.
+// Recent is the span RecentQuantile covers, in slots of RecentSlot, and the shortest one
+// RecentQuantileSince covers; RecentMax the longest. The adaptive throttle steps every
+// 100 ms, so it judges a change after Recent/RecentSlot periods at the soonest.
 const (
 	Recent     = 500 * time.Millisecond
 	RecentSlot = 100 * time.Millisecond
+	RecentMax  = 2 * time.Second
 )
 
 // window is one kind's sliding window: slot 0 (Current) covers the second that started at
@@ -97,7 +99,58 @@ func (w *window) advanceBy(now time.Time, slot time.Duration, n int) {
 	w.start = w.start.Add(time.Duration(k) * slot)
 }
 
-const recentSlots = int(Recent / RecentSlot)
+const recentSlots = int(RecentMax / RecentSlot)
+
+// ring is the recent window: RecentMax in slots of RecentSlot, the newest at index newest
+// and the older ones before it (modulo the ring's length).
+type ring struct {
+	slots   []*hdrhistogram.Histogram
+	newest  int       // index of the slot that started at start
+	start   time.Time // when the newest slot began
+	scratch *hdrhistogram.Histogram
+}
+
+func newRing(now time.Time) *ring {
+	r := &ring{slots: make([]*hdrhistogram.Histogram, recentSlots), start: now.Truncate(RecentSlot),
+		scratch: hdrhistogram.New(lowestMicros, highestMicros, sigFigs)}
+	for i := range r.slots {
+		r.slots[i] = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+	}
+	return r
+}
+
+// advance rotates the ring up to now: each slot that ends is the newest no longer.
+func (r *ring) advance(now time.Time) {
+	k := int(now.Sub(r.start) / RecentSlot)
+	if k <= 0 {
+		return
+	}
+	for range min(k, len(r.slots)) {
+		r.newest = (r.newest + 1) % len(r.slots)
+		r.slots[r.newest].Reset()
+	}
+	r.start = r.start.Add(time.Duration(k) * RecentSlot)
+}
+
+// merge merges the newest slots into the scratch histogram, from the newest back, and
+// stops after the slot with which they cover at least Recent and hold at least minCount
+// statements, before a slot that began before since, or at RecentMax. enough is false
+// only when since stopped it short of both. The result is valid until the next merge.
+func (r *ring) merge(since time.Time, minCount int64) (h *hdrhistogram.Histogram, enough bool) {
+	r.scratch.Reset()
+	start := r.start
+	for i := range r.slots {
+		if start.Before(since) {
+			return r.scratch, false
+		}
+		r.scratch.Merge(r.slots[(r.newest-i+len(r.slots))%len(r.slots)])
+		if time.Duration(i+1)*RecentSlot >= Recent && r.scratch.TotalCount() >= minCount {
+			break
+		}
+		start = start.Add(-RecentSlot)
+	}
+	return r.scratch, true
+}
 
 // RecentQuantile returns the foreground's latency at quantile q (0..100) over the last
 // Recent, and the number of statements it covers (0: none, the figure is then 0).
@@ -108,9 +161,31 @@ func (r *Recorder) RecentQuantile(q float64) (time.Duration, int64) {
 	if r.recent == nil {
 		return 0, 0
 	}
-	r.recent.advanceBy(now, RecentSlot, recentSlots)
-	h := r.recent.h.Merge()
+	r.recent.advance(now)
+	h, _ := r.recent.merge(time.Time{}, 0) // no count wanted: the loop ends at Recent
 	return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, h.TotalCount()
+}
+
+// RecentQuantileSince is the adaptive throttle's signal: the foreground's latency at
+// quantile q (0..100) over as few of the newest RecentSlot slots as cover Recent and hold
+// at least minCount statements (at most RecentMax of them), counting no slot that began
+// before since (the throttle's last change: what it judges must have run under it). A
+// percentile over a few hundred statements is set by the slowest two or three, which on a
+// busy machine one stall makes; minCount makes one judgement cover enough statements
+// that a stall is not the p99. It returns the figure, the statements it covers, and
+// enough: false when since cut the span short of both Recent and minCount (the caller
+// then waits), true when RecentMax did (a foreground too slow to fill minCount is judged
+// on what RecentMax holds).
+func (r *Recorder) RecentQuantileSince(q float64, since time.Time, minCount int64) (d time.Duration, n int64, enough bool) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil {
+		return 0, 0, false
+	}
+	r.recent.advance(now)
+	h, enough := r.recent.merge(since, minCount)
+	return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, h.TotalCount(), enough
 }
 
 // Observe records one statement of kind (one of Kinds; anything else counts as "other").
@@ -133,10 +208,10 @@ func (r *Recorder) Observe(kind string, d time.Duration) {
 		_ = w.h.Current.RecordValue(us) // in range by construction
 	}
 	if r.recent == nil {
-		r.recent = &window{h: hdrhistogram.NewWindowed(recentSlots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(RecentSlot)}
+		r.recent = newRing(now)
 	}
-	r.recent.advanceBy(now, RecentSlot, recentSlots)
-	_ = r.recent.h.Current.RecordValue(us)
+	r.recent.advance(now)
+	_ = r.recent.slots[r.recent.newest].RecordValue(us)
 }
 
 func known(kind string) bool {

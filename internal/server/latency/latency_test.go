@@ -165,3 +165,60 @@ func TestRecentQuantileCoversTheLastHalfSecondInTenthsOfASecond(t *testing.T) {
 		t.Fatalf("after 1.5 s: %v over %d, want nothing", d, n)
 	}
 }
+
+// fill records perSlot statements of d in each of n RecentSlot slots, one slot after
+// another from the clock's time, and leaves the clock in the last of them.
+func fill(c *clock, r *Recorder, n, perSlot int, d time.Duration) {
+	for i := range n {
+		if i > 0 {
+			c.add(RecentSlot)
+		}
+		for range perSlot {
+			r.Observe("select", d)
+		}
+	}
+}
+
+// TestRecentQuantileSinceCoversEnoughStatementsThatAStallIsNotTheP99: at 500 statements a
+// second, the last Recent holds 250 statements, whose p99 four slow ones set; the signal
+// over at least 1000 statements reaches back 2 s, where those four are 0.4 %.
+func TestRecentQuantileSinceCoversEnoughStatementsThatAStallIsNotTheP99(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 50_000_000, time.UTC)}
+	r := newAt(c.now)
+	fill(c, r, 30, 50, 100*time.Microsecond) // 3 s at 500/s
+	for range 4 {
+		r.Observe("select", 50*time.Millisecond)
+	}
+	if d, n := r.RecentQuantile(99); n != 254 || d < 49*time.Millisecond {
+		t.Fatalf("p99 over the last %v: %v over %d statements, want the stall's 50ms over 254", Recent, d, n)
+	}
+	d, n, enough := r.RecentQuantileSince(99, time.Time{}, 1000)
+	if !enough || n != 1004 || d > 101*time.Microsecond {
+		t.Fatalf("p99 over at least 1000 statements: %v over %d (enough %v), want 100µs over 1004 (20 slots), enough", d, n, enough)
+	}
+}
+
+// TestRecentQuantileSinceCountsNothingFromBeforeSince: statements from before the
+// throttle's last change (since) are not judged; while too few came after it the signal is
+// not enough, and a foreground too slow to fill the count is judged over RecentMax.
+func TestRecentQuantileSinceCountsNothingFromBeforeSince(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 50_000_000, time.UTC)}
+	r := newAt(c.now)
+	fill(c, r, 10, 40, 20*time.Millisecond) // 1 s slow, before the change
+	c.add(RecentSlot)
+	since := c.now()                         // the change, 50 ms into a slot: that slot is not counted
+	fill(c, r, 10, 40, 100*time.Microsecond) // 1 s fast after it
+	d, n, enough := r.RecentQuantileSince(99, since, 1000)
+	if enough || n != 360 || d > 101*time.Microsecond {
+		t.Fatalf("1 s after the change: %v over %d (enough %v), want 100µs over the 360 of the 9 slots after the change's, not enough", d, n, enough)
+	}
+	if d, n, enough := r.RecentQuantileSince(99, since, 300); !enough || n != 320 || d > 101*time.Microsecond {
+		t.Fatalf("at least 300 statements: %v over %d (enough %v), want 100µs over 320 (8 slots), enough", d, n, enough)
+	}
+
+	slow := newAt(c.now)
+	fill(c, slow, 40, 1, time.Millisecond) // 10 a second for 4 s
+	if d, n, enough := slow.RecentQuantileSince(99, time.Time{}, 1000); !enough || n != int64(RecentMax/RecentSlot) || d < 999*time.Microsecond {
+		t.Fatalf("a foreground at 10/s: %v over %d (enough %v), want 1ms over the %d statements of RecentMax, enough", d, n, enough, RecentMax/RecentSlot)
+	}
+}

@@ -394,9 +394,9 @@ func (t adaptiveTargets) start() float64 {
 
 // controller returns a fresh controller for t (nil when no target is set), starting at
 // budget start (0: the law's own start, the ceiling or, for a lag target, the floor). The
-// latency signal is a percentile over latency.Recent:
-// the controller dwells that long after a change, so it judges the change on a window the
-// change has filled.
+// latency signal is a percentile over at least latency.Recent of statements run since the
+// last change (sample): the controller dwells that long after a change, then holds until
+// adaptiveMinStatements of them ran, so it judges the change on statements that ran under it.
 func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error) {
 	if !t.on() {
 		return nil, nil
@@ -408,14 +408,23 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 	return adaptive.New(cfg)
 }
 
-// sample reads one period's signals for t.
-func (a *adaptiveRun) sample(t adaptiveTargets) []adaptive.Sample {
+// adaptiveMinStatements is how many foreground statements one judgement of the latency
+// target covers at least (latency.RecentQuantileSince): at pgbench's -R 400, 500 ms held
+// 200, whose p99 is their second slowest, so one stall of the machine (a statement of each
+// client held up at once) set it, and the law cut, or went to HardStop, on noise. Over
+// 1000 a stall must hold up ten statements to be the p99. A judgement after a change
+// waits until this many ran under the new budget, or latency.RecentMax (2 s) passed.
+const adaptiveMinStatements = 1000
+
+// sample reads one period's signals for t; the latency signal covers only statements
+// recorded in 100 ms slots that began at or after since (the last change of the decision).
+func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Sample {
 	var out []adaptive.Sample
 	if t.latency > 0 {
 		var s adaptive.Sample
 		if a.lat != nil {
-			d, n := a.lat.RecentQuantile(float64(t.perMille) / 10)
-			s = adaptive.Sample{Value: d.Seconds(), Fresh: n > 0}
+			d, n, enough := a.lat.RecentQuantileSince(float64(t.perMille)/10, since, adaptiveMinStatements)
+			s = adaptive.Sample{Value: d.Seconds(), Fresh: n > 0 && enough}
 		}
 		out = append(out, s)
 	}
@@ -470,6 +479,13 @@ func (a *adaptiveRun) steer(ctx context.Context, ctl *adaptive.Controller, targe
 	defer tick.Stop()
 	last := time.Now()
 	prev := consumed(a.run.ThrottleStats())
+	// changed is when the decision in force was made: the latency signal judges only
+	// statements run under it. The start counts from the zero time: what ran before it ran
+	// at the start's budget or with no VACUUM, and a foreground too slow to fill the count
+	// is judged at once on latency.RecentMax, not that long after the start. While
+	// HardStop pauses the run it judges every recent statement, so that the overload that
+	// started the pause holds it until the foreground has recovered.
+	dec, changed := ctl.Budget(), time.Time{}
 	// end stops steering: a HardStop pause ends (not a user's), the goroutine is no longer
 	// running. a.mu is held.
 	end := func() {
@@ -513,7 +529,15 @@ func (a *adaptiveRun) steer(ctx context.Context, ctl *adaptive.Controller, targe
 				ctl = c
 			}
 			a.mu.Unlock()
-			d := ctl.Step(a.sample(targets), u)
+			since := changed
+			if dec.Paused {
+				since = time.Time{}
+			}
+			d := ctl.Step(a.sample(targets, since), u)
+			if d.Budget != dec.Budget || d.Paused != dec.Paused {
+				changed = now
+			}
+			dec = d
 			a.apply(d, dt)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/adaptive"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/pgerr"
 )
 
@@ -251,5 +252,23 @@ func TestTheLawsStartIsInForceBeforeTheVacuumRuns(t *testing.T) {
 				t.Fatalf("at the start: throttle %+v, view %+v; want %+v, budget %.2f bound by %s", got, view, want, tc.budget, tc.binding)
 			}
 		})
+	}
+}
+
+// TestTheLatencySignalJudgesOnlyStatementsRunSinceTheLastChange: the law's latency sample
+// is stale (the budget holds) until enough statements ran after the decision in force was
+// made; without a change to wait for, the same statements make a fresh sample.
+func TestTheLatencySignalJudgesOnlyStatementsRunSinceTheLastChange(t *testing.T) {
+	lat := latency.New()
+	for range adaptiveMinStatements {
+		lat.Observe("select", 3*time.Millisecond)
+	}
+	a := &adaptiveRun{lat: lat}
+	targets := adaptiveTargets{latency: 2 * time.Millisecond, perMille: 990, floor: 100}
+	if s := a.sample(targets, time.Time{}); len(s) != 1 || !s[0].Fresh || s[0].Value < 0.0029 || s[0].Value > 0.0031 {
+		t.Fatalf("sample of %d statements of 3 ms, no change to wait for: %+v, want fresh at 0.003 s", adaptiveMinStatements, s)
+	}
+	if s := a.sample(targets, time.Now()); len(s) != 1 || s[0].Fresh {
+		t.Fatalf("sample just after a change, no statement since: %+v, want stale (the budget holds)", s)
 	}
 }

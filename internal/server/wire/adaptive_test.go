@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 	"github.com/vacuumops/vacuum-operator/internal/server/wire"
 )
 
@@ -291,5 +292,6 @@ func TestAdaptiveThrottleCutsWithinTwoSecondsOfAHeavierForegroundLoad(t *testing
 	t.Logf("wall time %v", time.Since(start))
 }
 
-// latencyDrain is how long the heavier load's statements take to leave the recent window.
-const latencyDrain = 600 * time.Millisecond
+// latencyDrain is how long the heavier load's statements take to leave the recent window:
+// the law's first judgement of a VACUUM may look back latency.RecentMax for its statements.
+const latencyDrain = latency.RecentMax + latency.RecentSlot
