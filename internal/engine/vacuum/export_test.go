@@ -14,3 +14,7 @@ func IndexReadAheadBlocks() int64 { return indexAheadTotal.Load() }
 // HeapJobReadAheadBlocks is how many of ReadAheadBlocks the parallel heap
 // pass's workers read ahead of their runs of blocks.
 func HeapJobReadAheadBlocks() int64 { return heapJobAheadTotal.Load() }
+
+// HeapJobReadAheadStarts is how many read-aheads the parallel heap pass's
+// workers started, one for each run of blocks they took.
+func HeapJobReadAheadStarts() int64 { return heapJobAheadStarts.Load() }

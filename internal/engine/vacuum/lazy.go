@@ -517,7 +517,11 @@ func (lv *lazy) heapJobReadAhead(w *worker, j heapJob) (*readAhead, error) {
 		heapJobAheadTotal.Add(int64(got))
 		return got, err
 	}
-	return lv.readAheadInto(w.heapAhead, w, prefetch, j.blks[0], slices.Values(j.blks))
+	ra, err := lv.readAheadInto(w.heapAhead, w, prefetch, j.blks[0], slices.Values(j.blks))
+	if ra != nil {
+		heapJobAheadStarts.Add(1)
+	}
+	return ra, err
 }
 
 // vacuumDead removes the stored TIDs from every index, then frees their

@@ -60,8 +60,9 @@ type prefetchFunc func(blk uint32, n int, s *buffer.Strategy) (int, error)
 var readAheadTotal, readAheadRunning atomic.Int64
 
 // indexAheadTotal counts the index blocks of readAheadTotal and
-// heapJobAheadTotal the parallel heap pass's (for tests).
-var indexAheadTotal, heapJobAheadTotal atomic.Int64
+// heapJobAheadTotal the parallel heap pass's; heapJobAheadStarts counts the
+// read-aheads the parallel heap pass started, one a job (for tests).
+var indexAheadTotal, heapJobAheadTotal, heapJobAheadStarts atomic.Int64
 
 // readAheadRun is the longest run read ahead with one system call.
 const readAheadRun = buffer.MaxRunBlocks

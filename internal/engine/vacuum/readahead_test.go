@@ -277,19 +277,25 @@ func TestParallelHeapPassReadsEachWorkersBlocksAhead(t *testing.T) {
 		opts := unthrottled()
 		opts.HeapWorkers = 2
 		opts.DisableReadAhead = disabled
-		before := vacuum.HeapJobReadAheadBlocks()
+		before, beforeStarts := vacuum.HeapJobReadAheadBlocks(), vacuum.HeapJobReadAheadStarts()
 		rep, err := db.Vacuum(context.Background(), "t", opts)
 		if err != nil {
 			t.Fatalf("vacuum (read-ahead disabled %v): %v", disabled, err)
 		}
-		read := vacuum.HeapJobReadAheadBlocks() - before
-		t.Logf("read-ahead disabled %v: the heap workers read %d blocks ahead of %d vacuumed", disabled, read, rep.PagesVacuumed)
+		read, starts := vacuum.HeapJobReadAheadBlocks()-before, vacuum.HeapJobReadAheadStarts()-beforeStarts
+		t.Logf("read-ahead disabled %v: the heap workers started %d read-aheads, which read %d blocks; %d vacuumed",
+			disabled, starts, read, rep.PagesVacuumed)
+		// Every run of blocks a worker takes gets its read-ahead. How many blocks those
+		// read is a race with the workers (a worker that overtakes its read-ahead reads
+		// the block itself, and the read-ahead finds it in the pool or is stopped first:
+		// 0 to 46 of 114 in one test binary's runs), so only the bound is asserted.
+		jobs := (rep.PagesVacuumed + 31) / 32
 		switch {
-		case disabled && read != 0:
-			t.Fatalf("the heap workers read ahead %d blocks with read-ahead disabled", read)
-		case !disabled && (read == 0 || read > rep.PagesVacuumed):
-			t.Fatalf("the heap workers read ahead %d blocks for %d pages vacuumed: want some, at most one per page",
-				read, rep.PagesVacuumed)
+		case disabled && (starts != 0 || read != 0):
+			t.Fatalf("the heap workers started %d read-aheads (%d blocks) with read-ahead disabled", starts, read)
+		case !disabled && (starts < jobs || read > rep.PagesVacuumed):
+			t.Fatalf("the heap workers started %d read-aheads for %d pages vacuumed (want one a run of 32 blocks, at least %d) and read %d blocks ahead (want at most one a page)",
+				starts, rep.PagesVacuumed, jobs, read)
 		}
 		checkClean(t, db)
 		verifyRows(t, db, tb)
