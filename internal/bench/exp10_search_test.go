@@ -287,3 +287,35 @@ func TestALagOnlyExperiment10ReportsTheLagHalfAlone(t *testing.T) {
 		t.Errorf("headline %q: want the lag target alone", h)
 	}
 }
+
+// TestExperiment10sHeadlineCountsTheWindowShareAsPartOfTheGoal: an adaptive run sooner
+// than the best fixed delay within the target, but holding the target in fewer than 95 %
+// of its windows, does not meet the goal in the headline (the 2026-12-06 report said "goal
+// met" there while its window rule said NOT met).
+func TestExperiment10sHeadlineCountsTheWindowShareAsPartOfTheGoal(t *testing.T) {
+	t.Setenv(Exp10PartsEnv, "lag")
+	r := &runner{sz: Sizes{AdaptDelays: []time.Duration{1 * msec, 20 * msec}, AdaptRuns: 1}, logf: t.Logf}
+	for _, tc := range []struct {
+		held, total int
+		want        string
+	}{
+		{held: 3, total: 3, want: "goal met"},
+		{held: 2, total: 3, want: "goal NOT met (sooner, but under 95 % of windows held)"},
+	} {
+		part := &exp10Part{name: exp10Lag, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
+			{exp10Setting: exp10Setting{adaptive: true, delay: 1 * msec, round: 1}, system: sysOurs, seconds: 2, figure: 0.2, held: tc.held, total: tc.total},
+			{exp10Setting: exp10Setting{delay: 20 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 0.25, held: 9, total: 9},
+		}}
+		sec, err := exp10Section(r, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := adaptiveHeadline(tablesOf(sec.Tables))
+		if err != nil {
+			t.Fatalf("headline: %v", err)
+		}
+		if !strings.HasSuffix(strings.TrimSuffix(h, "."), tc.want) {
+			t.Errorf("%d of %d windows held: headline %q, want it to end %q", tc.held, tc.total, h, tc.want)
+		}
+	}
+}
