@@ -81,6 +81,15 @@ type exp10Run struct {
 	bound       float64   // seconds bound by the target's signal (adaptive runs)
 	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
 	failed      int64
+	law         []lawPoint // what the adaptive throttle reported at each poll (adaptive runs)
+}
+
+// lawPoint is one poll of an adaptive run's progress: the budget in per mille of the
+// ceiling and the binding signal then.
+type lawPoint struct {
+	at       time.Time
+	perMille int32
+	binding  string
 }
 
 // exp10Limits is the fixed throttle at cost delay d.
@@ -357,6 +366,10 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 		}
 		r.logf("  %s %s %s %s round %d: VACUUM %.2f s, p99 %.2f ms (%d transactions), %d of %d windows held",
 			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, x.n, x.held, x.total)
+		if x.adaptive && target > 0 {
+			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
+				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))
+		}
 	}
 	return aloneP99, runs, nil
 }
@@ -408,6 +421,7 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 			if p.Adaptive != nil {
 				mu.Lock()
 				last = p.Adaptive
+				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding})
 				mu.Unlock()
 			}
 		}
@@ -642,6 +656,10 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
 			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
+		if x.adaptive && target > 0 {
+			r.logf("    windows (peak lag MB, samples; the law's budget per mille and binding at each poll): %s",
+				windowTimeline(pts, x.start, x.spanEnd, exp10Window, maxStat, 1e-6, "%.3f MB", x.law))
+		}
 	}
 	return alone, runs, nil
 }

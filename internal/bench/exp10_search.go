@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -113,6 +115,54 @@ func windowsHeld(pts []point, start, end time.Time, width time.Duration, stat wi
 		}
 	}
 	return held, total
+}
+
+// windowTimeline describes each window of windowsHeld's split of [start, end]: its stat and
+// point count (the stat in its points' unit times scale, written with format), then the law's
+// polls that fell in it (budget per mille and binding), so a run's log shows which windows
+// missed and what the adaptive throttle did in them.
+func windowTimeline(pts []point, start, end time.Time, width time.Duration, stat windowStat, scale float64, format string, law []lawPoint) string {
+	var b strings.Builder
+	n := int(end.Sub(start) / width)
+	if rest := end.Sub(start) - time.Duration(n)*width; rest >= width/2 || n == 0 {
+		n++
+	}
+	for i := range n {
+		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
+		last := i == n-1
+		if last {
+			to = end
+		}
+		var in []float64
+		for _, p := range pts {
+			if !p.at.Before(from) && (p.at.Before(to) || last && p.at.Equal(to)) {
+				in = append(in, p.v)
+			}
+		}
+		fmt.Fprintf(&b, "[%d: ", i+1)
+		if len(in) > 0 {
+			fmt.Fprintf(&b, format+"/%d", stat(in)*scale, len(in))
+		} else {
+			b.WriteString("none")
+		}
+		for _, l := range law {
+			if !l.at.Before(from) && (l.at.Before(to) || last && !l.at.After(to)) {
+				fmt.Fprintf(&b, " %d%s", l.perMille, bindingLetter(l.binding))
+			}
+		}
+		b.WriteString("] ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// bindingLetter abbreviates a binding for windowTimeline: L(atency), R(eplication lag),
+// C(eiling), F(loor), H(ardStop).
+func bindingLetter(b string) string {
+	if l, ok := map[string]string{"ForegroundLatency": "L", "ReplicationLag": "R", "Ceiling": "C",
+		"Floor": "F", "HardStop": "H"}[b]; ok {
+		return l
+	}
+	return "?"
 }
 
 // chooseTarget is the target set between the figure the load shows alone and the figure it

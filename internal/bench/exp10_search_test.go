@@ -319,3 +319,21 @@ func TestExperiment10sHeadlineCountsTheWindowShareAsPartOfTheGoal(t *testing.T) 
 		}
 	}
 }
+
+// TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt: the log line that says which
+// windows of an adaptive run missed gives each window's stat and count, and the budget and
+// binding of the polls that fell in it, in order.
+func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	pts := []point{{at(100), 1}, {at(900), 9}, {at(1100), 2}, {at(1900), 3}}
+	law := []lawPoint{{at(250), 1000, "Ceiling"}, {at(750), 500, "ForegroundLatency"}, {at(1500), 100, "Floor"}}
+	got := windowTimeline(pts, t0, at(2000), time.Second, maxStat, 1, "%.1f ms", law)
+	want := "[1: 9.0 ms/2 1000C 500L] [2: 3.0 ms/2 100F]"
+	if got != want {
+		t.Fatalf("timeline %q, want %q", got, want)
+	}
+	if got := windowTimeline(nil, t0, at(1000), time.Second, maxStat, 1, "%.1f ms", nil); got != "[1: none]" {
+		t.Fatalf("a window without points: %q, want [1: none]", got)
+	}
+}
