@@ -9,6 +9,7 @@
 package latency
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -186,6 +187,67 @@ func (r *Recorder) RecentQuantileSince(q float64, since time.Time, minCount int6
 	r.recent.advance(now)
 	h, enough := r.recent.merge(since, minCount)
 	return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, h.TotalCount(), enough
+}
+
+// Judgement is the adaptive throttle's reading of the recent window (RecentJudgement).
+type Judgement struct {
+	// Quantile is the latency at the quantile asked for over the statements judged; when
+	// Over decided the judgement early, the least the full judgement's figure can be.
+	Quantile time.Duration
+	// Count is the statements judged.
+	Count int64
+	// Enough is RecentQuantileSince's enough, or Over.
+	Enough bool
+	// Over: too few statements ran since the last change for a full judgement, but so
+	// many of them were slower than the limit that the full judgement, at the
+	// foreground's present rate, cannot hold it whatever the rest take.
+	Over bool
+}
+
+// RecentJudgement is RecentQuantileSince with an early verdict over limit. A full
+// judgement covers minCount statements, or at a slower foreground what RecentMax holds
+// (at 200 statements a second, 400 in 2 s): the throttle could change its budget only
+// that often, and a start too fast for the target would spend whole seconds over it.
+// When fewer statements ran since the change but more of them were slower than limit
+// than the full judgement's quantile allows (its (100-q) % of the statements the last
+// RecentMax held, up to minCount), its verdict is known: over. The judgement is then
+// Enough and Over, its Quantile the latency of the slowest statement the verdict needs,
+// the least the full judgement's quantile could be: a bound the cut and HardStop can act
+// on without reading one stalled statement as the foreground's percentile.
+func (r *Recorder) RecentJudgement(q float64, since time.Time, minCount int64, limit time.Duration) Judgement {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil {
+		return Judgement{}
+	}
+	r.recent.advance(now)
+	h, enough := r.recent.merge(since, minCount)
+	j := Judgement{Quantile: time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, Count: h.TotalCount(), Enough: enough}
+	if enough || j.Count == 0 || limit <= 0 {
+		return j
+	}
+	full := max(j.Count, min(minCount, r.recent.total()))
+	need := int64(math.Floor((1-q/100)*float64(full))) + 1
+	if need > j.Count {
+		return j
+	}
+	// The need-th slowest statement: at least need statements took this long or longer.
+	rank := j.Count - need + 1
+	v := time.Duration(h.ValueAtQuantile(100*float64(rank)/float64(j.Count))) * time.Microsecond
+	if v > limit {
+		j.Quantile, j.Enough, j.Over = v, true, true
+	}
+	return j
+}
+
+// total is the statements of every slot of the ring: those of the last RecentMax.
+func (r *ring) total() int64 {
+	var n int64
+	for _, h := range r.slots {
+		n += h.TotalCount()
+	}
+	return n
 }
 
 // Observe records one statement of kind (one of Kinds; anything else counts as "other").

@@ -222,3 +222,31 @@ func TestRecentQuantileSinceCountsNothingFromBeforeSince(t *testing.T) {
 		t.Fatalf("a foreground at 10/s: %v over %d (enough %v), want 1ms over the %d statements of RecentMax, enough", d, n, enough, RecentMax/RecentSlot)
 	}
 }
+
+// TestRecentJudgementIsOverAsSoonAsTheSlowStatementsDecideIt: at 200 statements a second a
+// full judgement covers the 400 statements of RecentMax, whose p99 five slow ones set; 300
+// ms after a change, four slow statements leave the verdict open (the judgement waits),
+// five decide it: over, at once, on the least the full judgement's p99 could be.
+func TestRecentJudgementIsOverAsSoonAsTheSlowStatementsDecideIt(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 50_000_000, time.UTC)}
+	r := newAt(c.now)
+	fill(c, r, 20, 20, 100*time.Microsecond) // 2 s at 200/s before the change
+	c.add(RecentSlot)
+	since := c.now()
+	fill(c, r, 3, 20, 100*time.Microsecond) // 60 fast statements after it (3 slots, from the change's)
+	for range 4 {
+		r.Observe("select", 40*time.Millisecond)
+	}
+	// The change's own slot is not judged: 40 fast and 4 slow statements are.
+	if j := r.RecentJudgement(99, since, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 44 {
+		t.Fatalf("4 slow of 44 after the change: %+v, want neither enough nor over (the full judgement of 400 allows 4)", j)
+	}
+	r.Observe("select", 50*time.Millisecond)
+	j := r.RecentJudgement(99, since, 1000, 10*time.Millisecond)
+	if !j.Enough || !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
+		t.Fatalf("5 slow of 45 after the change: %+v, want over at 40ms, the fifth slowest", j)
+	}
+	if j := r.RecentJudgement(99, since, 1000, 100*time.Millisecond); j.Enough || j.Over {
+		t.Fatalf("the same statements against a limit of 100ms: %+v, want no verdict", j)
+	}
+}

@@ -417,14 +417,18 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 const adaptiveMinStatements = 1000
 
 // sample reads one period's signals for t; the latency signal covers only statements
-// recorded in 100 ms slots that began at or after since (the last change of the decision).
+// recorded in 100 ms slots that began at or after since (the last change of the decision),
+// and is fresh once a full judgement of them is possible or, before that, once so many of
+// them were over the target that the full judgement's verdict is known
+// (latency.RecentJudgement): a budget over the target is cut as soon as that shows, not a
+// RecentMax later.
 func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Sample {
 	var out []adaptive.Sample
 	if t.latency > 0 {
 		var s adaptive.Sample
 		if a.lat != nil {
-			d, n, enough := a.lat.RecentQuantileSince(float64(t.perMille)/10, since, adaptiveMinStatements)
-			s = adaptive.Sample{Value: d.Seconds(), Fresh: n > 0 && enough}
+			j := a.lat.RecentJudgement(float64(t.perMille)/10, since, adaptiveMinStatements, t.latency)
+			s = adaptive.Sample{Value: j.Quantile.Seconds(), Fresh: j.Count > 0 && j.Enough}
 		}
 		out = append(out, s)
 	}
@@ -480,12 +484,14 @@ func (a *adaptiveRun) steer(ctx context.Context, ctl *adaptive.Controller, targe
 	last := time.Now()
 	prev := consumed(a.run.ThrottleStats())
 	// changed is when the decision in force was made: the latency signal judges only
-	// statements run under it. The start counts from the zero time: what ran before it ran
-	// at the start's budget or with no VACUUM, and a foreground too slow to fill the count
-	// is judged at once on latency.RecentMax, not that long after the start. While
-	// HardStop pauses the run it judges every recent statement, so that the overload that
-	// started the pause holds it until the foreground has recovered.
-	dec, changed := ctl.Budget(), time.Time{}
+	// statements run under it. The start counts as a change: before it the foreground ran
+	// without this VACUUM, and a judgement reaching back over that fast time held the
+	// start's budget (the ceiling, for a latency target) for up to latency.RecentMax after
+	// it had already put the foreground over its target (the last make bench: its adaptive
+	// runs never left the ceiling). While HardStop pauses the run it judges every recent
+	// statement, so that the overload that started the pause holds it until the foreground
+	// has recovered.
+	dec, changed := ctl.Budget(), time.Now()
 	// end stops steering: a HardStop pause ends (not a user's), the goroutine is no longer
 	// running. a.mu is held.
 	end := func() {

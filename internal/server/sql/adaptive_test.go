@@ -272,3 +272,53 @@ func TestTheLatencySignalJudgesOnlyStatementsRunSinceTheLastChange(t *testing.T)
 		t.Fatalf("sample just after a change, no statement since: %+v, want stale (the budget holds)", s)
 	}
 }
+
+// TestTheLatencySignalIsOverAsSoonAsTheSlowStatementsSinceTheChangeDecideIt: a foreground
+// whose statements since the change are already too slow for any full judgement to hold the
+// target makes a fresh sample at once (the law cuts now, not a latency.RecentMax later);
+// the same few statements under the target leave it stale.
+func TestTheLatencySignalIsOverAsSoonAsTheSlowStatementsSinceTheChangeDecideIt(t *testing.T) {
+	targets := adaptiveTargets{latency: 2 * time.Millisecond, perMille: 990, floor: 100}
+	for _, tc := range []struct {
+		took      time.Duration
+		wantFresh bool
+	}{{30 * time.Millisecond, true}, {time.Millisecond, false}} {
+		lat := latency.New()
+		since := time.Now().Truncate(latency.RecentSlot) // the slots of what follows begin at or after it
+		for range 5 {
+			lat.Observe("select", tc.took)
+		}
+		s := (&adaptiveRun{lat: lat}).sample(targets, since)
+		if len(s) != 1 || s[0].Fresh != tc.wantFresh || tc.wantFresh && (s[0].Value < 0.0299 || s[0].Value > 0.0301) {
+			t.Fatalf("5 statements of %v since the change, target %v: %+v, want fresh %v (at 0.030 s when fresh)", tc.took, targets.latency, s, tc.wantFresh)
+		}
+	}
+}
+
+// TestTheVacuumsStartCountsAsAChangeForTheLatencySignal: the law judges only statements run
+// since the VACUUM started, so a foreground the start's budget (the ceiling) has put over its
+// target is cut within a period or two, not once the fast statements from before the VACUUM
+// have aged out of the signal (latency.RecentMax): over all recent statements, the 15 slow
+// ones here are under 1 % and the p99 holds.
+func TestTheVacuumsStartCountsAsAChangeForTheLatencySignal(t *testing.T) {
+	var lag atomic.Int64
+	a, ceiling := newIdleAdaptiveRun(t, &lag)
+	a.lat = latency.New()
+	a.targets.latency = 2 * time.Millisecond
+	for range 2000 {
+		a.lat.Observe("select", 100*time.Microsecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); a.stop() }()
+	a.start(ctx)
+	// The slot the start fell in is not judged: the slow statements go in the next one.
+	time.Sleep(time.Until(time.Now().Truncate(latency.RecentSlot).Add(latency.RecentSlot + 10*time.Millisecond)))
+	for range 15 {
+		a.lat.Observe("select", 30*time.Millisecond)
+	}
+	for deadline := time.Now().Add(time.Second); a.run.Settings().CostDelay <= ceiling.CostDelay; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("1 s after 15 statements of 30 ms against a 2 ms target: throttle %+v, still the ceiling", a.run.Settings())
+		}
+	}
+}
