@@ -166,9 +166,13 @@ func medianOf(runs []exp10Run, system, setting string, d time.Duration) (figure,
 }
 
 // exp10Search runs the grid (AdaptRuns rounds, each measuring, for the adaptive system, adaptive
-// throttling and every delay not passed over by heldFaster) and then bisects each system's bracket
-// steps times; measure runs the settings of one system in order.
-func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []string, adaptiveOn string, steps int,
+// throttling, then the delays not passed over by heldFaster, with stopAtHold in increasing order
+// up to the first that holds the target in that round) and then bisects each system's bracket
+// steps times; measure runs the settings of one system in order. stopAtHold costs a block (a
+// load started and settled) per delay: it pays where a fast delay holds and the slow ones
+// would take most of a round (the foreground p99 target), not where only the slowest holds
+// (the lag target's FULL).
+func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []string, adaptiveOn string, steps int, stopAtHold bool,
 	grid func(system string) []time.Duration,
 	measure func(ctx context.Context, system string, set []exp10Setting) ([]exp10Run, error)) error {
 	for round := 1; round <= r.sz.AdaptRuns; round++ {
@@ -177,17 +181,33 @@ func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []str
 			if sys == adaptiveOn {
 				set = append(set, exp10Setting{delay: r.exp10Ceiling(), adaptive: true, phase: "grid", round: round})
 			}
+			// With stopAtHold, the delays in increasing order, each measured before the next is
+			// chosen: once one holds the target in this round, the slower ones cannot be the
+			// fastest that holds, and the round ends there. Without it, in one block.
 			for _, d := range grid(sys) {
 				if heldFaster(part.runs, sys, d, part.goal) {
 					continue
 				}
 				set = append(set, exp10Setting{delay: d, phase: "grid", round: round})
+				if !stopAtHold {
+					continue
+				}
+				runs, err := measure(ctx, sys, set)
+				if err != nil {
+					return err
+				}
+				part.runs, set = append(part.runs, runs...), nil
+				if last := runs[len(runs)-1]; last.figure <= part.goal {
+					break
+				}
 			}
-			runs, err := measure(ctx, sys, set)
-			if err != nil {
-				return err
+			if len(set) > 0 {
+				runs, err := measure(ctx, sys, set)
+				if err != nil {
+					return err
+				}
+				part.runs = append(part.runs, runs...)
 			}
-			part.runs = append(part.runs, runs...)
 		}
 	}
 	bs := map[string]*bisection{}
@@ -305,7 +325,7 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 		return runs, err
 	}
 	grid := func(string) []time.Duration { return sz.AdaptDelays }
-	if err := r.exp10Search(ctx, part, []string{sysOurs, sysPostgres}, sysOurs, sz.AdaptBisect, grid, measure); err != nil {
+	if err := r.exp10Search(ctx, part, []string{sysOurs, sysPostgres}, sysOurs, sz.AdaptBisect, true, grid, measure); err != nil {
 		return nil, err
 	}
 	return part, nil
@@ -500,7 +520,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 		return runs, err
 	}
 	grid := func(string) []time.Duration { return sz.AdaptDelays }
-	if err := r.exp10Search(ctx, part, []string{sysOurs}, sysOurs, sz.AdaptBisect, grid, measureOurs); err != nil {
+	if err := r.exp10Search(ctx, part, []string{sysOurs}, sysOurs, sz.AdaptBisect, false, grid, measureOurs); err != nil {
 		return nil, err
 	}
 	ours.stop()
@@ -523,7 +543,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 		return runs, err
 	}
 	// Two settings, no bracket to narrow: no bisection.
-	if err := r.exp10Search(ctx, part, []string{sysPostgres}, "", 0, pgGrid, measurePG); err != nil {
+	if err := r.exp10Search(ctx, part, []string{sysPostgres}, "", 0, false, pgGrid, measurePG); err != nil {
 		return nil, err
 	}
 	return part, nil

@@ -127,10 +127,11 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
 				"is at most the target", sz.DrainFactor),
-			sentence("fixed settings: cost limit %d at experiment 1's delays (%s), %d interleaved rounds (in each round every "+
-				"delay and the adaptive runs on the engine server, then PostgreSQL 15; from the second round on, a delay slower "+
-				"than one that has held the target in every round so far is passed over, as it cannot be the fastest that holds: "+
-				"its runs are fewer), then %d bisection steps between the "+
+			sentence("fixed settings: cost limit %d at experiment 1's delays (%s), %d interleaved rounds (in each round the adaptive "+
+				"runs and the delays in increasing order on the engine server, then PostgreSQL 15; for the foreground p99 "+
+				"target each round ends at the first delay that held it in that round; from the second round on, a delay "+
+				"slower than one that has held the target in every round so far is passed over: neither can be the fastest "+
+				"that holds, so the slower delays' runs are fewer or none), then %d bisection steps between the "+
 				"two delays that bracket the target (%d runs of each midpoint, the systems alternating run by run, to %s; "+
 				"never below the grid's fastest delay, the adaptive runs' ceiling)",
 				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution),

@@ -206,18 +206,19 @@ func TestAVacuumWithNoTransactionEndingInsideItIsJudgedByTheOneThatWaitedThrough
 	}
 }
 
-// TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound: from the second round on, the
-// grid does not measure again the delays slower than one that has held the target in every
-// round so far; when that one misses in a later round, the next round measures the slower
-// ones again. The adaptive runs and the fastest delays are measured in every round.
-func TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound(t *testing.T) {
+// TestTheGridStopsEachRoundAtTheFirstDelayThatHolds: each round measures the delays in
+// increasing order and ends at the first that holds the target in it, since the slower ones
+// cannot be the fastest that holds; a round where that delay misses goes on to the slower
+// ones. The adaptive runs and the fastest delay are measured in every round.
+func TestTheGridStopsEachRoundAtTheFirstDelayThatHolds(t *testing.T) {
 	grid := []time.Duration{1 * msec, 2 * msec, 5 * msec, 10 * msec, 20 * msec}
 	r := &runner{sz: Sizes{AdaptDelays: grid, AdaptRuns: 3}, logf: t.Logf}
-	// The figure of each fixed delay by round (target 5): 2 ms holds in round 1, misses in 2.
+	// The figure of each fixed delay by round (target 5): 2 ms holds in rounds 1 and 3,
+	// misses in round 2, where 5 ms holds.
 	figure := map[int]map[time.Duration]float64{
-		1: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3, 10 * msec: 2, 20 * msec: 1},
-		2: {1 * msec: 9, 2 * msec: 6},
-		3: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3},
+		1: {1 * msec: 9, 2 * msec: 4},
+		2: {1 * msec: 9, 2 * msec: 6, 5 * msec: 3},
+		3: {1 * msec: 9, 2 * msec: 4},
 	}
 	measured := map[int][]string{}
 	measure := func(_ context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
@@ -233,14 +234,14 @@ func TestTheGridPassesOverDelaysSlowerThanOneThatHeldInEveryRound(t *testing.T) 
 		return out, nil
 	}
 	part := &exp10Part{name: exp10Latency, goal: 5}
-	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0,
+	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0, true,
 		func(string) []time.Duration { return grid }, measure); err != nil {
 		t.Fatal(err)
 	}
 	want := map[int][]string{
-		1: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms", "fixed 10ms", "fixed 20ms"},
-		2: {"adaptive 1ms", "fixed 1ms", "fixed 2ms"},
-		3: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms"},
+		1: {"adaptive 1ms", "fixed 1ms", "fixed 2ms"},
+		2: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms"},
+		3: {"adaptive 1ms", "fixed 1ms", "fixed 2ms"},
 	}
 	for round, w := range want {
 		if got := measured[round]; strings.Join(got, ", ") != strings.Join(w, ", ") {
@@ -335,5 +336,52 @@ func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
 	}
 	if got := windowTimeline(nil, t0, at(1000), time.Second, maxStat, 1, "%.1f ms", nil); got != "[1: none]" {
 		t.Fatalf("a window without points: %q, want [1: none]", got)
+	}
+}
+
+// TestWithoutStopAtHoldTheGridPassesOverOnlyDelaysSlowerThanOneThatHeldInEveryRound: the lag
+// target's grid measures each round's delays in one block: from the second round on it passes
+// over the delays slower than one that has held the target in every round so far; when that
+// one misses in a later round, the next round measures the slower ones again.
+func TestWithoutStopAtHoldTheGridPassesOverOnlyDelaysSlowerThanOneThatHeldInEveryRound(t *testing.T) {
+	grid := []time.Duration{1 * msec, 2 * msec, 5 * msec, 10 * msec, 20 * msec}
+	r := &runner{sz: Sizes{AdaptDelays: grid, AdaptRuns: 3}, logf: t.Logf}
+	figure := map[int]map[time.Duration]float64{
+		1: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3, 10 * msec: 2, 20 * msec: 1},
+		2: {1 * msec: 9, 2 * msec: 6},
+		3: {1 * msec: 9, 2 * msec: 4, 5 * msec: 3},
+	}
+	measured := map[int][]string{}
+	blocks := 0
+	measure := func(_ context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
+		blocks++
+		var out []exp10Run
+		for _, st := range set {
+			f, ok := figure[st.round][st.delay]
+			if !st.adaptive && !ok {
+				t.Fatalf("round %d measured %s, which it should pass over", st.round, st.delay)
+			}
+			measured[st.round] = append(measured[st.round], st.name()+" "+st.delay.String())
+			out = append(out, exp10Run{exp10Setting: st, system: sys, figure: f})
+		}
+		return out, nil
+	}
+	part := &exp10Part{name: exp10Lag, goal: 5}
+	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0, false,
+		func(string) []time.Duration { return grid }, measure); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]string{
+		1: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms", "fixed 10ms", "fixed 20ms"},
+		2: {"adaptive 1ms", "fixed 1ms", "fixed 2ms"},
+		3: {"adaptive 1ms", "fixed 1ms", "fixed 2ms", "fixed 5ms"},
+	}
+	for round, w := range want {
+		if got := measured[round]; strings.Join(got, ", ") != strings.Join(w, ", ") {
+			t.Errorf("round %d measured %v, want %v", round, got, w)
+		}
+	}
+	if blocks != 3 {
+		t.Errorf("%d blocks, want one a round (3)", blocks)
 	}
 }
