@@ -241,6 +241,18 @@ func (r *Recorder) RecentJudgement(q float64, since time.Time, minCount int64, l
 	return j
 }
 
+// RecentRate is the foreground's statements per second over the last RecentMax.
+func (r *Recorder) RecentRate() float64 {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil {
+		return 0
+	}
+	r.recent.advance(now)
+	return float64(r.recent.total()) / RecentMax.Seconds()
+}
+
 // total is the statements of every slot of the ring: those of the last RecentMax.
 func (r *ring) total() int64 {
 	var n int64

@@ -250,3 +250,17 @@ func TestRecentJudgementIsOverAsSoonAsTheSlowStatementsDecideIt(t *testing.T) {
 		t.Fatalf("the same statements against a limit of 100ms: %+v, want no verdict", j)
 	}
 }
+
+// TestRecentRateIsTheStatementsPerSecondOfTheLastRecentMax: 3 s at 200 a second, of which
+// the last RecentMax counts.
+func TestRecentRateIsTheStatementsPerSecondOfTheLastRecentMax(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 50_000_000, time.UTC)}
+	r := newAt(c.now)
+	if got := r.RecentRate(); got != 0 {
+		t.Fatalf("no statement yet: rate %g, want 0", got)
+	}
+	fill(c, r, 30, 20, 100*time.Microsecond)
+	if got := r.RecentRate(); got != 200 {
+		t.Fatalf("rate %g a second, want 200", got)
+	}
+}

@@ -416,18 +416,59 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 // waits until this many ran under the new budget, or latency.RecentMax (2 s) passed.
 const adaptiveMinStatements = 1000
 
+// adaptiveWindowShare is the share of one-second windows in which the law means the
+// foreground's percentile to hold the target (the adaptive-throttling issue's goal).
+const adaptiveWindowShare = 0.95
+
+// windowQuantile is the quantile (0..100) the law judges so that the foreground's
+// percentile q of each one-second window holds the target in adaptiveWindowShare of them,
+// at perSecond statements a second. A window of n statements is over the target when more
+// than its (100-q) % of them were, k = n - ceil(q n/100) + 1 at least (3 of 200 for the
+// p99): held at exactly the target over a judgement, a percentile lets λ = (100-q) n/100
+// statements a second be slower (2 of 200), and as slow statements come one by one, the
+// windows with k or more of them (Poisson) are a third of all. The law judges instead the
+// quantile whose share of slower statements leaves k or more in a window only 5 % of the
+// time (at 200 a second, 0.82 slower statements a second: the p99.59).
+func windowQuantile(q, perSecond float64) float64 {
+	n := math.Round(perSecond)
+	if n < 1 || q >= 100 {
+		return q
+	}
+	k := n - math.Ceil(q/100*n-1e-9) + 1
+	// tail is P(X >= k) for X ~ Poisson(lambda).
+	tail := func(lambda float64) float64 {
+		term, below := math.Exp(-lambda), 0.0
+		for i := 0.0; i < k; i++ {
+			below += term
+			term *= lambda / (i + 1)
+		}
+		return 1 - below
+	}
+	lo, hi := 0.0, k
+	for range 60 {
+		if mid := (lo + hi) / 2; tail(mid) > 1-adaptiveWindowShare {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return max(q, 100*(1-lo/n))
+}
+
 // sample reads one period's signals for t; the latency signal covers only statements
 // recorded in 100 ms slots that began at or after since (the last change of the decision),
-// and is fresh once a full judgement of them is possible or, before that, once so many of
-// them were over the target that the full judgement's verdict is known
-// (latency.RecentJudgement): a budget over the target is cut as soon as that shows, not a
-// RecentMax later.
+// at the quantile that holds the target's percentile in 95 % of one-second windows
+// (windowQuantile), and is fresh once a full judgement of them is possible or, before
+// that, once so many of them were over the target that the full judgement's verdict is
+// known (latency.RecentJudgement): a budget over the target is cut as soon as that shows,
+// not a RecentMax later.
 func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Sample {
 	var out []adaptive.Sample
 	if t.latency > 0 {
 		var s adaptive.Sample
 		if a.lat != nil {
-			j := a.lat.RecentJudgement(float64(t.perMille)/10, since, adaptiveMinStatements, t.latency)
+			q := windowQuantile(float64(t.perMille)/10, a.lat.RecentRate())
+			j := a.lat.RecentJudgement(q, since, adaptiveMinStatements, t.latency)
 			s = adaptive.Sample{Value: j.Quantile.Seconds(), Fresh: j.Count > 0 && j.Enough}
 		}
 		out = append(out, s)

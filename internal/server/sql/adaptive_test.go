@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -319,6 +320,24 @@ func TestTheVacuumsStartCountsAsAChangeForTheLatencySignal(t *testing.T) {
 	for deadline := time.Now().Add(time.Second); a.run.Settings().CostDelay <= ceiling.CostDelay; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("1 s after 15 statements of 30 ms against a 2 ms target: throttle %+v, still the ceiling", a.run.Settings())
+		}
+	}
+}
+
+// TestTheLawJudgesTheQuantileThatHoldsEachSecondsPercentile: a p99 target holds in 95 % of
+// one-second windows when slower statements come at most λ a second, P(Poisson(λ) >= k) =
+// 5 % for the k slow statements that put a window's p99 over it: at 200 a second k is 3
+// and λ 0.818 (the p99.59); at 2,000 a second k is 21 and λ 14.07; for a p50 at 200 a
+// second, k 101 and λ 85.06; with no statement to count, the target's own percentile.
+func TestTheLawJudgesTheQuantileThatHoldsEachSecondsPercentile(t *testing.T) {
+	for _, tc := range []struct{ q, rate, want float64 }{
+		{99, 200, 100 * (1 - 0.8177/200)},
+		{99, 2000, 100 * (1 - 14.072/2000)},
+		{99, 0, 99},
+		{50, 200, 100 * (1 - 85.057/200)},
+	} {
+		if got := windowQuantile(tc.q, tc.rate); math.Abs(got-tc.want) > 0.01*(100-tc.want) {
+			t.Errorf("p%g at %g statements a second: judges the p%.4f, want the p%.4f", tc.q, tc.rate, got, tc.want)
 		}
 	}
 }
