@@ -192,15 +192,16 @@ func DefaultSizes() Sizes {
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
-		// Scale 20: the foreground target's VACUUM lasts about 5 s at the ceiling, so the
-		// adaptive VACUUMs' 1-second windows number some 20 or more over their 3 runs (at
-		// scale 8 they lasted 1.8 s: 6 windows, too few to say 95 % of anything); the 512 MiB
-		// pool holds pgbench_accounts (at scale 15 in a 128 MiB pool the select-only load read
-		// through O_DIRECT beside the VACUUM, and PostgreSQL's VACUUM at 20 ms took 103 s).
+		// Scale 28: the foreground target's VACUUM lasts about 6.5 s at the ceiling (4.6-4.9 s
+		// at scale 20), so the adaptive VACUUMs' 1-second windows number 20 or more over their
+		// 3 runs (at scale 8 they lasted 1.8 s: 6 windows, too few to say 95 % of anything);
+		// the 768 MiB pool holds pgbench_accounts (at scale 15 in a 128 MiB pool the select-only
+		// load read through O_DIRECT beside the VACUUM, and PostgreSQL's VACUUM at 20 ms took
+		// 103 s).
 		// The latency rounds end at the first delay that holds, so the slow delays, most of
 		// a round's time, are not run at this scale.
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
-		AdaptScale: 20, AdaptPoolBytes: 512 << 20, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
+		AdaptScale: 28, AdaptPoolBytes: 768 << 20, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
 		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
 
 		LimRows: 200_000, LimRuns: 3,
