@@ -204,17 +204,18 @@ type Judgement struct {
 	Over bool
 }
 
-// RecentJudgement is RecentQuantileSince with an early verdict over limit. A full
-// judgement covers minCount statements, or at a slower foreground what RecentMax holds
-// (at 200 statements a second, 400 in 2 s): the throttle could change its budget only
-// that often, and a start too fast for the target would spend whole seconds over it.
-// When fewer statements ran since the change but more of them were slower than limit
-// than the full judgement's quantile allows (its (100-q) % of the statements the last
-// RecentMax held, up to minCount), its verdict is known: over. The judgement is then
-// Enough and Over, its Quantile the latency of the slowest statement the verdict needs,
-// the least the full judgement's quantile could be: a bound the cut and HardStop can act
-// on without reading one stalled statement as the foreground's percentile.
-func (r *Recorder) RecentJudgement(q float64, since time.Time, minCount int64, limit time.Duration) Judgement {
+// RecentJudgement is RecentQuantileSince at quantile q with an early verdict over limit at
+// quantile early (at most q). A full judgement covers minCount statements, or at a slower
+// foreground what RecentMax holds (at 200 statements a second, 400 in 2 s): the throttle
+// could change its budget only that often, and a start too fast for the target would
+// spend whole seconds over it. When fewer statements ran since the change but more of
+// them were slower than limit than a full judgement at quantile early allows (its
+// (100-early) % of the statements the last RecentMax held, up to minCount), that verdict
+// is known: over. The judgement is then Enough and Over, its Quantile the latency of the
+// slowest statement the verdict needs, the least that judgement's quantile could be: a
+// bound the cut and HardStop can act on without reading one stall of the machine (a
+// statement of each client held up at once) as the foreground's percentile.
+func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount int64, limit time.Duration) Judgement {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -228,7 +229,7 @@ func (r *Recorder) RecentJudgement(q float64, since time.Time, minCount int64, l
 		return j
 	}
 	full := max(j.Count, min(minCount, r.recent.total()))
-	need := int64(math.Floor((1-q/100)*float64(full))) + 1
+	need := int64(math.Floor((1-min(q, early)/100)*float64(full))) + 1
 	if need > j.Count {
 		return j
 	}

@@ -238,16 +238,21 @@ func TestRecentJudgementIsOverAsSoonAsTheSlowStatementsDecideIt(t *testing.T) {
 		r.Observe("select", 40*time.Millisecond)
 	}
 	// The change's own slot is not judged: 40 fast and 4 slow statements are.
-	if j := r.RecentJudgement(99, since, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 44 {
+	if j := r.RecentJudgement(99, 99, since, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 44 {
 		t.Fatalf("4 slow of 44 after the change: %+v, want neither enough nor over (the full judgement of 400 allows 4)", j)
 	}
 	r.Observe("select", 50*time.Millisecond)
-	j := r.RecentJudgement(99, since, 1000, 10*time.Millisecond)
+	j := r.RecentJudgement(99, 99, since, 1000, 10*time.Millisecond)
 	if !j.Enough || !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
 		t.Fatalf("5 slow of 45 after the change: %+v, want over at 40ms, the fifth slowest", j)
 	}
-	if j := r.RecentJudgement(99, since, 1000, 100*time.Millisecond); j.Enough || j.Over {
+	if j := r.RecentJudgement(99, 99, since, 1000, 100*time.Millisecond); j.Enough || j.Over {
 		t.Fatalf("the same statements against a limit of 100ms: %+v, want no verdict", j)
+	}
+	// A stricter quantile judged (the p99.6) with the early verdict at the p99: the five
+	// slow statements decide it as before, and the figure is still the p99's bound.
+	if j := r.RecentJudgement(99.6, 99, since, 1000, 10*time.Millisecond); !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
+		t.Fatalf("judged at the p99.6, early at the p99: %+v, want over at 40ms, the fifth slowest", j)
 	}
 }
 

@@ -467,8 +467,11 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 	if t.latency > 0 {
 		var s adaptive.Sample
 		if a.lat != nil {
-			q := windowQuantile(float64(t.perMille)/10, a.lat.RecentRate())
-			j := a.lat.RecentJudgement(q, since, adaptiveMinStatements, t.latency)
+			// The early verdict at the target's own percentile: at the windows' stricter
+			// one it would come on two slow statements at 200 a second, which one stall of
+			// two clients makes; it waits for five.
+			p := float64(t.perMille) / 10
+			j := a.lat.RecentJudgement(windowQuantile(p, a.lat.RecentRate()), p, since, adaptiveMinStatements, t.latency)
 			s = adaptive.Sample{Value: j.Quantile.Seconds(), Fresh: j.Count > 0 && j.Enough}
 		}
 		out = append(out, s)
