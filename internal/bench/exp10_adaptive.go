@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vacuumops/vacuum-operator/internal/online"
-	"github.com/vacuumops/vacuum-operator/internal/pgtest"
 	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
@@ -285,19 +284,15 @@ func heldFaster(runs []exp10Run, system string, d time.Duration, target float64)
 
 func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	pool := strconv.FormatInt(sz.AdaptPoolBytes, 10)
-	ours, err := r.startOurs(ctx, "exp10-engine-server", "--buffer-pool", pool) // the last --buffer-pool counts
+	ours, err := r.startOurs(ctx, "exp10-engine-server")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { ours.stop() }()
-	pgs, err := pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
-		fmt.Sprintf("shared_buffers=%dkB", sz.AdaptPoolBytes>>10), "max_connections=64") // startDurablePostgres's, at this pool
+	pg, err := r.startPostgres(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pg := &srvSystem{name: sysPostgres, addr: pgs.Addr(), user: pgtest.Superuser, password: pgtest.Password, stop: pgs.Stop,
-		cpu: postgresCPU(ctx, pgs.Pid())}
 	defer func() { pg.stop() }()
 	systems := map[string]*srvSystem{sysOurs: ours, sysPostgres: pg}
 	for _, s := range []*srvSystem{ours, pg} {

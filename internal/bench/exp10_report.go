@@ -109,7 +109,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
 				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
 				"%dth account and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
-				mib(sz.AdaptPoolBytes), mib(sz.AdaptPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
+				mib(sz.SrvPoolBytes), mib(sz.SrvPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
 				sz.AdaptChunk, sz.AdaptDeadEvery, sz.AdaptSettle),
 			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
 				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
