@@ -50,20 +50,28 @@ func pgbenchOf(ns, addr string, args ...string) <-chan error {
 	return done
 }
 
-// adaptiveScale is pgbench's scale for the spec, adaptiveHot the accounts its load reads
-// and adaptiveFloor the run's floorPerMille.
+// adaptiveScale is pgbench's scale for the spec (pgbench_accounts about 290 MB, over four
+// times the sample's 64Mi pool), adaptiveHot the accounts its load updates and
+// adaptiveFloor the run's floorPerMille.
 const (
-	adaptiveScale = 24
+	adaptiveScale = 16
 	adaptiveHot   = 50000
 	adaptiveFloor = 50
 )
 
-// hotSelect is the load's pgbench script: select-only's SELECT of one account, drawn from
-// the first adaptiveHot accounts, which fit the sample's 64Mi buffer pool (the whole
-// table, about 440 MB at scale 24, does not).
-var hotSelect = fmt.Sprintf("\\set aid random(1, %d)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n", adaptiveHot)
+// hotUpdate is the load's pgbench script: an UPDATE of one account, drawn from the first
+// adaptiveHot accounts (about 820 pages, which fit the pool), each in a transaction of its
+// own: the server records the statement and its commit, which waits for the WAL flush.
+var hotUpdate = fmt.Sprintf("\\set aid random(1, %d)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n", adaptiveHot)
 
-// loadArgs is the load: hotSelect at a fixed rate (-R), from script, a file holding it.
+// heavyUpdate is the heavier load's script: an UPDATE of 2,000 accounts at a time, outside
+// the load's, each statement slower than the load's commits and each commit a larger WAL
+// flush. (tpcb-like, which the select load's spec used, adds four short statements per
+// commit to the server's p99 of all statements: against this load's commits it lowered
+// that p99, and in one run the budget did not fall within 2 s.)
+var heavyUpdate = fmt.Sprintf("\\set a random(%d, %d)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid >= :a AND aid < :a + 2000;\n", adaptiveHot+1, adaptiveScale*100000-2000)
+
+// loadArgs is the load: hotUpdate at a fixed rate (-R), from script, a file holding it.
 func loadArgs(script string) []string {
 	return []string{"-f", script, "-R", "400", "-c", "4", "-j", "2", "-n"}
 }
@@ -82,17 +90,17 @@ func directIOSample() string {
 	return p
 }
 
-// serverP99 is the p99 of the foreground's SELECTs over the server's last latency.Window,
-// as the server measures them (vacuumops_statement_latency), and how many it covers. A
-// select-only pgbench transaction is one SELECT, so this is the load's statement latency
-// as the server's controller sees it: the signal it steers on is the same recorder's p99
-// over a shorter window. (pgbench's client-side latencies add the client's own scheduling
-// on these two shared cores, so a target taken from them can sit above anything the
-// server measures, and the binding then stays Ceiling.)
+// serverP99 is the p99 of all foreground statements over the server's last
+// latency.Window, as the server measures them (vacuumops_statement_latency, kind all), and
+// how many it covers: the statements the server's controller steers on (every foreground
+// statement, over a shorter window), here the load's UPDATEs and their commits.
+// (pgbench's client-side latencies add the client's own scheduling on these two shared
+// cores, so a target taken from them can sit above anything the server measures, and the
+// binding then stays Ceiling.)
 func serverP99(c *pgx.Conn) (time.Duration, int64) {
 	GinkgoHelper()
 	var us, n int64
-	Expect(c.QueryRow(suiteCtx, "SELECT p99_us, count FROM vacuumops_statement_latency WHERE kind = 'select'").Scan(&us, &n)).To(Succeed())
+	Expect(c.QueryRow(suiteCtx, "SELECT p99_us, count FROM vacuumops_statement_latency WHERE kind = 'all'").Scan(&us, &n)).To(Succeed())
 	return time.Duration(us) * time.Microsecond, n
 }
 
@@ -109,8 +117,8 @@ func serverBudget(c *pgx.Conn) (binding string, perMille int64, ok bool) {
 
 // traceBudget writes each change of the server's adaptive binding and budget to the spec's
 // output until the spec ends, read every 50 ms on c (which it then owns), and at least once
-// a second with the server's SELECT p99: what the controller did, for a reader of a failed
-// run.
+// a second with the server's p99 of all foreground statements: what the controller did,
+// for a reader of a failed run.
 func traceBudget(c *pgx.Conn, start time.Time) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -125,8 +133,8 @@ func traceBudget(c *pgx.Conn, start time.Time) {
 			b, pm, ok := serverBudget(c)
 			if now := fmt.Sprintf("%s %d %v", b, pm, ok); now != last || time.Since(said) >= time.Second {
 				var p99 int64
-				_ = c.QueryRow(suiteCtx, "SELECT p99_us FROM vacuumops_statement_latency WHERE kind = 'select'").Scan(&p99)
-				GinkgoWriter.Printf("%6.2fs server: binding %q budget %d per mille (VACUUM running: %v), SELECT p99 %v over %v\n",
+				_ = c.QueryRow(suiteCtx, "SELECT p99_us FROM vacuumops_statement_latency WHERE kind = 'all'").Scan(&p99)
+				GinkgoWriter.Printf("%6.2fs server: binding %q budget %d per mille (VACUUM running: %v), p99 %v over %v\n",
 					time.Since(start).Seconds(), b, pm, ok, time.Duration(p99)*time.Microsecond, latency.Window)
 				last, said = now, time.Now()
 			}
@@ -172,78 +180,65 @@ func unthrottledVacuum(ns, addr, table string) (elapsed time.Duration, unitsPerS
 }
 
 // The plant, and why the spec is built so. The target comes from the server's own figures
-// for the load's SELECTs (serverP99), the recorder the controller steers on. pgbench's
-// client-side figures, which earlier tries used, are several times the server's (an earlier
-// run: 5.0 ms alone, 14.8 ms under the VACUUM; the server: 0.22 to 2.1 ms alone), so a
-// target between them could sit above anything the server saw, and the binding then stayed
-// Ceiling.
+// (serverP99), the recorder the controller steers on: pgbench's client-side figures are
+// several times the server's (an earlier run: 5.0 ms alone, 14.8 ms under the VACUUM; the
+// server 0.22 to 2.1 ms alone), so a target between them could sit above anything the
+// server saw, and the binding then stayed Ceiling.
 //
-// The plant is a server whose working set exceeds its cache: the sample's server, 64Mi of
-// buffer pool, run with --direct-io (added to the sample's flags in a copy, directIOSample;
-// the sample itself stays buffered), so that the pool is the tables' only cache and every
-// miss goes to the device. pgbench_accounts at scale 24 is about 440 MB; the load reads the
-// first 50,000 accounts, which fit the pool, so alone its SELECTs hit the pool, while the
-// VACUUM reads and writes every page of the table through the device beside them. A
-// quarter of the accounts is deleted, spread over every page (much cheaper than an UPDATE
-// of every row), so each VACUUM has every page to clean; a CHECKPOINT follows each bulk
-// change (the DELETEs, the unthrottled VACUUM), so that the one their WAL would start (the
-// engine checkpoints every 64 MiB of WAL) falls in no measurement.
+// The server is the sample's with --direct-io (directIOSample), so that the 64Mi pool is
+// the tables' only cache. The load updates one of the first 50,000 accounts per
+// transaction; its commits wait for the WAL flush, and the WAL is one stream: a commit
+// during the VACUUM waits behind the VACUUM's WAL (a full-page image of every page it
+// cleans after a checkpoint, about the table's size), its page writes and the checkpoints
+// its WAL starts (every 64 MiB). A quarter of the accounts is deleted, then a second
+// quarter while a transaction holds the vacuum horizon below it: the measuring VACUUM
+// removes the first and leaves the second to the run, which finds every page as dirty to
+// clean, with no DELETE (which reads the whole table through the pool and evicts the
+// load's accounts) between the two VACUUMs. The p99 alone is read over the server's window
+// just before the measuring VACUUM, the p99 under it as it ends. The server's window is
+// 10 s and the VACUUM fills only 1.6 to 6 s of it, so the second figure understates the
+// VACUUM's own p99: the target sits a third of the way from the p99 alone to it, on a log
+// scale, nearer the p99 alone, so that the run's VACUUM at the ceiling is still over it.
 //
-// Before it, no plant tried made the VACUUM, rather than the machine, set the load's p99:
-// pgbench's select-only over the whole table against the sample as it is (buffered I/O,
-// whose misses the page cache serves; the VACUUM's ring makes it pay for its own I/O)
-// measured 1.08x to 7.9x from one run to the next, with or without a 1-CPU server, a write
-// load or a synchronous standby.
-//
-// This plant does not either, once measured fairly. A study (2026-12-06) ran this spec's
-// procedure against a local engine-server at -R 400 and read p99 under the unthrottled
-// VACUUM over p99 alone: with --direct-io and the first 50,000 accounts, 2.9x to 40x in
-// ten runs at load 2.4 to 10.3 (1.18x to 7.4x buffered); the spec's own 17 runs read 3.7x
-// to 29x where they measured it, and 12 passed (two failed on a full disk, the machine's
-// other tenants; one on a p99 alone read during a refill, an order since undone; two as
-// below). But in every one of those the figure under the VACUUM was
-// read while the load was reading its accounts back into the pool from the device: the
-// study restarted the server for each run, and the spec's first DELETE evicts them, 0.3 s
-// before the load and the VACUUM started. With that refill taken out (the load runs a
-// window's length before the VACUUM, as the spec now does), one run at load 2.1 read 172
-// µs alone and 342 µs under the unthrottled VACUUM (2.0x, under the 2x asserted); in
-// another, on a quiet machine (load 1.9), the run's VACUUM at the ceiling left the load's
-// p99 at 328 to 338 µs over the 10 s window and the binding stayed Ceiling until it ended.
-// The study warm (the load 10 s before the VACUUM; load 1.7 to 3.1): the first 50,000
-// accounts 2.30x and 1.88x (147 to 153 µs alone), select-only over the whole table, a
-// working set above the pool, 2.22x (1.30 ms alone, 2.89 ms under).
-// The passing runs' cuts below the ceiling were real VACUUM effects at load 3 to 11
-// (the window's p99 rose from about 0.5 to 3.2 ms with the run's VACUUM at 917 per mille),
-// and the heavier load put the law in HardStop 0.12 to 0.60 s after it started every time;
-// but the law also went to HardStop and its floor before the heavier load in most runs, so
-// the status the spec waits for (ForegroundLatency above the floor) was often the floor
-// plus one raise (55 per mille). What the load waits for under the VACUUM was not traced:
-// its pages are in the pool, so not the device itself; the CPU and the pool's locks held
-// over the VACUUM's synchronous I/O are the candidates.
-//
-// PENDING again: with the load's pages in the pool, a quiet machine leaves the VACUUM's
-// effect on the load's p99 near 2x or none, and a busy one adds its own. Next: a load that
-// misses the pool for real (a working set above the pool), measured warm, or a plant on the
-// real-cluster lane's own disk.
-//
-// The target is the geometric mean of the p99 alone and under the unthrottled VACUUM (the
-// second asserted above twice the first): room above it for the p99 alone's noise, and the
-// run's VACUUM at the ceiling, which is that VACUUM's measured rate, well over it. Earlier
-// tries with a target a quarter or a third above the p99 alone went to HardStop on noise.
+// PENDING: on this shared machine (two cores, the other sessions' builds, tests and disk
+// writes) no plant tried makes the VACUUM, rather than the machine, set the load's p99.
+// This spec's runs (session 14, h82; the p99 on the server alone, then under the
+// unthrottled VACUUM, load averages 3 to 12): 6.32 and 19.09 ms (3.0x, pgbench scale 24,
+// the earlier order; tpcb-like as the heavier load did not cut the budget within 2 s); 3.06 and 5.63 ms (1.84x; passed, but the law held the floor on the
+// load alone's p99, above the target after the second DELETE, the order since changed);
+// 10.56 and 14.50 ms (1.37x); 5.24 and 10.04 ms (1.91x; passed, the law at the floor plus
+// one raise after a HardStop on the checkpoint that then followed the measuring VACUUM,
+// since dropped); 0.64 and 0.94 ms (1.46x); 33.06 and 32.64 ms; 13.58 and 13.27 ms; 4.30
+// and 5.81 ms (1.35x: the run's VACUUM at the ceiling held the p99 under the target for
+// 2.4 s, was cut to 883 per mille and ended before status showed it). Other loads, same
+// session: a SELECT of the same accounts (in the pool), measured warm, 309 and 332 µs
+// (1.07x, load 9), and the spec's earlier passes with it came from the load reading its
+// accounts back after a DELETE; a SELECT over the whole table (working set over the pool)
+// 2.21 and 3.05 ms (1.38x); a SELECT of the accounts on the buffered sample with
+// GOMAXPROCS=1 (one CPU for the server) 306 and 196 µs: the VACUUM does not hold the CPU.
+// A Go execution trace of a local engine-server (the SELECT plant, scale 16, 3 s during
+// the VACUUM, load 8.7; 248 µs alone, 729 µs under; 126 and 191 µs, then 1.36 ms and 375
+// µs, in two more runs)
+// puts the SELECT sessions' waits outside the engine: in all, 12 ms of Go scheduler delay
+// and 16 ms on locks (a btree page's RWMutex behind BulkDelete), against 154 ms in the
+// reply's write syscall, while the server's pread, pwrite and fdatasync (the VACUUM's
+// read-ahead, ring writes and WAL flushes, the checkpointer's) took 3.3 s of syscall time:
+// what the VACUUM takes from the load is the kernel's CPU for its direct I/O, which the
+// machine's other tenants load as much. Session 13's figures for the SELECT load are in
+// this file as of commit 3ccd5c0. Next: the real-cluster lane's own node and disk, or a
+// plant whose signal the VACUUM alone raises by an order of magnitude.
 //
 // The law steers on the p99 of at least 1,000 foreground statements (at most 2 s of them)
-// run since its last change (latency.RecentQuantileSince): over the 500 ms it read before,
-// about 200 statements at -R 400, one stall of this shared machine set the p99, and the law
-// went to HardStop before the heavier load came in eight of the nine adaptive runs read. The
-// trace of the server's binding and budget and the phase times in the spec's output say
-// what happened in a failed run.
+// run since its last change (latency.RecentQuantileSince). The trace of the server's
+// binding and budget and the phase times in the spec's output say what happened in a
+// failed run.
 var _ = Describe("An adaptive online run against the engine-server sample under pgbench at a fixed rate", func() {
 	PIt("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
 		needEndpoints()
 		ns := newNamespace()
 		start := time.Now()
 		phase := func(what string) { GinkgoWriter.Printf("%6.1fs %s\n", time.Since(start).Seconds(), what) }
-		By(fmt.Sprintf("applying the engine-server sample with --direct-io and filling pgbench's tables (scale %d), a quarter of the accounts deleted", adaptiveScale))
+		By(fmt.Sprintf("applying the engine-server sample with --direct-io and filling pgbench's tables (scale %d), a quarter of the accounts deleted, then a second one under a held horizon", adaptiveScale))
 		kubectlRun("apply", "-n", ns, "-f", directIOSample())
 		server := podOf(ns, "shop-db")
 		addr := net.JoinHostPort(server.Status.PodIP, "5432")
@@ -266,45 +261,48 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 			checkpoint()
 		}
 		bloat(0)
+		// A second quarter deleted while a transaction holds the vacuum horizon below it: the
+		// measuring VACUUM removes the first quarter and leaves the second to the run, whose
+		// pages it then finds as dirty to clean, with no DELETE between the two VACUUMs.
+		hold := sampleConn(ns, addr, "vacuum-runner-e2e-hold")
+		_, err := hold.Exec(suiteCtx, "BEGIN")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = hold.Exec(suiteCtx, "SELECT count(*) FROM pgbench_branches")
+		Expect(err).NotTo(HaveOccurred())
+		bloat(1)
 		phase("bloat")
 
-		By(fmt.Sprintf("starting the load (pgbench, one SELECT of the first %d accounts, at -R 400), and measuring its p99 on the server under an unthrottled VACUUM, that VACUUM's rate, then the p99 alone", adaptiveHot))
-		script := filepath.Join(GinkgoT().TempDir(), "hot_select.sql")
-		Expect(os.WriteFile(script, []byte(hotSelect), 0o600)).To(Succeed())
+		By(fmt.Sprintf("starting the load (pgbench, one UPDATE of the first %d accounts, at -R 400), and measuring its p99 on the server alone, then under an unthrottled VACUUM, and that VACUUM's rate", adaptiveHot))
+		script := filepath.Join(GinkgoT().TempDir(), "hot_update.sql")
+		Expect(os.WriteFile(script, []byte(hotUpdate), 0o600)).To(Succeed())
+		// The DELETEs read the whole table through the pool and evicted the load's accounts:
+		// one index range scan reads them back, so that the load does not read them one by
+		// one from the device while its p99 is measured.
+		_, err = check.Exec(suiteCtx, fmt.Sprintf("SELECT count(abalance) FROM pgbench_accounts WHERE aid >= 1 AND aid <= %d", adaptiveHot))
+		Expect(err).NotTo(HaveOccurred())
 		pgbenchOf(ns, addr, append(loadArgs(script), "-T", "600")...)
-		// The DELETE evicted the load's accounts from the pool: the load reads them back for
-		// a window's length before the VACUUM starts (else that refill, not the VACUUM, sets
-		// the p99 read under it), and the p99 is read as the VACUUM ends: the server's window
-		// then holds the load's SELECTs under the VACUUM and those of the seconds before.
+		// The server's window then holds the load alone.
 		time.Sleep(latency.Window)
+		alone, n := serverP99(check)
+		Expect(n).To(BeNumerically(">=", 1000), "the load's statements in the server's window")
+		phase("measured alone")
+		// The p99 is read as the VACUUM ends: the server's window then holds the load's
+		// statements under the VACUUM and those of the seconds before.
 		vacuumed, rate := unthrottledVacuum(ns, addr, "pgbench_accounts")
 		underVacuum, n := serverP99(check)
-		Expect(n).To(BeNumerically(">=", 200), "the load's SELECTs in the server's window")
+		Expect(n).To(BeNumerically(">=", 1000), "the load's statements in the server's window")
 		phase("measured under VACUUM")
-		checkpoint()
-		// Then the window holds the load alone.
-		time.Sleep(latency.Window + time.Second)
-		alone, n := serverP99(check)
-		Expect(n).To(BeNumerically(">=", 1000), "the load's SELECTs in the server's window")
-		phase("measured alone")
-		bloat(1)
-		phase("bloat again")
-		// The DELETE read the whole table through the pool and evicted the load's accounts,
-		// which the load then reads back from the device for a while (the unthrottled VACUUM,
-		// with its ring, does not evict them). The run starts once the load is back to about
-		// its p99 alone, so that the law judges the VACUUM, not that refill.
-		Eventually(func() time.Duration {
-			p, _ := serverP99(check)
-			return p
-		}).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeNumerically("<=", 2*alone),
-			"the load's p99 over the server's window back to within twice its p99 alone after the DELETE")
-		phase("the load's accounts back in the pool")
 		GinkgoWriter.Printf("the load's p99 on the server: %v alone, %v under an unthrottled VACUUM (%v at %.0f cost units/s)\n", alone, underVacuum, vacuumed, rate)
-		Expect(underVacuum).To(BeNumerically(">", alone*2), "the unthrottled VACUUM raises the load's p99 (else no target lies between)")
+		Expect(float64(underVacuum)).To(BeNumerically(">", 1.25*float64(alone)), "the unthrottled VACUUM raises the load's p99 (else no target lies between)")
+		_, err = hold.Exec(suiteCtx, "COMMIT")
+		Expect(err).NotTo(HaveOccurred())
+		// The law's first judgement covers up to latency.RecentMax of statements: those of
+		// the load alone, not of the measuring VACUUM.
+		time.Sleep(latency.RecentMax)
+		phase("horizon released")
 
-		// The geometric mean of the two: between them, with room for the p99 alone's noise
-		// below it, and the run's VACUUM at the ceiling over it (see above).
-		target := time.Duration(math.Sqrt(float64(alone) * float64(underVacuum))).Round(10 * time.Microsecond)
+		// A third of the way from the p99 alone to the p99 under the VACUUM, on a log scale.
+		target := time.Duration(math.Cbrt(float64(alone) * float64(alone) * float64(underVacuum))).Round(10 * time.Microsecond)
 		// The ceiling: the unthrottled VACUUM's rate, in cost units per 1 ms.
 		limit := int32(min(10000, max(1, math.Round(rate/1000))))
 
@@ -337,7 +335,9 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 			return ok && b == string(vacuumv1alpha1.BindingForegroundLatency) && pm > adaptiveFloor
 		}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the budget bound by ForegroundLatency above the floor")
 		heavy := time.Now()
-		pgbenchOf(ns, addr, "-b", "tpcb-like", "-c", "4", "-j", "2", "-T", "600", "-n")
+		heavyScript := filepath.Join(GinkgoT().TempDir(), "heavy_update.sql")
+		Expect(os.WriteFile(heavyScript, []byte(heavyUpdate), 0o600)).To(Succeed())
+		pgbenchOf(ns, addr, "-f", heavyScript, "-c", "2", "-j", "2", "-T", "600", "-n")
 		var after int64
 		var binding string
 		Eventually(func() bool {
