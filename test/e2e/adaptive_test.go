@@ -54,9 +54,12 @@ func pgbenchOf(ns, addr string, args ...string) <-chan error {
 // times the sample's 64Mi pool), adaptiveHot the accounts its load updates and
 // adaptiveFloor the run's floorPerMille.
 const (
-	adaptiveScale = 16
-	adaptiveHot   = 50000
-	adaptiveFloor = 50
+	adaptiveScale    = 8
+	adaptiveHot      = 50000
+	adaptiveFloor    = 100
+	adaptiveLinkRate = 6 << 20
+
+	adaptiveCeilingOverLink = 2.5
 )
 
 // hotUpdate is the load's pgbench script: an UPDATE of one account, drawn from the first
@@ -64,31 +67,150 @@ const (
 // own: the server records the statement and its commit, which waits for the WAL flush.
 var hotUpdate = fmt.Sprintf("\\set aid random(1, %d)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n", adaptiveHot)
 
-// heavyUpdate is the heavier load's script: an UPDATE of 2,000 accounts at a time, outside
-// the load's, each statement slower than the load's commits and each commit a larger WAL
-// flush. (tpcb-like, which the select load's spec used, adds four short statements per
-// commit to the server's p99 of all statements: against this load's commits it lowered
-// that p99, and in one run the budget did not fall within 2 s.)
-var heavyUpdate = fmt.Sprintf("\\set a random(%d, %d)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid >= :a AND aid < :a + 2000;\n", adaptiveHot+1, adaptiveScale*100000-2000)
+// heavyUpdate is the heavier load's script: an UPDATE of 10,000 accounts at a time, outside
+// the load's: each commit is megabytes of WAL that the load's commits queue behind on the
+// slow link, on top of the VACUUM's. (tpcb-like, which the select load's spec used, adds
+// four short statements per commit to the server's p99 of all statements: against this
+// load's commits it lowered that p99.)
+var heavyUpdate = fmt.Sprintf("\\set a random(%d, %d)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid >= :a AND aid < :a + 10000;\n", adaptiveHot+1, adaptiveScale*100000-10000)
 
 // loadArgs is the load: hotUpdate at a fixed rate (-R), from script, a file holding it.
 func loadArgs(script string) []string {
-	return []string{"-f", script, "-R", "400", "-c", "4", "-j", "2", "-n"}
+	return []string{"-f", script, "-R", "400", "-c", "40", "-j", "2", "-n"}
 }
 
-// directIOSample is the engine-server sample with --direct-io added to the server's flags,
-// written to a file of the spec's: the plant (see below). The sample itself stays
-// buffered, as a user's server would usually be.
-func directIOSample() string {
+// walLSN is the server's current WAL position, in bytes.
+func walLSN(c *pgx.Conn) int64 {
+	GinkgoHelper()
+	var s string
+	Expect(c.QueryRow(suiteCtx, "SELECT pg_current_wal_lsn()").Scan(&s)).To(Succeed())
+	var hi, lo uint32
+	_, err := fmt.Sscanf(s, "%X/%X", &hi, &lo)
+	Expect(err).NotTo(HaveOccurred(), "the WAL position %q", s)
+	return int64(hi)<<32 | int64(lo)
+}
+
+// caughtUp waits until the standby has flushed all the WAL the server had written when
+// called: the slow link's backlog drained.
+func caughtUp(c *pgx.Conn) {
+	GinkgoHelper()
+	want := walLSN(c)
+	Eventually(func(g Gomega) {
+		var s *string
+		g.Expect(c.QueryRow(suiteCtx, "SELECT flush_lsn FROM pg_stat_replication WHERE application_name = 'shop-db-standby'").Scan(&s)).To(Succeed())
+		g.Expect(s).NotTo(BeNil())
+		var hi, lo uint32
+		_, err := fmt.Sscanf(*s, "%X/%X", &hi, &lo)
+		g.Expect(err).NotTo(HaveOccurred(), "the standby's flush position %q", *s)
+		g.Expect(int64(hi)<<32 | int64(lo)).To(BeNumerically(">=", want))
+	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(Succeed(), "the standby flushes the server's WAL")
+}
+
+// syncStandbySample is the engine-server sample with a replication role added to its
+// users file and --synchronous-standby=shop-db-standby to the server's flags, written to a
+// file of the spec's: every commit that wrote returns only once standbyOf has flushed it.
+func syncStandbySample() string {
 	GinkgoHelper()
 	b, err := os.ReadFile(samplePath("engine_server.yaml"))
 	Expect(err).NotTo(HaveOccurred())
-	const flag = "        - --buffer-pool=64Mi\n"
-	Expect(string(b)).To(ContainSubstring(flag), "the sample's --buffer-pool flag, after which --direct-io goes")
-	p := filepath.Join(GinkgoT().TempDir(), "engine_server_direct_io.yaml")
-	Expect(os.WriteFile(p, []byte(strings.Replace(string(b), flag, flag+"        - --direct-io\n", 1)), 0o600)).To(Succeed())
+	s := string(b)
+	const flag, user = "        - --buffer-pool=64Mi\n", "    app:sample-app-password\n"
+	Expect(s).To(ContainSubstring(flag), "the sample's --buffer-pool flag, after which --synchronous-standby goes")
+	Expect(s).To(ContainSubstring(user), "the sample's app role, after which the replication role goes")
+	s = strings.Replace(s, flag, flag+"        - --synchronous-standby=shop-db-standby\n", 1)
+	s = strings.Replace(s, user, user+"    replicator:e2e-replication-password replication\n", 1)
+	p := filepath.Join(GinkgoT().TempDir(), "engine_server_sync.yaml")
+	Expect(os.WriteFile(p, []byte(s), 0o600)).To(Succeed())
 	return p
 }
+
+// standbyOf is a standby of the sample server (config/samples/engine_server_replication.yaml's,
+// renamed) that streams from primary, the slow link's address, and is named shop-db-standby.
+func standbyOf(primary string) string {
+	GinkgoHelper()
+	p := filepath.Join(GinkgoT().TempDir(), "engine_server_standby.yaml")
+	Expect(os.WriteFile(p, []byte(fmt.Sprintf(standbyYAML, primary)), 0o600)).To(Succeed())
+	return p
+}
+
+const standbyYAML = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: shop-db-standby
+  labels:
+    app.kubernetes.io/name: shop-db-standby
+spec:
+  serviceName: shop-db-standby
+  replicas: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: shop-db-standby
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: shop-db-standby
+    spec:
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        runAsGroup: 65532
+        fsGroup: 65532
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+      - name: engine-server
+        image: vacuum-operator:dev
+        imagePullPolicy: IfNotPresent
+        command:
+        - /engine-server
+        - serve
+        - --standby-of=%s
+        - --basebackup-if-empty
+        - --name=shop-db-standby
+        - --sslmode=disable
+        - --data=/var/lib/shop-db/data
+        - --listen=$(POD_IP):5432
+        - --metrics-listen=$(POD_IP):9187
+        - --auth=scram
+        - --users-file=/etc/shop-db/users
+        - --database-name=shop
+        - --buffer-pool=64Mi
+        env:
+        - name: POD_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
+        - name: PGUSER
+          value: replicator
+        - name: PGPASSWORD
+          value: e2e-replication-password
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities:
+            drop: [ALL]
+        volumeMounts:
+        - name: data
+          mountPath: /var/lib/shop-db
+        - name: users
+          mountPath: /etc/shop-db
+          readOnly: true
+      volumes:
+      - name: users
+        secret:
+          secretName: shop-db-users
+          items:
+          - key: users
+            path: users
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 2Gi
+`
 
 // serverP99 is the p99 of all foreground statements over the server's last
 // latency.Window, as the server measures them (vacuumops_statement_latency, kind all), and
@@ -238,10 +360,15 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 		ns := newNamespace()
 		start := time.Now()
 		phase := func(what string) { GinkgoWriter.Printf("%6.1fs %s\n", time.Since(start).Seconds(), what) }
-		By(fmt.Sprintf("applying the engine-server sample with --direct-io and filling pgbench's tables (scale %d), a quarter of the accounts deleted, then a second one under a held horizon", adaptiveScale))
-		kubectlRun("apply", "-n", ns, "-f", directIOSample())
+		By(fmt.Sprintf("applying the engine-server sample with a synchronous standby across a slow link, and filling pgbench's tables (scale %d), a quarter of the accounts deleted, and a probe table of half of them, a quarter deleted", adaptiveScale))
+		kubectlRun("apply", "-n", ns, "-f", syncStandbySample())
 		server := podOf(ns, "shop-db")
 		addr := net.JoinHostPort(server.Status.PodIP, "5432")
+		link, err := newSlowLink(server.Status.PodIP, addr)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(link.close)
+		kubectlRun("apply", "-n", ns, "-f", standbyOf(link.addr()))
+		podOf(ns, "shop-db-standby")
 		check := sampleConn(ns, addr, "vacuum-runner-e2e") // not foreground
 		Eventually(pgbenchOf(ns, addr, "-i", "-s", strconv.Itoa(adaptiveScale), "-q")).WithTimeout(2 * time.Minute).Should(Receive(BeNil()))
 		phase("pgbench -i")
@@ -261,18 +388,18 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 			checkpoint()
 		}
 		bloat(0)
-		// A second quarter deleted while a transaction holds the vacuum horizon below it: the
-		// measuring VACUUM removes the first quarter and leaves the second to the run, whose
-		// pages it then finds as dirty to clean, with no DELETE between the two VACUUMs.
-		hold := sampleConn(ns, addr, "vacuum-runner-e2e-hold")
-		_, err := hold.Exec(suiteCtx, "BEGIN")
+		// The probe: half of the accounts in a table of their own, bloated alike, for the
+		// measuring VACUUM, whose WAL then crosses the slow link in a few seconds.
+		_, err = check.Exec(suiteCtx, "CREATE TABLE vacuum_probe (aid int, bid int, abalance int, filler character(84))")
 		Expect(err).NotTo(HaveOccurred())
-		_, err = hold.Exec(suiteCtx, "SELECT count(*) FROM pgbench_branches")
+		_, err = check.Exec(suiteCtx, fmt.Sprintf("INSERT INTO vacuum_probe SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid <= %d", adaptiveScale*100000/2))
 		Expect(err).NotTo(HaveOccurred())
-		bloat(1)
+		_, err = check.Exec(suiteCtx, "DELETE FROM vacuum_probe WHERE aid % 4 = 1")
+		Expect(err).NotTo(HaveOccurred())
+		checkpoint()
 		phase("bloat")
 
-		By(fmt.Sprintf("starting the load (pgbench, one UPDATE of the first %d accounts, at -R 400), and measuring its p99 on the server alone, then under an unthrottled VACUUM, and that VACUUM's rate", adaptiveHot))
+		By(fmt.Sprintf("slowing the link to %d bytes/s, starting the load (pgbench, one UPDATE of the first %d accounts, at -R 400), and measuring its p99 on the server alone, then under an unthrottled VACUUM of the probe, and that VACUUM's rate", adaptiveLinkRate, adaptiveHot))
 		script := filepath.Join(GinkgoT().TempDir(), "hot_update.sql")
 		Expect(os.WriteFile(script, []byte(hotUpdate), 0o600)).To(Succeed())
 		// The DELETEs read the whole table through the pool and evicted the load's accounts:
@@ -280,6 +407,8 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 		// one from the device while its p99 is measured.
 		_, err = check.Exec(suiteCtx, fmt.Sprintf("SELECT count(abalance) FROM pgbench_accounts WHERE aid >= 1 AND aid <= %d", adaptiveHot))
 		Expect(err).NotTo(HaveOccurred())
+		caughtUp(check)
+		link.setRate(adaptiveLinkRate)
 		pgbenchOf(ns, addr, append(loadArgs(script), "-T", "600")...)
 		// The server's window then holds the load alone.
 		time.Sleep(latency.Window)
@@ -288,25 +417,32 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 		phase("measured alone")
 		// The p99 is read as the VACUUM ends: the server's window then holds the load's
 		// statements under the VACUUM and those of the seconds before.
-		vacuumed, rate := unthrottledVacuum(ns, addr, "pgbench_accounts")
+		walBefore, sentBefore := walLSN(check), link.sent.Load()
+		vacuumed, rate := unthrottledVacuum(ns, addr, "vacuum_probe")
+		walWritten := walLSN(check) - walBefore
+		caughtUp(check)
+		drained := time.Since(start)
 		underVacuum, n := serverP99(check)
+		sent := link.sent.Load() - sentBefore
+		GinkgoWriter.Printf("during the measuring VACUUM (%v): %d bytes of WAL written (%.1f MB/s), %d bytes through the link (%.1f MB/s)\n",
+			vacuumed, walWritten, float64(walWritten)/vacuumed.Seconds()/1e6, sent, float64(sent)/vacuumed.Seconds()/1e6)
 		Expect(n).To(BeNumerically(">=", 1000), "the load's statements in the server's window")
-		phase("measured under VACUUM")
+		phase(fmt.Sprintf("measured under VACUUM (its WAL through the link by %.1fs)", drained.Seconds()))
 		GinkgoWriter.Printf("the load's p99 on the server: %v alone, %v under an unthrottled VACUUM (%v at %.0f cost units/s)\n", alone, underVacuum, vacuumed, rate)
 		Expect(float64(underVacuum)).To(BeNumerically(">", 1.25*float64(alone)), "the unthrottled VACUUM raises the load's p99 (else no target lies between)")
-		_, err = hold.Exec(suiteCtx, "COMMIT")
-		Expect(err).NotTo(HaveOccurred())
 		// The law's first judgement covers up to latency.RecentMax of statements: those of
 		// the load alone, not of the measuring VACUUM.
 		time.Sleep(latency.RecentMax)
-		phase("horizon released")
 
 		// A third of the way from the p99 alone to the p99 under the VACUUM, on a log scale.
 		target := time.Duration(math.Cbrt(float64(alone) * float64(alone) * float64(underVacuum))).Round(10 * time.Microsecond)
-		// The ceiling: the unthrottled VACUUM's rate, in cost units per 1 ms.
-		limit := int32(min(10000, max(1, math.Round(rate/1000))))
+		// The ceiling: the rate, in cost units per 1 ms, at which the VACUUM writes WAL at
+		// adaptiveCeilingOverLink times the link's rate, at the unthrottled VACUUM's WAL per
+		// cost unit (at most the unthrottled rate).
+		walRate := float64(walWritten) / vacuumed.Seconds()
+		limit := int32(min(10000, max(1, math.Round(rate/1000*min(1, adaptiveCeilingOverLink*adaptiveLinkRate/walRate)))))
 
-		By(fmt.Sprintf("creating the run: a ceiling of %d cost units per 1 ms (the unthrottled rate), a p99 target of %v, the floor at %d per mille", limit, target, adaptiveFloor))
+		By(fmt.Sprintf("creating the run: a ceiling of %d cost units per 1 ms (WAL at %.1f times the link's rate), a p99 target of %v, the floor at %d per mille", limit, adaptiveCeilingOverLink, target, adaptiveFloor))
 		th := costThrottle(time.Millisecond, limit)
 		th.Adaptive = &vacuumv1alpha1.AdaptiveThrottle{
 			ForegroundLatency: &vacuumv1alpha1.ForegroundLatencyTarget{Target: metav1.Duration{Duration: target}},
@@ -325,7 +461,7 @@ var _ = Describe("An adaptive online run against the engine-server sample under 
 		phase("status ForegroundLatency")
 		GinkgoWriter.Printf("status.adaptive: %+v\n", getRun(run).Status.Adaptive)
 
-		By("starting a second, heavier load (pgbench tpcb-like, unthrottled): the server cuts the rate within 2 s")
+		By("starting a second, heavier load (pgbench, UPDATEs of 10,000 accounts, unthrottled): the server cuts the rate within 2 s")
 		// The budget in force before, read from the server: bound by the latency, so above
 		// the floor, with room to cut.
 		var before int64
