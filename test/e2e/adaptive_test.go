@@ -331,16 +331,27 @@ func unthrottledVacuum(ns, addr, table string) (elapsed time.Duration, unitsPerS
 // fraction of a second, no statement completed to show the law the latency before the
 // VACUUM ended, and it ended at the Ceiling. The ceiling is where the VACUUM writes WAL at
 // adaptiveCeilingOverLink times the link's rate (at the probe's WAL per cost unit), so the
-// queue, and the load's latency, grow while statements still complete; the floor (100 per
-// mille) writes below the link's rate. The heavier load's UPDATEs of 10,000 accounts queue
-// megabytes of WAL on the link for real.
+// queue, and the load's latency, grow while statements still complete; at the probe's WAL
+// per cost unit the floor (100 per mille) writes a quarter of the link's rate, but
+// pgbench_accounts' VACUUM also writes its primary key's pages, and the checkpoints its WAL
+// starts make the load write full-page images again: in several runs the p99 rose to
+// seconds at the floor too, and the law went through HardStop and Floor before it bound on
+// ForegroundLatency. The heavier load's UPDATEs of 10,000 accounts queue megabytes of WAL on
+// the link for real. The relay runs in the test process, so the machine's CPU noise still
+// reaches the load's latency through it and the standby (a p99 alone of 9 to 185 ms in
+// this session's runs), but the VACUUM's own effect is many times that.
+//
+// Eight runs in a row at commit ce159ee (load averages 4.3 to 10.9): all passed, the
+// p99 alone 5.3 to 95 ms against 1.1 to 2.5 s under the probe's VACUUM, the cut 0.19 to
+// 1.84 s after the heavier load started (each to the floor in HardStop), the spec 38 to
+// 60 s from its start to the run's end.
 //
 // The law steers on the p99 of at least 1,000 foreground statements (at most 2 s of them)
 // run since its last change (latency.RecentQuantileSince). The trace of the server's
 // binding and budget and the phase times in the spec's output say what happened in a
 // failed run.
 var _ = Describe("An adaptive online run against the engine-server sample under pgbench at a fixed rate", func() {
-	PIt("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
+	It("shows ForegroundLatency binding below the ceiling, and cuts the rate within 2 s when a heavier load raises the latency", func() {
 		needEndpoints()
 		ns := newNamespace()
 		start := time.Now()
