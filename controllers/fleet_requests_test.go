@@ -132,6 +132,7 @@ var _ = Describe("A policy that made a run", func() {
 		p := getPolicy(ns, "once")
 		Expect(p.Status.LastRun).NotTo(BeNil())
 		Expect(p.Status.LastRun.Name).To(Equal(p.OnceRunName()), "the new run is summed up as it is made")
+		Expect(p.Status.LastRun.Phase).To(Equal(vacuumv1alpha1.RunPending), "a run not started yet is waiting to start")
 
 		log := &requestLog{}
 		pr.Client = loggedClient(log)
@@ -139,6 +140,14 @@ var _ = Describe("A policy that made a run", func() {
 		reconcilePolicy(pr, ns, "once")
 		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
 			"no status patch: the creating reconcile wrote what this one would")
+
+		By("writing nothing either once the run's first reconcile has marked it Pending")
+		rr, _ := newRunReconciler(clock)
+		reconcileRun(rr, ns, p.OnceRunName())
+		Expect(getRun(ns, p.OnceRunName()).Status.Phase).To(Equal(vacuumv1alpha1.RunPending))
+		reconcilePolicy(pr, ns, "once")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
+			"the run's Pending is the phase the policy wrote at its creation")
 	})
 })
 

@@ -162,6 +162,27 @@ func TestAPolicyIsWokenByItsRunsPhaseAndEndNotByTheirProgress(t *testing.T) {
 		})
 	}
 
+	// A policy sums its new run up as Pending when it creates it, so the run's first status
+	// patch, which marks it Pending, changes nothing the policy would write; its start does.
+	fresh := base.DeepCopy()
+	fresh.Status = vacuumv1alpha1.VacuumRunStatus{}
+	for _, tc := range []struct {
+		name  string
+		phase vacuumv1alpha1.RunPhase
+		wake  bool
+	}{
+		{"its first phase, Pending", vacuumv1alpha1.RunPending, false},
+		{"its start, before any phase", vacuumv1alpha1.RunRunning, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := fresh.DeepCopy()
+			updated.Status.Phase, updated.ResourceVersion = tc.phase, "2"
+			if got := runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: fresh, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+
 	t.Run("any update of an ended run", func(t *testing.T) {
 		ended := base.DeepCopy()
 		ended.Status.MarkFailed(1, metav1.Now(), vacuumv1alpha1.ReasonCorruptionFound, "bad page")

@@ -28,7 +28,8 @@ var policyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 }}
 
 // runChangedForPolicy passes an update of a run when it changes what its policy reads of it:
-// its phase, anything of an ended run, its spec, or its metadata other than finalizers (the
+// its phase as the policy sums it up (no phase yet and Pending are the same there: a
+// policy's new run is summed up Pending from its creation), anything of an ended run, its spec, or its metadata other than finalizers (the
 // run controller's own; a deletion still shows in deletionTimestamp).
 var runChangedForPolicy = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	oldR, ok1 := e.ObjectOld.(*vacuumv1alpha1.VacuumRun)
@@ -36,7 +37,7 @@ var runChangedForPolicy = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 	if !ok1 || !ok2 {
 		return true
 	}
-	return oldR.Status.Phase != newR.Status.Phase || newR.IsFinished() ||
+	return summaryPhase(oldR) != summaryPhase(newR) || newR.IsFinished() ||
 		!equality.Semantic.DeepEqual(oldR.Spec, newR.Spec) || !sameMeta(&oldR.ObjectMeta, &newR.ObjectMeta, true)
 }}
 
