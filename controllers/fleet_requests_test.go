@@ -183,6 +183,46 @@ var _ = Describe("A new run", func() {
 			"the pending message written with the pod is the one its first event would write")
 	})
 
+	It("records its start and its first progress in one status patch", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "starting", "data", nil)
+		pod := reconcileUntilPod(r, ns, "starting", 1)
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "starting").UID))
+		defer runner.Close()
+		setPodRunning(pod, ip)
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		res := reconcileRun(r, ns, "starting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"),
+			"no patch while the first poll is in flight")
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0), "a requeue in case the poll's wake-up is lost")
+		Expect(getRun(ns, "starting").Status.Phase).To(Equal(vacuumv1alpha1.RunPending))
+		r.runners.wait()
+		reconcileRun(r, ns, "starting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod", "PATCH/status *v1alpha1.VacuumRun"))
+		run := getRun(ns, "starting")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+		Expect(run.Status.StartTime).NotTo(BeNil())
+		Expect(run.Status.Progress).To(Equal("63%"), "the golden progress, in the same patch as the start")
+	})
+
+	It("records its start when its first poll fails, without figures", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "silent", "data", nil)
+		pod := reconcileUntilPod(r, ns, "silent", 1)
+		setPodRunning(pod, freshIP()) // nothing listens there: the poll is refused
+		reconcileRun(r, ns, "silent")
+		r.runners.wait()
+		reconcileRun(r, ns, "silent")
+		run := getRun(ns, "silent")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+		Expect(run.Status.StartTime).NotTo(BeNil())
+		Expect(run.Status.Progress).To(BeEmpty())
+	})
+
 	It("makes and records its token Secret while its volume is busy, and its pod mounts that Secret once the volume is free", func() {
 		ns, _, r, _ := runSpecStart()
 		newRun(ns, "holder", "shared", nil)

@@ -348,13 +348,12 @@ func (r *RunReconciler) refuseForeign(run *vacuumv1alpha1.VacuumRun, pod *corev1
 }
 
 // observeRunning records the start, folds /progress into status and pushes a changed
-// throttle to the pod.
+// throttle to the pod. The start is recorded with the first poll's answer (or its failure),
+// not before it: the poll starts when the pod is first seen running and its answer wakes
+// the next reconcile within runnerCallTimeout, so the run's start and its first figures are
+// one status patch instead of two.
 func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) (ctrl.Result, error) {
 	now := r.Clock.Now()
-	if run.Status.StartTime == nil {
-		run.Status.StartTime = &metav1.Time{Time: now}
-	}
-	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
 	uid := run.UID // the closure runs on a runner-call goroutine: never read run there
 	fetch := func(ctx context.Context, ip string) (*runnerwire.Progress, error) {
 		hc, err := r.runnerClient(uid) // pinned to the run's own certificate
@@ -363,7 +362,17 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		}
 		return runnerwire.FetchProgress(ctx, hc, ip)
 	}
-	if p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch); p != nil {
+	p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch)
+	if p == nil && err == nil && run.Status.Phase != vacuumv1alpha1.RunRunning {
+		// The first poll is in flight: its answer wakes the reconcile that records the start.
+		// The requeue is for a manager whose wake-up was lost.
+		return ctrl.Result{RequeueAfter: runnerCallTimeout}, nil
+	}
+	if run.Status.StartTime == nil {
+		run.Status.StartTime = &metav1.Time{Time: now}
+	}
+	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
+	if p != nil {
 		before := run.Status.Adaptive.DeepCopy()
 		foldProgress(&run.Status, p)
 		r.observeAdaptive(run, before, now)
