@@ -183,6 +183,29 @@ var _ = Describe("A new run", func() {
 			"the pending message written with the pod is the one its first event would write")
 	})
 
+	It("leaves its new pod's passing waiting causes unwritten for a progress interval, then writes the cause that stays", func() {
+		ns, clock, r, _ := runSpecStart()
+		newRun(ns, "booting", "data", nil)
+		pod := reconcileUntilPod(r, ns, "booting", 1)
+		first := "waiting for runner pod booting-1 to start: not scheduled yet"
+		Expect(getRun(ns, "booting").Status.Message).To(Equal(first))
+		clock.SetTime(pod.CreationTimestamp.Time) // the manager's clock at the pod's creation
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		setPodWaiting(pod, waitingContainer("ContainerCreating", ""))
+		res := reconcileRun(r, ns, "booting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"), "no patch for a cause that may pass")
+		Expect(getRun(ns, "booting").Status.Message).To(Equal(first))
+		Expect(res.RequeueAfter).To(BeNumerically("<=", DefaultProgressInterval), "woken when the hold ends")
+
+		clock.Step(DefaultProgressInterval)
+		reconcileRun(r, ns, "booting")
+		Expect(log.take()).To(ContainElement("PATCH/status *v1alpha1.VacuumRun"))
+		Expect(getRun(ns, "booting").Status.Message).To(Equal("waiting for runner pod booting-1 to start: ContainerCreating"))
+	})
+
 	It("records its start and its first progress in one status patch", func() {
 		ns, _, r, _ := runSpecStart()
 		newRun(ns, "starting", "data", nil)

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -167,8 +168,27 @@ func (r *RunReconciler) runAttempt(ctx context.Context, run *vacuumv1alpha1.Vacu
 	if st.Attempts > 1 {
 		since = pod.CreationTimestamp.Time
 	}
-	return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonPodPending,
-		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)), r.ProgressInterval)
+	msg, poll := fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)), r.ProgressInterval
+	if hold := r.startupHold(run, pod); hold > 0 && msg != st.Message {
+		msg, poll = st.Message, hold
+	}
+	return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonPodPending, msg, poll)
+}
+
+// startupHold is how long a new pod's changed waiting cause is left unwritten: until the pod
+// is ProgressInterval old. A pod that starts at once goes from unscheduled to scheduled,
+// to ContainerCreating, to running within a second or two, and a status patch for each step
+// (each one a full validation of the run on the API server) would tell a user nothing the
+// Running phase does not; a pod that does not start shows why within ProgressInterval.
+// Only the message of a run already waiting for this very pod is held (0 otherwise).
+func (r *RunReconciler) startupHold(run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) time.Duration {
+	st := &run.Status
+	c := meta.FindStatusCondition(st.Conditions, vacuumv1alpha1.ConditionProgressing)
+	if st.Phase != vacuumv1alpha1.RunPending || c == nil || c.Reason != vacuumv1alpha1.ReasonPodPending ||
+		!strings.HasPrefix(st.Message, fmt.Sprintf("waiting for runner pod %s to start: ", pod.Name)) {
+		return 0
+	}
+	return min(pod.CreationTimestamp.Add(r.ProgressInterval).Sub(r.Clock.Now()), r.ProgressInterval)
 }
 
 // imageAllowed says whether a run may name this runner image: the operator's own, or one of
