@@ -206,6 +206,41 @@ var _ = Describe("A new run", func() {
 		Expect(getRun(ns, "booting").Status.Message).To(Equal("waiting for runner pod booting-1 to start: ContainerCreating"))
 	})
 
+	It("writes its status four times over a life whose pod starts at once: token, pod, start with figures, end", func() {
+		ns, clock, r, _ := runSpecStart()
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		newRun(ns, "life", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Finalizers = []string{vacuumv1alpha1.FinalizerRun} // as a policy makes it
+		})
+		reconcileRun(r, ns, "life")
+		pod := getPod(ns, "life-1")
+		clock.SetTime(pod.CreationTimestamp.Time)
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "life").UID))
+		defer runner.Close()
+		By("playing the node: bound, ContainerCreating, running, each step a reconcile")
+		setPodWaiting(pod, func(st *corev1.PodStatus) {})
+		reconcileRun(r, ns, "life")
+		setPodWaiting(pod, waitingContainer("ContainerCreating", ""))
+		reconcileRun(r, ns, "life")
+		clock.Step(time.Second)
+		setPodRunning(pod, ip)
+		reconcileRunAnswered(r, ns, "life")
+		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		reconcileRun(r, ns, "life")
+		reconcileRun(r, ns, "life") // releases the Lease
+		Expect(getRun(ns, "life").Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
+		patches := 0
+		for _, req := range log.take() {
+			if req == "PATCH/status *v1alpha1.VacuumRun" {
+				patches++
+			}
+		}
+		Expect(patches).To(Equal(4))
+	})
+
 	It("records its start and its first progress in one status patch", func() {
 		ns, _, r, _ := runSpecStart()
 		newRun(ns, "starting", "data", nil)
