@@ -117,6 +117,7 @@ var _ = Describe("A policy's run", func() {
 			"GET *v1alpha1.VacuumRun",
 			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
 			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
+			"GET *v1.Pod",                      // a cache read in the manager: is the pod there already?
 			"CREATE *v1.Pod",
 			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
 		), "no finalizer patch, no Lease read, one write of each object")
@@ -204,6 +205,30 @@ var _ = Describe("A new run", func() {
 		reconcileRun(r, ns, "booting")
 		Expect(log.take()).To(ContainElement("PATCH/status *v1alpha1.VacuumRun"))
 		Expect(getRun(ns, "booting").Status.Message).To(Equal("waiting for runner pod booting-1 to start: ContainerCreating"))
+	})
+
+	It("adopts the pod it made from the cache when a stale copy of it does not show the pod's record", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "stale", "data", nil)
+		reconcileRun(r, ns, "stale")
+		fresh := getRun(ns, "stale")
+		Expect(fresh.Status.Attempts).To(BeEquivalentTo(1))
+		By("showing the next reconcile the run as it was before the pod's record, as a lagging cache does")
+		stale := fresh.DeepCopy()
+		stale.Status.Attempts, stale.Status.PodName = 0, ""
+		Expect(k8sClient.Status().Update(suiteCtx, stale)).To(Succeed())
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		reconcileRun(r, ns, "stale")
+		reqs := log.take()
+		Expect(reqs).NotTo(ContainElement("CREATE *v1.Pod"), "no creation the API server refuses, and no read after it")
+		Expect(reqs).To(ContainElement("GET *v1.Pod")) // from the cache, in the manager
+		run := getRun(ns, "stale")
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(run.Status.PodName).To(Equal("stale-1"))
+		Expect(podsOf(ns, "stale")).To(HaveLen(1))
 	})
 
 	It("writes its status four times over a life whose pod starts at once: token, pod, start with figures, end", func() {

@@ -303,8 +303,18 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil
 	}
-	err := r.Create(ctx, pod)
+	var err error
+	cached := r.cachedOwnPod(ctx, run, pod)
+	if cached == nil {
+		err = r.Create(ctx, pod)
+	}
 	switch {
+	case cached != nil:
+		// Made by the reconcile before this one, whose record of it this copy of the run does
+		// not show yet (the pod's creation woke this reconcile before the run's cache caught
+		// up): adopted from the cache, without a creation the API server refuses and a read.
+		log.FromContext(ctx).V(1).Info("adopting cached runner pod", "pod", pod.Name)
+		pod = cached
 	case err == nil:
 		r.Recorder.Eventf(run, pod, corev1.EventTypeNormal, vacuumv1alpha1.ReasonPodCreated, "CreatePod",
 			"created runner pod %s (attempt %d)", pod.Name, run.Status.Attempts+1)
@@ -335,6 +345,17 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending,
 		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)))
 	return ctrl.Result{RequeueAfter: r.ProgressInterval}, nil
+}
+
+// cachedOwnPod returns the client's copy of pod when it is alive and controlled by the run,
+// else nil. A miss says nothing (the cache may lag): the caller creates the pod then.
+func (r *RunReconciler) cachedOwnPod(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) *corev1.Pod {
+	var cur corev1.Pod
+	if err := r.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil ||
+		!metav1.IsControlledBy(&cur, run) || !cur.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return &cur
 }
 
 // currentPod returns the current attempt's pod, or nil when it is certainly gone: a cache
