@@ -117,6 +117,7 @@ var _ = Describe("A policy's run", func() {
 			"GET *v1alpha1.VacuumRun",
 			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
 			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
+			"GET *v1.Pod",                      // a cache read in the manager: is the pod there already?
 			"CREATE *v1.Pod",
 			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
 		), "no finalizer patch, no Lease read, one write of each object")
@@ -132,6 +133,7 @@ var _ = Describe("A policy that made a run", func() {
 		p := getPolicy(ns, "once")
 		Expect(p.Status.LastRun).NotTo(BeNil())
 		Expect(p.Status.LastRun.Name).To(Equal(p.OnceRunName()), "the new run is summed up as it is made")
+		Expect(p.Status.LastRun.Phase).To(Equal(vacuumv1alpha1.RunPending), "a run not started yet is waiting to start")
 
 		log := &requestLog{}
 		pr.Client = loggedClient(log)
@@ -139,6 +141,14 @@ var _ = Describe("A policy that made a run", func() {
 		reconcilePolicy(pr, ns, "once")
 		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
 			"no status patch: the creating reconcile wrote what this one would")
+
+		By("writing nothing either once the run's first reconcile has marked it Pending")
+		rr, _ := newRunReconciler(clock)
+		reconcileRun(rr, ns, p.OnceRunName())
+		Expect(getRun(ns, p.OnceRunName()).Status.Phase).To(Equal(vacuumv1alpha1.RunPending))
+		reconcilePolicy(pr, ns, "once")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumPolicy", "LIST *v1alpha1.VacuumRunList"),
+			"the run's Pending is the phase the policy wrote at its creation")
 	})
 })
 
@@ -172,6 +182,128 @@ var _ = Describe("A new run", func() {
 		reconcileRun(r, ns, "quiet")
 		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"),
 			"the pending message written with the pod is the one its first event would write")
+	})
+
+	It("leaves its new pod's passing waiting causes unwritten for a progress interval, then writes the cause that stays", func() {
+		ns, clock, r, _ := runSpecStart()
+		newRun(ns, "booting", "data", nil)
+		pod := reconcileUntilPod(r, ns, "booting", 1)
+		first := "waiting for runner pod booting-1 to start: not scheduled yet"
+		Expect(getRun(ns, "booting").Status.Message).To(Equal(first))
+		clock.SetTime(pod.CreationTimestamp.Time) // the manager's clock at the pod's creation
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		setPodWaiting(pod, waitingContainer("ContainerCreating", ""))
+		res := reconcileRun(r, ns, "booting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"), "no patch for a cause that may pass")
+		Expect(getRun(ns, "booting").Status.Message).To(Equal(first))
+		Expect(res.RequeueAfter).To(BeNumerically("<=", DefaultProgressInterval), "woken when the hold ends")
+
+		clock.Step(DefaultProgressInterval)
+		reconcileRun(r, ns, "booting")
+		Expect(log.take()).To(ContainElement("PATCH/status *v1alpha1.VacuumRun"))
+		Expect(getRun(ns, "booting").Status.Message).To(Equal("waiting for runner pod booting-1 to start: ContainerCreating"))
+	})
+
+	It("adopts the pod it made from the cache when a stale copy of it does not show the pod's record", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "stale", "data", nil)
+		reconcileRun(r, ns, "stale")
+		fresh := getRun(ns, "stale")
+		Expect(fresh.Status.Attempts).To(BeEquivalentTo(1))
+		By("showing the next reconcile the run as it was before the pod's record, as a lagging cache does")
+		stale := fresh.DeepCopy()
+		stale.Status.Attempts, stale.Status.PodName = 0, ""
+		Expect(k8sClient.Status().Update(suiteCtx, stale)).To(Succeed())
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		reconcileRun(r, ns, "stale")
+		reqs := log.take()
+		Expect(reqs).NotTo(ContainElement("CREATE *v1.Pod"), "no creation the API server refuses, and no read after it")
+		Expect(reqs).To(ContainElement("GET *v1.Pod")) // from the cache, in the manager
+		run := getRun(ns, "stale")
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(run.Status.PodName).To(Equal("stale-1"))
+		Expect(podsOf(ns, "stale")).To(HaveLen(1))
+	})
+
+	It("writes its status four times over a life whose pod starts at once: token, pod, start with figures, end", func() {
+		ns, clock, r, _ := runSpecStart()
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		newRun(ns, "life", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Finalizers = []string{vacuumv1alpha1.FinalizerRun} // as a policy makes it
+		})
+		reconcileRun(r, ns, "life")
+		pod := getPod(ns, "life-1")
+		clock.SetTime(pod.CreationTimestamp.Time)
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "life").UID))
+		defer runner.Close()
+		By("playing the node: bound, ContainerCreating, running, each step a reconcile")
+		setPodWaiting(pod, func(st *corev1.PodStatus) {})
+		reconcileRun(r, ns, "life")
+		setPodWaiting(pod, waitingContainer("ContainerCreating", ""))
+		reconcileRun(r, ns, "life")
+		clock.Step(time.Second)
+		setPodRunning(pod, ip)
+		reconcileRunAnswered(r, ns, "life")
+		setPodTerminated(pod, 0, "Completed", string(goldenBytes("summary-succeeded.json")))
+		reconcileRun(r, ns, "life")
+		reconcileRun(r, ns, "life") // releases the Lease
+		Expect(getRun(ns, "life").Status.Phase).To(Equal(vacuumv1alpha1.RunSucceeded))
+		patches := 0
+		for _, req := range log.take() {
+			if req == "PATCH/status *v1alpha1.VacuumRun" {
+				patches++
+			}
+		}
+		Expect(patches).To(Equal(4))
+	})
+
+	It("records its start and its first progress in one status patch", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "starting", "data", nil)
+		pod := reconcileUntilPod(r, ns, "starting", 1)
+		ip := freshIP()
+		runner := startFakeRunner(ip, runToken(testKey, getRun(ns, "starting").UID))
+		defer runner.Close()
+		setPodRunning(pod, ip)
+
+		log := &requestLog{}
+		r.Client = loggedClient(log)
+		r.APIReader = r.Client
+		res := reconcileRun(r, ns, "starting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod"),
+			"no patch while the first poll is in flight")
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0), "a requeue in case the poll's wake-up is lost")
+		Expect(getRun(ns, "starting").Status.Phase).To(Equal(vacuumv1alpha1.RunPending))
+		r.runners.wait()
+		reconcileRun(r, ns, "starting")
+		Expect(log.take()).To(ConsistOf("GET *v1alpha1.VacuumRun", "GET *v1.Pod", "PATCH/status *v1alpha1.VacuumRun"))
+		run := getRun(ns, "starting")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+		Expect(run.Status.StartTime).NotTo(BeNil())
+		Expect(run.Status.Progress).To(Equal("63%"), "the golden progress, in the same patch as the start")
+	})
+
+	It("records its start when its first poll fails, without figures", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "silent", "data", nil)
+		pod := reconcileUntilPod(r, ns, "silent", 1)
+		setPodRunning(pod, freshIP()) // nothing listens there: the poll is refused
+		reconcileRun(r, ns, "silent")
+		r.runners.wait()
+		reconcileRun(r, ns, "silent")
+		run := getRun(ns, "silent")
+		Expect(run.Status.Phase).To(Equal(vacuumv1alpha1.RunRunning))
+		Expect(run.Status.StartTime).NotTo(BeNil())
+		Expect(run.Status.Progress).To(BeEmpty())
 	})
 
 	It("makes and records its token Secret while its volume is busy, and its pod mounts that Secret once the volume is free", func() {

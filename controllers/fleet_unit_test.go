@@ -162,6 +162,27 @@ func TestAPolicyIsWokenByItsRunsPhaseAndEndNotByTheirProgress(t *testing.T) {
 		})
 	}
 
+	// A policy sums its new run up as Pending when it creates it, so the run's first status
+	// patch, which marks it Pending, changes nothing the policy would write; its start does.
+	fresh := base.DeepCopy()
+	fresh.Status = vacuumv1alpha1.VacuumRunStatus{}
+	for _, tc := range []struct {
+		name  string
+		phase vacuumv1alpha1.RunPhase
+		wake  bool
+	}{
+		{"its first phase, Pending", vacuumv1alpha1.RunPending, false},
+		{"its start, before any phase", vacuumv1alpha1.RunRunning, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := fresh.DeepCopy()
+			updated.Status.Phase, updated.ResourceVersion = tc.phase, "2"
+			if got := runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: fresh, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+
 	t.Run("any update of an ended run", func(t *testing.T) {
 		ended := base.DeepCopy()
 		ended.Status.MarkFailed(1, metav1.Now(), vacuumv1alpha1.ReasonCorruptionFound, "bad page")
@@ -169,6 +190,55 @@ func TestAPolicyIsWokenByItsRunsPhaseAndEndNotByTheirProgress(t *testing.T) {
 		later.Status.Message = "bad page 7"
 		if !runChangedForPolicy.Update(event.UpdateEvent{ObjectOld: ended, ObjectNew: later}) {
 			t.Error("an ended run's update did not wake its policy")
+		}
+	})
+}
+
+// A run's own status patches that keep its phase (its token's record, its pod's, progress)
+// are written by a reconcile that scheduled its next look already: they wake nothing. Its
+// phase, a failed attempt, its end, its spec and its metadata do.
+func TestARunIsWokenByItsPhaseAndSpecNotByItsOwnProgress(t *testing.T) {
+	base := &vacuumv1alpha1.VacuumRun{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-1",
+		ResourceVersion: "1", Generation: 1, Finalizers: []string{vacuumv1alpha1.FinalizerRun}}}
+	base.Status.MarkPending(1, vacuumv1alpha1.ReasonPodPending, "waiting for runner pod orders-1-1 to start: not scheduled yet")
+	base.Status.Attempts = 1
+	for _, tc := range []struct {
+		name string
+		edit func(*vacuumv1alpha1.VacuumRun)
+		wake bool
+	}{
+		{"its token record", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: "orders-1-token-x"}
+		}, false},
+		{"a new waiting cause", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.MarkPending(1, vacuumv1alpha1.ReasonPodPending, "waiting for runner pod orders-1-1 to start: ContainerCreating")
+		}, false},
+		{"its start", func(r *vacuumv1alpha1.VacuumRun) { r.Status.MarkRunning(1, "vacuuming") }, true},
+		{"a failed attempt", func(r *vacuumv1alpha1.VacuumRun) { r.Status.FailedAttempts = 1 }, true},
+		{"its end", func(r *vacuumv1alpha1.VacuumRun) {
+			r.Status.MarkFailed(1, metav1.Now(), vacuumv1alpha1.ReasonPodNotStarted, "not started")
+		}, true},
+		{"a cancel", func(r *vacuumv1alpha1.VacuumRun) { r.Spec.Cancel = true; r.Generation++ }, true},
+		{"its deletion", func(r *vacuumv1alpha1.VacuumRun) { r.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+		{"its finalizer's removal", func(r *vacuumv1alpha1.VacuumRun) { r.Finalizers = nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.edit(updated)
+			updated.ResourceVersion = "2"
+			if got := runWakesItself.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: updated}); got != tc.wake {
+				t.Errorf("woken: %v, want %v", got, tc.wake)
+			}
+		})
+	}
+
+	t.Run("a progress poll of a running run", func(t *testing.T) {
+		running := base.DeepCopy()
+		running.Status.MarkRunning(1, "vacuuming")
+		polled := running.DeepCopy()
+		polled.Status.PagesPerSecond, polled.ResourceVersion = 1200, "2"
+		if runWakesItself.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: polled}) {
+			t.Error("a progress poll woke its own run")
 		}
 	})
 }

@@ -47,6 +47,17 @@ func (r *PolicyReconciler) listRuns(ctx context.Context, p *vacuumv1alpha1.Vacuu
 	return runs, nil
 }
 
+// summaryPhase is the phase a policy's status gives its run: Pending before the run's first
+// reconcile has written any phase, since a run that has not started is waiting to start.
+// The policy writes that summary when it creates the run, so the run's first status patch
+// (phase "" to Pending) changes nothing of its policy's.
+func summaryPhase(run *vacuumv1alpha1.VacuumRun) vacuumv1alpha1.RunPhase {
+	if run.Status.Phase == "" {
+		return vacuumv1alpha1.RunPending
+	}
+	return run.Status.Phase
+}
+
 // failedReason is the reason of a run's Failed condition when it is True.
 func failedReason(run *vacuumv1alpha1.VacuumRun) string {
 	if c := meta.FindStatusCondition(run.Status.Conditions, vacuumv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
@@ -82,7 +93,7 @@ func (r *PolicyReconciler) observeRuns(p *vacuumv1alpha1.VacuumPolicy, runs []va
 	if n := len(runs); n > 0 {
 		last := &runs[n-1]
 		st.LastRun = &vacuumv1alpha1.RunSummary{
-			Name: last.Name, Phase: last.Status.Phase, CompletionTime: last.Status.CompletionTime,
+			Name: last.Name, Phase: summaryPhase(last), CompletionTime: last.Status.CompletionTime,
 		}
 		// A run in flight is summed up by name and phase only: its live rate and message
 		// change every progress interval, and copying them would rewrite the policy's
@@ -310,8 +321,10 @@ func (r *PolicyReconciler) createRun(ctx context.Context, p *vacuumv1alpha1.Vacu
 		return nil // made by an earlier reconcile: adopted
 	}
 	// The newest run is the last one: summed up now as the reconcile its creation wakes would
-	// sum it up (name, no phase yet), that reconcile has nothing to write.
-	p.Status.LastRun = &vacuumv1alpha1.RunSummary{Name: name}
+	// sum it up (its name, Pending), that reconcile has nothing to write, and neither has
+	// the run's own first status patch (phase Pending), which wakes no policy at all
+	// (runChangedForPolicy).
+	p.Status.LastRun = &vacuumv1alpha1.RunSummary{Name: name, Phase: vacuumv1alpha1.RunPending}
 	r.Recorder.Eventf(p, run, corev1.EventTypeNormal, vacuumv1alpha1.ReasonRunCreated, "CreateRun", "created run %s", name)
 	return nil
 }

@@ -28,7 +28,8 @@ var policyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 }}
 
 // runChangedForPolicy passes an update of a run when it changes what its policy reads of it:
-// its phase, anything of an ended run, its spec, or its metadata other than finalizers (the
+// its phase as the policy sums it up (no phase yet and Pending are the same there: a
+// policy's new run is summed up Pending from its creation), anything of an ended run, its spec, or its metadata other than finalizers (the
 // run controller's own; a deletion still shows in deletionTimestamp).
 var runChangedForPolicy = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	oldR, ok1 := e.ObjectOld.(*vacuumv1alpha1.VacuumRun)
@@ -36,8 +37,28 @@ var runChangedForPolicy = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 	if !ok1 || !ok2 {
 		return true
 	}
-	return oldR.Status.Phase != newR.Status.Phase || newR.IsFinished() ||
+	return summaryPhase(oldR) != summaryPhase(newR) || newR.IsFinished() ||
 		!equality.Semantic.DeepEqual(oldR.Spec, newR.Spec) || !sameMeta(&oldR.ObjectMeta, &newR.ObjectMeta, true)
+}}
+
+// runWakesItself passes an update of a run when its reconcile has something to act on: its
+// spec or metadata (a cancel, a throttle, a deletion, its finalizer), its phase or its
+// failed attempts (the run's own status patch that ends it, or counts a failed attempt,
+// wakes the reconcile that releases what it holds, or makes the next pod), or anything of
+// an ended run. The run's other status patches (its token's record, its pod's, each
+// progress poll's) are written by the reconcile that already scheduled its next look
+// (RequeueAfter), and woke a reconcile that had nothing to do: three or more a run, each
+// in the queue before the next tick's run and, right after the pod's record, often a
+// cache miss read from the API server.
+var runWakesItself = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	oldR, ok1 := e.ObjectOld.(*vacuumv1alpha1.VacuumRun)
+	newR, ok2 := e.ObjectNew.(*vacuumv1alpha1.VacuumRun)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return oldR.Status.Phase != newR.Status.Phase || oldR.Status.FailedAttempts != newR.Status.FailedAttempts ||
+		newR.IsFinished() || oldR.Generation != newR.Generation ||
+		!equality.Semantic.DeepEqual(oldR.Spec, newR.Spec) || !sameMeta(&oldR.ObjectMeta, &newR.ObjectMeta, false)
 }}
 
 // sameMeta says whether two copies of an object's metadata are equal but for what every

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -167,8 +168,27 @@ func (r *RunReconciler) runAttempt(ctx context.Context, run *vacuumv1alpha1.Vacu
 	if st.Attempts > 1 {
 		since = pod.CreationTimestamp.Time
 	}
-	return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonPodPending,
-		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)), r.ProgressInterval)
+	msg, poll := fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)), r.ProgressInterval
+	if hold := r.startupHold(run, pod); hold > 0 && msg != st.Message {
+		msg, poll = st.Message, hold
+	}
+	return r.waitToStart(ctx, run, since, vacuumv1alpha1.ReasonPodPending, msg, poll)
+}
+
+// startupHold is how long a new pod's changed waiting cause is left unwritten: until the pod
+// is ProgressInterval old. A pod that starts at once goes from unscheduled to scheduled,
+// to ContainerCreating, to running within a second or two, and a status patch for each step
+// (each one a full validation of the run on the API server) would tell a user nothing the
+// Running phase does not; a pod that does not start shows why within ProgressInterval.
+// Only the message of a run already waiting for this very pod is held (0 otherwise).
+func (r *RunReconciler) startupHold(run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) time.Duration {
+	st := &run.Status
+	c := meta.FindStatusCondition(st.Conditions, vacuumv1alpha1.ConditionProgressing)
+	if st.Phase != vacuumv1alpha1.RunPending || c == nil || c.Reason != vacuumv1alpha1.ReasonPodPending ||
+		!strings.HasPrefix(st.Message, fmt.Sprintf("waiting for runner pod %s to start: ", pod.Name)) {
+		return 0
+	}
+	return min(pod.CreationTimestamp.Add(r.ProgressInterval).Sub(r.Clock.Now()), r.ProgressInterval)
 }
 
 // imageAllowed says whether a run may name this runner image: the operator's own, or one of
@@ -283,8 +303,18 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 		r.finish(ctx, run, verdictFailed, vacuumv1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, nil
 	}
-	err := r.Create(ctx, pod)
+	var err error
+	cached := r.cachedOwnPod(ctx, run, pod)
+	if cached == nil {
+		err = r.Create(ctx, pod)
+	}
 	switch {
+	case cached != nil:
+		// Made by the reconcile before this one, whose record of it this copy of the run does
+		// not show yet (the pod's creation woke this reconcile before the run's cache caught
+		// up): adopted from the cache, without a creation the API server refuses and a read.
+		log.FromContext(ctx).V(1).Info("adopting cached runner pod", "pod", pod.Name)
+		pod = cached
 	case err == nil:
 		r.Recorder.Eventf(run, pod, corev1.EventTypeNormal, vacuumv1alpha1.ReasonPodCreated, "CreatePod",
 			"created runner pod %s (attempt %d)", pod.Name, run.Status.Attempts+1)
@@ -315,6 +345,17 @@ func (r *RunReconciler) startAttempt(ctx context.Context, run *vacuumv1alpha1.Va
 	run.Status.MarkPending(run.Generation, vacuumv1alpha1.ReasonPodPending,
 		fmt.Sprintf("waiting for runner pod %s to start: %s", pod.Name, podWaitingCause(pod)))
 	return ctrl.Result{RequeueAfter: r.ProgressInterval}, nil
+}
+
+// cachedOwnPod returns the client's copy of pod when it is alive and controlled by the run,
+// else nil. A miss says nothing (the cache may lag): the caller creates the pod then.
+func (r *RunReconciler) cachedOwnPod(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) *corev1.Pod {
+	var cur corev1.Pod
+	if err := r.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil ||
+		!metav1.IsControlledBy(&cur, run) || !cur.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return &cur
 }
 
 // currentPod returns the current attempt's pod, or nil when it is certainly gone: a cache
@@ -348,13 +389,12 @@ func (r *RunReconciler) refuseForeign(run *vacuumv1alpha1.VacuumRun, pod *corev1
 }
 
 // observeRunning records the start, folds /progress into status and pushes a changed
-// throttle to the pod.
+// throttle to the pod. The start is recorded with the first poll's answer (or its failure),
+// not before it: the poll starts when the pod is first seen running and its answer wakes
+// the next reconcile within runnerCallTimeout, so the run's start and its first figures are
+// one status patch instead of two.
 func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.VacuumRun, pod *corev1.Pod) (ctrl.Result, error) {
 	now := r.Clock.Now()
-	if run.Status.StartTime == nil {
-		run.Status.StartTime = &metav1.Time{Time: now}
-	}
-	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
 	uid := run.UID // the closure runs on a runner-call goroutine: never read run there
 	fetch := func(ctx context.Context, ip string) (*runnerwire.Progress, error) {
 		hc, err := r.runnerClient(uid) // pinned to the run's own certificate
@@ -363,7 +403,17 @@ func (r *RunReconciler) observeRunning(ctx context.Context, run *vacuumv1alpha1.
 		}
 		return runnerwire.FetchProgress(ctx, hc, ip)
 	}
-	if p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch); p != nil {
+	p, err := r.runners.progress(run, pod.Name, pod.Status.PodIP, r.ProgressInterval, fetch)
+	if p == nil && err == nil && run.Status.Phase != vacuumv1alpha1.RunRunning {
+		// The first poll is in flight: its answer wakes the reconcile that records the start.
+		// The requeue is for a manager whose wake-up was lost.
+		return ctrl.Result{RequeueAfter: runnerCallTimeout}, nil
+	}
+	if run.Status.StartTime == nil {
+		run.Status.StartTime = &metav1.Time{Time: now}
+	}
+	run.Status.MarkRunning(run.Generation, fmt.Sprintf("runner pod %s is vacuuming (attempt %d)", pod.Name, run.Status.Attempts))
+	if p != nil {
 		before := run.Status.Adaptive.DeepCopy()
 		foldProgress(&run.Status, p)
 		r.observeAdaptive(run, before, now)

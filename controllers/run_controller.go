@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -199,7 +200,7 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	answers := make(chan event.GenericEvent, 1024)
 	r.initRunners(answers)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&vacuumv1alpha1.VacuumRun{}).
+		For(&vacuumv1alpha1.VacuumRun{}, builder.WithPredicates(runWakesItself)).
 		Owns(&corev1.Pod{}).
 		WatchesRawSource(source.Channel(answers, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).

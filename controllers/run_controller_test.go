@@ -268,8 +268,9 @@ var _ = Describe("VacuumRun controller", func() {
 		newRun(ns, "slow", "data", func(run *vacuumv1alpha1.VacuumRun) { run.Spec.ActiveDeadlineSeconds = ptr.To(int64(60)) })
 		pod := reconcileUntilPod(r, ns, "slow", 1)
 		setPodRunning(pod, freshIP())
-		res := reconcileRun(r, ns, "slow")
+		res := reconcileRunAnswered(r, ns, "slow") // the start is recorded with the first poll's outcome
 		Expect(res.RequeueAfter).To(BeNumerically("<=", DefaultProgressInterval))
+		Expect(getRun(ns, "slow").Status.StartTime).NotTo(BeNil())
 		clock.Step(61 * time.Second)
 		reconcileRun(r, ns, "slow")
 		reconcileRun(r, ns, "slow")
