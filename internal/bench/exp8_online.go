@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -460,6 +461,8 @@ func onlineHeadline(ts tables) (string, error) {
 	if c.err != nil {
 		return "", c.err
 	}
+	// The row's label is "delay 750µs": the headline names the delay once.
+	chosen = strings.TrimPrefix(chosen, "delay ")
 	if chosen == "" {
 		chosen = "none"
 	}
