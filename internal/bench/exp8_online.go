@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,9 +63,9 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 		if err != nil {
 			return row, fmt.Errorf("%s, %s: %w", s.name, delayName(d), err)
 		}
-		r.logf("  %s %s: VACUUM %.2f s, pgbench p99 %.2f ms alone, %.2f ms during (%.2fx; %d and %d transactions), server's p99 %.2f ms alone, %.2f ms at the end",
-			s.name, delayName(d), row.vacuum.Seconds(), ms(row.alone), ms(row.during), ratio(row.during, row.alone),
-			row.aloneN, row.duringN, ms(row.serverAlone), ms(row.serverEnd))
+		r.logf("  %s %s: VACUUM %.2f s (%s), pgbench p99 %.2f ms alone, %.2f ms during (%.2fx; %d and %d transactions), server's p99 %.2f ms alone, %.2f ms at the end; %d cost units",
+			s.name, delayName(d), row.vacuum.Seconds(), sleptText(row.slept), ms(row.alone), ms(row.during), ratio(row.during, row.alone),
+			row.aloneN, row.duringN, ms(row.serverAlone), ms(row.serverEnd), row.cost)
 		return row, nil
 	}
 	last := len(sz.OnlineDelays) - 1
@@ -131,6 +132,12 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 				"load starts) at cost limit %d and each cost delay: %s (experiment 1's are %s)",
 				sz.SrvClients, sz.SrvThreads, sz.OnlineAlone, sz.OnlineTail, exp8Table, sz.CostLimit,
 				delayList(sz.OnlineDelays), delayList(sz.Delays)),
+			"a cost delay below a millisecond is sent to both servers as it is (e.g. 250us); the two throttles " +
+				"spend it differently: PostgreSQL 15 sleeps delay x balance / limit (at most 4x the delay) after each " +
+				"limit's worth of units, with pg_usleep (select), which takes longer than asked; the engine server " +
+				"paces limit / delay units per second on a clock of its own and sleeps only once it is a millisecond " +
+				"(the least Go's timer sleeps here: the probe's sleep_50us_ms) or more ahead, carrying smaller debts, so its delay sets " +
+				"its rate but not the length of its sleeps",
 			"each server's unthrottled VACUUM runs three times, beside a load of its own each: first, after the " +
 				"middle delay of the grid and after the last; the unthrottled row is the run whose time is the " +
 				"median of the three, and that median is the unthrottled time every multiple is taken against",
@@ -200,6 +207,15 @@ type onlineRow struct {
 	hits, misses, dirtied  int64 // the VACUUM's buffer usage, as its VERBOSE report gives it
 	notices                []string
 	attempts               int
+	slept                  *float64 // the throttle's time slept in seconds (its VERBOSE report); nil on PostgreSQL
+}
+
+// sleptText says how long the VACUUM's throttle slept, where the server reports it.
+func sleptText(s *float64) string {
+	if s == nil {
+		return "time slept not reported"
+	}
+	return fmt.Sprintf("slept %.2f s", *s)
 }
 
 // exp8Limits is the runner's throttle at cost delay d (0: unthrottled) and the bench's limit.
@@ -311,6 +327,7 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 	t := rep.Totals
 	row.cost = t.BufferHits*int64(lim.PageHitCost) + t.BufferMisses*int64(lim.PageMissCost) + t.BuffersDirtied*int64(lim.PageDirtyCost)
 	row.hits, row.misses, row.dirtied = t.BufferHits, t.BufferMisses, t.BuffersDirtied
+	row.slept = t.SleptSeconds
 	for _, tr := range rep.Tables {
 		row.notices = append(row.notices, tr.Notices...)
 	}
@@ -444,6 +461,8 @@ func onlineHeadline(ts tables) (string, error) {
 	if c.err != nil {
 		return "", c.err
 	}
+	// The row's label is "delay 750µs": the headline names the delay once.
+	chosen = strings.TrimPrefix(chosen, "delay ")
 	if chosen == "" {
 		chosen = "none"
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,5 +24,31 @@ func TestExperiment8sUnthrottledBaselineIsTheMedianRunNotTheFirst(t *testing.T) 
 	}
 	if got := vacuumTimes(runs); got != "1.62, 0.67, 0.90" {
 		t.Fatalf("vacuumTimes = %q", got)
+	}
+}
+
+func TestExperiment8sHeadlineNamesTheChosenSubMillisecondDelayOnce(t *testing.T) {
+	tb := NewTable("exp8_online", 2, "system", "delay", "p99_ratio", "vacuum_x_unthrottled")
+	for _, r := range []struct {
+		system, delay string
+		p99, x        float64
+	}{
+		{sysOurs, "unthrottled", 2.7, 1},
+		{sysOurs, "delay 500µs", 1.5, 2},
+		{sysOurs, "delay 750µs", 1.1, 2.9},
+		{sysPostgres, "unthrottled", 3.1, 1},
+		{sysPostgres, "delay 500µs", 1.3, 2.2},
+		{sysPostgres, "delay 750µs", 1.2, 3.2},
+	} {
+		if err := tb.Add([]string{r.system, r.delay}, r.p99, r.x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := onlineHeadline(tablesOf([]*Table{tb}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(h, "; chosen delay 750µs.") || !strings.Contains(h, "delay 500µs: p99 1.50x for 2.0x") {
+		t.Errorf("headline %q, want the 500µs row and \"chosen delay 750µs.\" at its end", h)
 	}
 }

@@ -1,0 +1,100 @@
+package online_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/online"
+	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
+)
+
+// Experiment 8 measures cost delays below a millisecond (250, 500 and 750 us): a delay
+// rounded to 0 (unthrottled) or to 1 ms anywhere between the run and the server's throttle
+// would measure another setting under its name.
+
+// subMillisecondDelays are the delays checked, with one above a millisecond that is not a
+// whole number of them.
+var subMillisecondDelays = []time.Duration{250 * time.Microsecond, 500 * time.Microsecond,
+	750 * time.Microsecond, 1500 * time.Microsecond}
+
+func TestASubMillisecondCostDelayIsWhatPostgreSQLSetsForTheVacuumSession(t *testing.T) {
+	_, conn := newDB(t)
+	ctx := context.Background()
+	for _, d := range subMillisecondDelays {
+		if err := online.SetupSession(ctx, conn, online.KindPostgreSQL, limits(d, 200)); err != nil {
+			t.Fatalf("session settings at %s: %v", d, err)
+		}
+		// pg_settings gives vacuum_cost_delay in its unit, milliseconds, as a real.
+		got := scalar[float64](t, conn, "SELECT setting::float8 FROM pg_settings WHERE name = 'vacuum_cost_delay'")
+		if want := float64(d) / float64(time.Millisecond); got != want {
+			t.Errorf("PostgreSQL's vacuum_cost_delay is %v ms after the run's settings for %s, want %v", got, d, want)
+		}
+	}
+}
+
+func TestASubMillisecondCostDelayReachesTheEngineServersVacuumUnrounded(t *testing.T) {
+	addr := startEngineServer(t)
+	c := engineConn(t, addr)
+	exec(t, c, "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, pad bytea)")
+	exec(t, c, "INSERT INTO orders SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 20000) g")
+	exec(t, c, "UPDATE orders SET n = n + 1")
+
+	// Limit 1 per 250 us: 4,000 units a second, so the VACUUM (tens of thousands of units)
+	// runs for seconds; unthrottled, as a delay rounded to 0 would be, it takes a fraction of one.
+	var rec recorder
+	run, err := online.New(context.Background(), engineTarget(t, addr), online.Options{Parallelism: 1,
+		Tables: []string{"orders"}, Throttle: limits(subMillisecondDelays[0], 1), OnProgress: rec.add,
+		PollInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Close() }()
+	type result struct {
+		rep runnerwire.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { rep, err := run.Vacuum(context.Background()); done <- result{rep, err} }()
+
+	var pid int32
+	waitUntil(t, 30*time.Second, "the server-side VACUUM in pg_stat_progress_vacuum", func() bool {
+		return c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_progress_vacuum").Scan(&pid) == nil
+	})
+	delayUS := func() int64 {
+		return scalar[int64](t, c, "SELECT cost_delay_us FROM pg_stat_progress_vacuum WHERE pid = $1", pid)
+	}
+	if got := delayUS(); got != subMillisecondDelays[0].Microseconds() {
+		t.Errorf("the server-side VACUUM's cost delay is %d us, want the run's %d", got, subMillisecondDelays[0].Microseconds())
+	}
+	// The same delays through vacuum_set_throttle, as a throttle change sends them.
+	for _, d := range subMillisecondDelays[1:] {
+		if err := run.UpdateThrottle(limits(d, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if got := delayUS(); got != d.Microseconds() {
+			t.Errorf("after a change to %s the server-side VACUUM's cost delay is %d us, want %d", d, got, d.Microseconds())
+		}
+	}
+	// The throttle slept at those delays: the server's own time slept is in progress.
+	waitUntil(t, 30*time.Second, "the server-side VACUUM's time slept seen in progress", func() bool {
+		all := rec.all()
+		return len(all) > 0 && all[len(all)-1].SleptSeconds != nil && *all[len(all)-1].SleptSeconds > 0
+	})
+	if err := run.UpdateThrottle(limits(0, 200)); err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the unthrottled VACUUM did not finish within 30 s of the throttle change")
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if s := res.rep.Totals.SleptSeconds; s == nil || *s <= 0 {
+		t.Errorf("report's time slept %v, want the server's VERBOSE figure above 0", s)
+	}
+}
