@@ -47,7 +47,7 @@
 //     horizon (heap.ReclaimBlock).
 //
 // Throughout the three steps a goroutine flushes the WAL behind the vacuum
-// once walFlushAfter of it is unflushed (walFlusher), so that a ring
+// once lazyWALFlushAfter (1 MiB) of it is unflushed (walFlusher), so that a ring
 // reusing a slot whose page the vacuum dirtied usually finds that page's
 // WAL durable already instead of waiting for an fdatasync.
 //
