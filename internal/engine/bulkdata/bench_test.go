@@ -69,7 +69,9 @@ func benchSource(b *testing.B, state bulkdata.State, rows int64) string {
 // copy; as root the OS page cache is dropped first (cold), else the copy
 // is read warm and "cold=0" says so. "ring-WAL-flushes/op" counts the ring
 // evictions that found their page's WAL not yet durable and had to flush
-// it first. VACUUM_BENCH_HEAP_WORKERS sets Options.HeapWorkers. Run with
+// it first; "WAL-fsyncs/op" counts every fsync of the log the vacuum
+// caused (its background flush's included). VACUUM_BENCH_HEAP_WORKERS sets
+// Options.HeapWorkers. Run with
 //
 //	VACUUM_BENCH_ROWS=500000 go test -run '^$' -bench LazyVacuumCPUPerPage -benchtime 3x ./internal/engine/bulkdata/
 func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
@@ -81,7 +83,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 			for _, mode := range []string{"buffered", "direct"} {
 				b.Run(mode, func(b *testing.B) {
 					var cpu, wall float64
-					var pages, fpis, ringFlushes int64
+					var pages, fpis, ringFlushes, walFlushes int64
 					cold := 1.0
 					b.StopTimer()
 					for i := range b.N {
@@ -102,6 +104,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 						pages += r.Report.PagesTotal
 						fpis += r.Report.Usage.WALFPIs
 						ringFlushes += r.Report.Usage.RingWALFlushes
+						walFlushes += r.Report.Usage.WALFlushes
 						if err := os.RemoveAll(dir); err != nil {
 							b.Fatal(err)
 						}
@@ -112,6 +115,7 @@ func BenchmarkLazyVacuumCPUPerPage(b *testing.B) {
 					b.ReportMetric(float64(fpis)/float64(pages), "FPIs/page")
 					b.ReportMetric(float64(pages)/float64(b.N), "pages")
 					b.ReportMetric(float64(ringFlushes)/float64(b.N), "ring-WAL-flushes/op")
+					b.ReportMetric(float64(walFlushes)/float64(b.N), "WAL-fsyncs/op")
 					b.ReportMetric(cold, "cold")
 				})
 			}

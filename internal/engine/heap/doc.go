@@ -22,6 +22,7 @@
 //	(*Rel).ScanForVacuum(blk, horizon, s) (ScanResult, error)      // lazy vacuum pass 1 (read-only on pages with dead slots)
 //	(*Rel).ReclaimBlock(blk, offs, horizon, s) (VacuumResult, error) // lazy vacuum pass 2: dead tuples and LP_DEAD -> LP_UNUSED
 //	(*Rel).ScanForVacuumPinned, ReclaimBlockPinned(..., vmr *vm.Reader) // the same, the VM page kept pinned by vmr
+//	(*Rel).ReclaimBlockAfterScan(blk, offs, hint, horizon, s, vmr)  // pass 2 trusting pass 1's ScanResult.Reclaim while the page LSN has not moved
 //	(*Rel).PruneBlock(blk, horizon, s) (PruneResult, error)
 //	(*Rel).VacuumBlock(blk, offs, horizon, s) (VacuumResult, error)
 //	(*Rel).SetAllVisible(blk, horizon, s) (bool, error)

@@ -162,7 +162,7 @@ type VacuumResult struct {
 // LP_DEAD are ignored. With no offsets it only does the last two steps, so
 // lazy vacuum can call it for every page it pruned.
 func (r *Rel) VacuumBlock(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy) (VacuumResult, error) {
-	return r.vacuumPage(blk, offs, horizon, s, false, nil)
+	return r.vacuumPage(blk, offs, horizon, s, false, nil, nil)
 }
 
 // SetAllVisible marks block blk all-visible (page flag and VM bit,

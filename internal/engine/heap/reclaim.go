@@ -32,6 +32,23 @@ type ScanResult struct {
 	FreeSpace int
 	// New: the page was never initialised (extended, then a crash).
 	New bool
+	// Reclaim is what ReclaimBlockAfterScan needs to free DeadOffsets
+	// without classifying the page again (set when DeadOffsets is not
+	// empty).
+	Reclaim ReclaimHint
+}
+
+// ReclaimHint is what lazy vacuum's first pass learnt of a page with dead
+// slots, so that the second pass can skip classifying every tuple again
+// when the page has not changed since.
+type ReclaimHint struct {
+	// LSN is the page's LSN when the first pass classified it. Every
+	// change of a tuple or line pointer is WAL-logged and moves it; only
+	// hint bits change a page without moving it.
+	LSN uint64
+	// TuplesVisible: every tuple that was not dead was visible to all per
+	// the first pass's horizon.
+	TuplesVisible bool
 }
 
 // ScanForVacuum is lazy vacuum's first pass over block blk. A page with
@@ -77,6 +94,7 @@ func (r *Rel) ScanForVacuumPinned(blk uint32, horizon txn.XID, s *buffer.Strateg
 	}
 	if len(ps.newDead)+len(ps.oldDead) > 0 {
 		res.DeadOffsets = mergeOffsets(ps.oldDead, ps.newDead)
+		res.Reclaim = ReclaimHint{LSN: p.LSN(), TuplesVisible: ps.tuplesVisible}
 		res.FreeSpace = p.FreeSpace()
 		b.Unlock()
 		return res, nil
@@ -113,19 +131,54 @@ func mergeOffsets(a, b []page.OffsetNumber) []page.OffsetNumber {
 // recorded. Offsets that are neither are
 // ignored.
 func (r *Rel) ReclaimBlock(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy) (VacuumResult, error) {
-	return r.vacuumPage(blk, offs, horizon, s, true, nil)
+	return r.vacuumPage(blk, offs, horizon, s, true, nil, nil)
 }
 
 // ReclaimBlockPinned is ReclaimBlock reading and setting the VM bit through vmr, which
 // keeps the VM page pinned from one block to the next (nil: ReclaimBlock).
 func (r *Rel) ReclaimBlockPinned(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, vmr *vm.Reader) (VacuumResult, error) {
-	return r.vacuumPage(blk, offs, horizon, s, true, vmr)
+	return r.vacuumPage(blk, offs, horizon, s, true, vmr, nil)
+}
+
+// ReclaimBlockAfterScan is ReclaimBlockPinned for offs exactly as
+// ScanForVacuumPinned returned them with hint, under the same horizon: when
+// the page's LSN is still hint.LSN the page has not changed since that
+// scan, so it is not classified again. Every slot of offs is then still
+// dead: a tuple dead for the horizon stays dead (its deleter committed below
+// the horizon, which does not move back), and only lazy vacuum, which holds
+// the table's vacuum lock, frees a slot, so none can have been reused; an
+// LP_DEAD pointer stays LP_DEAD. The remaining tuples are visible to all
+// exactly when hint.TuplesVisible says so. Hint bits the scan set on the
+// page ride along with the vacuum record if the buffer kept them; ones an
+// eviction dropped are not set again (the page becomes all-visible when
+// hint.TuplesVisible, and readers then need none). A page whose LSN moved
+// is classified again, as ReclaimBlockPinned does.
+func (r *Rel) ReclaimBlockAfterScan(blk uint32, offs []page.OffsetNumber, hint ReclaimHint, horizon txn.XID, s *buffer.Strategy, vmr *vm.Reader) (VacuumResult, error) {
+	return r.vacuumPage(blk, offs, horizon, s, true, vmr, &hint)
+}
+
+// classifyUnchanged is the classification of a page ReclaimBlockAfterScan
+// found unchanged since the first pass: offs's dead tuples and LP_DEAD
+// pointers, the rest as hint says.
+func classifyUnchanged(p page.Page, offs []page.OffsetNumber, hint *ReclaimHint) pageScan {
+	ps := pageScan{allVisible: hint.TuplesVisible, tuplesVisible: hint.TuplesVisible}
+	for _, off := range offs {
+		switch p.Item(off).State {
+		case page.LPDead:
+			ps.oldDead = append(ps.oldDead, off)
+		case page.LPNormal:
+			ps.newDead = append(ps.newDead, off)
+		}
+	}
+	return ps
 }
 
 // vacuumPage frees the given slots of block blk: LP_DEAD ones, and with
 // tuples set also tuples dead for horizon; then it sets the page
-// all-visible when it qualifies and records its free space.
-func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, tuples bool, vmr *vm.Reader) (VacuumResult, error) {
+// all-visible when it qualifies and records its free space. With hint
+// (tuples set) and the page's LSN still hint.LSN, the first pass's
+// classification stands (ReclaimBlockAfterScan).
+func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, s *buffer.Strategy, tuples bool, vmr *vm.Reader, hint *ReclaimHint) (VacuumResult, error) {
 	b, err := r.read(blk, s)
 	if err != nil {
 		return VacuumResult{}, err
@@ -138,8 +191,10 @@ func (r *Rel) vacuumPage(blk uint32, offs []page.OffsetNumber, horizon txn.XID, 
 		b.Unlock()
 		return res, r.fsm.Record(storage.BlockNumber(blk), res.FreeSpace, s.Plain())
 	}
-	ps, err := r.classifyPage(p, blk, horizon)
-	if err != nil {
+	var ps pageScan
+	if tuples && hint != nil && p.LSN() == hint.LSN {
+		ps = classifyUnchanged(p, offs, hint)
+	} else if ps, err = r.classifyPage(p, blk, horizon); err != nil {
 		b.Unlock()
 		return res, err
 	}

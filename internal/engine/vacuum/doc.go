@@ -36,12 +36,18 @@
 //
 //  3. Heap vacuum (phase "vacuuming heap"). Only now are the collected
 //     slots made LP_UNUSED and the dead tuples' storage reclaimed, in one
-//     WAL record per page (heap.ReclaimBlock, which re-checks each tuple
-//     against the horizon), the page's free space recorded, and its VM bit
-//     set when it qualifies. Tuples are counted as removed here.
+//     WAL record per page, the page's free space recorded, and its VM bit
+//     set when it qualifies. Tuples are counted as removed here. A page
+//     whose LSN is still the one step 1 saw has not changed since (every
+//     change but a hint bit is WAL-logged), so step 1's classification
+//     stands and the page is not classified again
+//     (heap.ReclaimBlockAfterScan, the LSN and "every remaining tuple
+//     visible to all" kept beside the store and counted in its memory);
+//     a page that did change is re-checked tuple by tuple against the
+//     horizon (heap.ReclaimBlock).
 //
 // Throughout the three steps a goroutine flushes the WAL behind the vacuum
-// once walFlushAfter of it is unflushed (walFlusher), so that a ring
+// once lazyWALFlushAfter (1 MiB) of it is unflushed (walFlusher), so that a ring
 // reusing a slot whose page the vacuum dirtied usually finds that page's
 // WAL durable already instead of waiting for an fdatasync.
 //

@@ -48,8 +48,8 @@ const (
 )
 
 // walFlushAfter is how much WAL a VACUUM FULL under a WAL-rate limit leaves unflushed at a
-// delay point (see (*full).delay), and how much a lazy vacuum's background flush lets
-// accumulate before it flushes (walFlusher).
+// delay point (see (*full).delay). A lazy vacuum's background flush waits for more
+// (lazyWALFlushAfter).
 const walFlushAfter = 256 << 10
 
 // full is one table's VACUUM FULL.

@@ -7,8 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"unsafe"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/storage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/tidstore"
@@ -17,13 +19,18 @@ import (
 
 // lazy is one table's lazy vacuum (see doc.go for the algorithm).
 type lazy struct {
-	run     *Batch
-	t       *Target
-	ts      *tableState
-	rep     *Report
-	w       *worker // the table's own worker: heap scan, heap vacuum
-	store   *tidstore.Store
-	mem     int64
+	run   *Batch
+	t     *Target
+	ts    *tableState
+	rep   *Report
+	w     *worker // the table's own worker: heap scan, heap vacuum
+	store *tidstore.Store
+	mem   int64
+	// reclaim holds, for each block of the store in the same (ascending)
+	// order, what the first pass learnt of it, so that the second pass
+	// skips classifying a page that has not changed since
+	// (heap.ReclaimBlockAfterScan). Its memory counts against mem.
+	reclaim []blockReclaim
 	horizon txn.XID
 	idx     []IndexReport
 
@@ -311,7 +318,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		return nil
 	}
 	// The store must have room for this block's TIDs before we scan it.
-	if len(t.Indexes) > 0 && (lv.store.Full(lv.mem) || lv.cycleDue(blk)) {
+	if len(t.Indexes) > 0 && (lv.store.Full(lv.mem-lv.reclaimBytes()) || lv.cycleDue(blk)) {
 		// The second pass's read-ahead takes the ring over meanwhile.
 		lv.scanAhead.stop()
 		lv.scanAhead = nil
@@ -340,7 +347,7 @@ func (lv *lazy) scanBlock(blk uint32) error {
 	case len(t.Indexes) == 0:
 		// No index can point at the dead slots: free them at once
 		// (PostgreSQL's one-pass strategy).
-		return lv.vacuumBlock(blk, res.DeadOffsets)
+		return lv.vacuumBlock(blk, res.DeadOffsets, &res.Reclaim)
 	default:
 		if lv.store.Len() == 0 {
 			lv.first = blk
@@ -348,8 +355,9 @@ func (lv *lazy) scanBlock(blk uint32) error {
 		if err := lv.store.AddBlock(blk, res.DeadOffsets); err != nil {
 			return err
 		}
+		lv.reclaim = append(lv.reclaim, blockReclaim{blk: blk, hint: res.Reclaim})
 		lv.ts.deadTIDs.Store(int64(lv.store.Len()))
-		lv.ts.deadBytes.Store(lv.store.MemoryBytes())
+		lv.ts.deadBytes.Store(lv.store.MemoryBytes() + lv.reclaimBytes())
 		return nil
 	}
 }
@@ -408,10 +416,11 @@ func (lv *lazy) estimateSkipped() error {
 }
 
 // vacuumBlock frees the dead slots of one block whose index entries are
-// gone (second heap pass): dead tuples and LP_DEAD pointers alike.
-func (lv *lazy) vacuumBlock(blk uint32, offs []page.OffsetNumber) error {
+// gone (second heap pass): dead tuples and LP_DEAD pointers alike; hint is
+// what the first pass learnt of the block (nil: classify it again).
+func (lv *lazy) vacuumBlock(blk uint32, offs []page.OffsetNumber, hint *heap.ReclaimHint) error {
 	var c reclaimCounts
-	if err := lv.reclaim(lv.w, blk, offs, &c); err != nil {
+	if err := lv.reclaimBlock(lv.w, blk, offs, hint, &c); err != nil {
 		return err
 	}
 	c.addTo(lv.rep)
@@ -427,9 +436,17 @@ func (c *reclaimCounts) addTo(rep *Report) {
 	rep.PagesVacuumed += c.pages
 }
 
-// reclaim frees one block's dead slots on worker w, counting into c.
-func (lv *lazy) reclaim(w *worker, blk uint32, offs []page.OffsetNumber, c *reclaimCounts) error {
-	res, err := lv.t.Heap.ReclaimBlockPinned(blk, offs, lv.horizon, w.s, w.vmReader(lv.t))
+// reclaimBlock frees one block's dead slots on worker w, counting into c;
+// with hint (what the first pass learnt of the block, offs being exactly
+// the offsets it found) a page unchanged since is not classified again.
+func (lv *lazy) reclaimBlock(w *worker, blk uint32, offs []page.OffsetNumber, hint *heap.ReclaimHint, c *reclaimCounts) error {
+	var res heap.VacuumResult
+	var err error
+	if hint != nil {
+		res, err = lv.t.Heap.ReclaimBlockAfterScan(blk, offs, *hint, lv.horizon, w.s, w.vmReader(lv.t))
+	} else {
+		res, err = lv.t.Heap.ReclaimBlockPinned(blk, offs, lv.horizon, w.s, w.vmReader(lv.t))
+	}
 	if err != nil {
 		return err
 	}
@@ -445,10 +462,41 @@ func (lv *lazy) reclaim(w *worker, blk uint32, offs []page.OffsetNumber, c *recl
 // (its reads stay sequential).
 const heapChunk = 32
 
-// heapJob is a run of blocks of the store with their dead offsets.
+// heapJob is a run of blocks of the store with their dead offsets and
+// what the first pass learnt of each (nil when it was not kept).
 type heapJob struct {
-	blks []uint32
-	offs [][]page.OffsetNumber
+	blks  []uint32
+	offs  [][]page.OffsetNumber
+	hints []*heap.ReclaimHint
+}
+
+// blockReclaim is the first pass's heap.ReclaimHint for block blk.
+type blockReclaim struct {
+	blk  uint32
+	hint heap.ReclaimHint
+}
+
+// reclaimBytes is the memory lv.reclaim holds, counted against the
+// store's budget.
+func (lv *lazy) reclaimBytes() int64 {
+	return int64(cap(lv.reclaim)) * int64(unsafe.Sizeof(blockReclaim{}))
+}
+
+// reclaimHints returns a function that, called with the store's blocks in
+// Iterate's (ascending) order, gives each one's first-pass hint, or nil
+// when lv.reclaim does not hold that block (a block added to the store
+// some other way is classified again, as before).
+func (lv *lazy) reclaimHints() func(blk uint32) *heap.ReclaimHint {
+	i := 0
+	return func(blk uint32) *heap.ReclaimHint {
+		for i < len(lv.reclaim) && lv.reclaim[i].blk < blk {
+			i++
+		}
+		if i < len(lv.reclaim) && lv.reclaim[i].blk == blk {
+			return &lv.reclaim[i].hint
+		}
+		return nil
+	}
 }
 
 // parallelHeapPass is the second heap pass on n workers: the store is cut
@@ -469,7 +517,7 @@ func (lv *lazy) parallelHeapPass(n int) error {
 			if err := ra.reached(blk); err != nil {
 				return err
 			}
-			if err := lv.reclaim(w, blk, j.offs[i], &counts[k]); err != nil {
+			if err := lv.reclaimBlock(w, blk, j.offs[i], j.hints[i], &counts[k]); err != nil {
 				return err
 			}
 			if err := w.delay(); err != nil {
@@ -480,9 +528,11 @@ func (lv *lazy) parallelHeapPass(n int) error {
 	}
 	err := runPool(lv, n, reclaim, func(send func(heapJob) error) error {
 		var cur heapJob
+		hintOf := lv.reclaimHints()
 		err := lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
 			cur.blks = append(cur.blks, blk)
 			cur.offs = append(cur.offs, slices.Clone(offs))
+			cur.hints = append(cur.hints, hintOf(blk))
 			if len(cur.blks) < heapChunk {
 				return nil
 			}
@@ -546,8 +596,9 @@ func (lv *lazy) vacuumDead() error {
 		return err
 	}
 	lv.store.Reset()
+	lv.reclaim = lv.reclaim[:0]
 	lv.ts.deadTIDs.Store(0)
-	lv.ts.deadBytes.Store(lv.store.MemoryBytes())
+	lv.ts.deadBytes.Store(lv.store.MemoryBytes() + lv.reclaimBytes())
 	return nil
 }
 
@@ -568,13 +619,16 @@ func (lv *lazy) serialHeapPass() error {
 	}
 	defer ra.stop()
 	defer lv.w.releaseVM()
+	hintOf := lv.reclaimHints()
 	return lv.store.Iterate(func(blk uint32, offs []page.OffsetNumber) error {
 		if err := ra.reached(blk); err != nil {
 			return err
 		}
-		if err := lv.vacuumBlock(blk, offs); err != nil {
+		var c reclaimCounts
+		if err := lv.reclaimBlock(lv.w, blk, offs, hintOf(blk), &c); err != nil {
 			return err
 		}
+		c.addTo(lv.rep)
 		return lv.w.delay()
 	})
 }

@@ -11,9 +11,20 @@ import (
 // at how much of the log is unflushed.
 const walFlushInterval = time.Millisecond
 
+// lazyWALFlushAfter is how much unflushed WAL makes a lazy vacuum's
+// background flush flush the log: PostgreSQL's wal_writer_flush_after
+// default. It was walFlushAfter (256 KiB, VACUUM FULL's piece under a
+// WAL-rate limit) until session h80: that fsynced the log up to four
+// times as often as the ring evictions did without it (31-80 fsyncs a
+// 3,637-page vacuum against 18-20), and h77 measured about 12 % less CPU a
+// page without it. A 2 MiB ring laps after about 2 MiB of the vacuum's
+// WAL, so at 1 MiB its evictions still mostly find their WAL flushed
+// (docs/benchmarks/vacuum-speed.md has the fsyncs and ring flushes).
+const lazyWALFlushAfter = 1 << 20
+
 // walFlusher flushes the log in the background while a lazy vacuum runs,
-// whenever walFlushAfter or more of it is unflushed, as PostgreSQL's WAL
-// writer does (wal_writer_flush_after). A page the vacuum dirtied may be
+// whenever lazyWALFlushAfter or more of it is unflushed, as PostgreSQL's
+// WAL writer does (wal_writer_flush_after). A page the vacuum dirtied may be
 // written only once the WAL up to its LSN is durable, so without it every
 // lap of a ring (the heap passes', the read-ahead's, an index worker's)
 // began with an fdatasync of the log that the evicting goroutine waited
@@ -49,7 +60,7 @@ func (f *walFlusher) run(log *wal.Log, u *usage.Counters) {
 			return
 		case <-t.C:
 		}
-		if end := log.InsertLSN(); end-log.FlushedLSN() >= walFlushAfter {
+		if end := log.InsertLSN(); end-log.FlushedLSN() >= lazyWALFlushAfter {
 			if err := log.Flush(end, u); err != nil {
 				return // sticky in the log: the vacuum's next insert or flush reports it
 			}

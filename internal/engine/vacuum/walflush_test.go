@@ -9,7 +9,7 @@ import (
 )
 
 // TestTheBackgroundFlushMakesTheVacuumsWALDurableWithoutBeingAsked: once
-// walFlushAfter of WAL is unflushed, the lazy vacuum's background flush
+// lazyWALFlushAfter of WAL is unflushed, the lazy vacuum's background flush
 // makes it durable although nobody calls Flush (so a ring eviction finds
 // its LSN flushed instead of waiting for an fdatasync); less than that is
 // left to the next flush; and stopping it ends its goroutine.
@@ -34,7 +34,7 @@ func TestTheBackgroundFlushMakesTheVacuumsWALDurableWithoutBeingAsked(t *testing
 		return end
 	}
 	end := insert()
-	for end-log.FlushedLSN() < walFlushAfter {
+	for end-log.FlushedLSN() < lazyWALFlushAfter {
 		end = insert()
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -45,13 +45,20 @@ func TestTheBackgroundFlushMakesTheVacuumsWALDurableWithoutBeingAsked(t *testing
 		}
 		time.Sleep(time.Millisecond)
 	}
-	small := insert() // far below walFlushAfter
+	// Just under lazyWALFlushAfter (four times VACUUM FULL's piece) is
+	// left for the next flush.
+	flushed := log.FlushedLSN()
+	small := insert()
+	for one := small - flushed; small-flushed+one < lazyWALFlushAfter; {
+		small = insert()
+	}
 	time.Sleep(50 * walFlushInterval)
 	if log.FlushedLSN() >= small {
-		t.Fatalf("one %d-byte record was flushed on its own: want it left for the next flush", len(rec.Main))
+		t.Fatalf("%d bytes of WAL were flushed on their own: want them left for the next flush (at %d)",
+			uint64(small-flushed), lazyWALFlushAfter)
 	}
 	f.stopAndWait()
-	for end-log.FlushedLSN() < walFlushAfter {
+	for end-log.FlushedLSN() < lazyWALFlushAfter {
 		end = insert()
 	}
 	time.Sleep(50 * walFlushInterval)
