@@ -11,6 +11,9 @@ func ReadAheadRunning() int64 { return readAheadRunning.Load() }
 // read ahead of a bulk delete.
 func IndexReadAheadBlocks() int64 { return indexAheadTotal.Load() }
 
+// IndexReadAheadStarts is how many index bulk deletes started a read-ahead.
+func IndexReadAheadStarts() int64 { return indexAheadStarts.Load() }
+
 // HeapJobReadAheadBlocks is how many of ReadAheadBlocks the parallel heap
 // pass's workers read ahead of their runs of blocks.
 func HeapJobReadAheadBlocks() int64 { return heapJobAheadTotal.Load() }

@@ -60,9 +60,11 @@ type prefetchFunc func(blk uint32, n int, s *buffer.Strategy) (int, error)
 var readAheadTotal, readAheadRunning atomic.Int64
 
 // indexAheadTotal counts the index blocks of readAheadTotal and
-// heapJobAheadTotal the parallel heap pass's; heapJobAheadStarts counts the
-// read-aheads the parallel heap pass started, one a job (for tests).
-var indexAheadTotal, heapJobAheadTotal, heapJobAheadStarts atomic.Int64
+// heapJobAheadTotal the parallel heap pass's; indexAheadStarts counts the
+// read-aheads the index bulk deletes started, one a bulk delete, and
+// heapJobAheadStarts those the parallel heap pass started, one a job (for
+// tests).
+var indexAheadTotal, indexAheadStarts, heapJobAheadTotal, heapJobAheadStarts atomic.Int64
 
 // readAheadRun is the longest run read ahead with one system call.
 const readAheadRun = buffer.MaxRunBlocks
@@ -237,6 +239,7 @@ func (lv *lazy) indexReadAhead(r *aheadRing, w *worker, ix Index) (ra *readAhead
 	if ra, err = lv.readAheadInto(r, w, prefetch, 1, blocks); err != nil || ra == nil {
 		return nil, w.delay, err
 	}
+	indexAheadStarts.Add(1)
 	next := uint32(1)
 	hook = func() error {
 		next++

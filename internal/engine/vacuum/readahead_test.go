@@ -230,29 +230,34 @@ func TestTheIndexPassReadsTheIndexesAheadOnOneWorkerAndOnTwo(t *testing.T) {
 		opts.Throttle = &throttle.Settings{CostDelay: time.Millisecond, CostLimit: 20, PageHitCost: 1, PageMissCost: 2, PageDirtyCost: 20}
 		opts.IndexWorkers = tc.workers
 		opts.DisableReadAhead = tc.disabled
-		before := vacuum.IndexReadAheadBlocks()
+		before, beforeStarts := vacuum.IndexReadAheadBlocks(), vacuum.IndexReadAheadStarts()
 		br, err := vacuumTables(context.Background(), db, []string{"t"}, opts)
 		if err != nil {
 			t.Fatalf("vacuum with %d index workers, read-ahead disabled %v: %v", tc.workers, tc.disabled, err)
 		}
 		rep := br.Tables[0]
-		read := vacuum.IndexReadAheadBlocks() - before
+		read, starts := vacuum.IndexReadAheadBlocks()-before, vacuum.IndexReadAheadStarts()-beforeStarts
+		bulkDeletes := int64(len(rep.Indexes)) * rep.IndexPasses
 		var visited int64
 		for _, ix := range rep.Indexes {
 			visited += ix.PagesScanned
 		}
-		t.Logf("%d index workers, read-ahead disabled %v: %d index blocks read ahead, %d index pages visited in %d passes",
-			tc.workers, tc.disabled, read, visited, rep.IndexPasses)
+		t.Logf("%d index workers, read-ahead disabled %v: %d read-aheads started for %d bulk deletes, %d index blocks read ahead, %d index pages visited in %d passes",
+			tc.workers, tc.disabled, starts, bulkDeletes, read, visited, rep.IndexPasses)
 		switch {
 		case rep.IndexPasses == 0 || visited < 20:
 			t.Fatalf("the bulk deletes visited %d index pages in %d passes: the test needs an index pass over more than one run", visited, rep.IndexPasses)
-		case tc.disabled && read != 0:
-			t.Fatalf("read ahead %d index blocks with read-ahead disabled", read)
-		case !tc.disabled && (read == 0 || read > visited):
-			// A run starts at the first block the pool does not hold, so
-			// blocks a pass that outran its read-ahead read first are not
-			// read again.
-			t.Fatalf("read ahead %d index blocks for %d index pages visited: want some, and at most all of them", read, visited)
+		case tc.disabled && (starts != 0 || read != 0):
+			t.Fatalf("started %d index read-aheads (%d blocks) with read-ahead disabled", starts, read)
+		case !tc.disabled && (starts != bulkDeletes || read > visited):
+			// Every bulk delete gets its read-ahead. How many blocks it
+			// reads is a race with the bulk delete it serves (one that
+			// outruns its read-ahead reads the block itself, and a run
+			// starts at the first block the pool does not hold: 0 of a
+			// pass's blocks at load 10 on two cores), so only the bound is
+			// asserted.
+			t.Fatalf("started %d index read-aheads for %d bulk deletes (want one each) and read %d index blocks ahead for %d index pages visited (want at most all of them)",
+				starts, bulkDeletes, read, visited)
 		}
 		if rep.TuplesRemoved != int64(tb.deleted) {
 			t.Fatalf("removed %d tuples, want %d", rep.TuplesRemoved, tb.deleted)
