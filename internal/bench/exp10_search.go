@@ -89,26 +89,10 @@ func maxStat(v []float64) float64 { return slices.Max(v) }
 // last window; a longer one is a window of its own. A window without any point did not
 // hold: at a fixed rate, a second without a finished transaction is a stalled foreground.
 func windowsHeld(pts []point, start, end time.Time, width time.Duration, stat windowStat, target float64) (held, total int) {
-	span := end.Sub(start)
-	if span <= 0 || width <= 0 {
+	if end.Sub(start) <= 0 || width <= 0 {
 		return 0, 0
 	}
-	n := int(span / width)
-	if rest := span - time.Duration(n)*width; rest >= width/2 || n == 0 {
-		n++
-	}
-	for i := range n {
-		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
-		last := i == n-1
-		if last {
-			to = end
-		}
-		var in []float64
-		for _, p := range pts {
-			if !p.at.Before(from) && (p.at.Before(to) || last && p.at.Equal(to)) {
-				in = append(in, p.v)
-			}
-		}
+	for _, in := range splitWindows(pts, start, end, width) {
 		total++
 		if len(in) > 0 && stat(in) <= target {
 			held++
@@ -117,27 +101,42 @@ func windowsHeld(pts []point, start, end time.Time, width time.Duration, stat wi
 	return held, total
 }
 
-// windowTimeline describes each window of windowsHeld's split of [start, end]: its stat and
-// point count (the stat in its points' unit times scale, written with format), then the law's
-// polls that fell in it (budget per mille and binding), so a run's log shows which windows
-// missed and what the adaptive throttle did in them.
-func windowTimeline(pts []point, start, end time.Time, width time.Duration, stat windowStat, scale float64, format string, law []lawPoint) string {
-	var b strings.Builder
+// splitWindows splits [start, end] into windows of width, the last stretched or cut to end
+// (a rest of half a width or more is a window of its own), and returns the values of the
+// points in each.
+func splitWindows(pts []point, start, end time.Time, width time.Duration) [][]float64 {
 	n := int(end.Sub(start) / width)
 	if rest := end.Sub(start) - time.Duration(n)*width; rest >= width/2 || n == 0 {
 		n++
 	}
+	windows := make([][]float64, n)
 	for i := range n {
 		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
 		last := i == n-1
 		if last {
 			to = end
 		}
-		var in []float64
 		for _, p := range pts {
 			if !p.at.Before(from) && (p.at.Before(to) || last && p.at.Equal(to)) {
-				in = append(in, p.v)
+				windows[i] = append(windows[i], p.v)
 			}
+		}
+	}
+	return windows
+}
+
+// windowTimeline describes each window of windowsHeld's split of [start, end]: its stat and
+// point count (the stat in its points' unit times scale, written with format), then the law's
+// polls that fell in it (budget per mille and binding), so a run's log shows which windows
+// missed and what the adaptive throttle did in them.
+func windowTimeline(pts []point, start, end time.Time, width time.Duration, stat windowStat, scale float64, format string, law []lawPoint) string {
+	var b strings.Builder
+	windows := splitWindows(pts, start, end, width)
+	for i, in := range windows {
+		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
+		last := i == len(windows)-1
+		if last {
+			to = end
 		}
 		fmt.Fprintf(&b, "[%d: ", i+1)
 		if len(in) > 0 {
