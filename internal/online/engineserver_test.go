@@ -168,12 +168,7 @@ func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunn
 	if got := run.ThrottleApplies(); got != runnerwire.ThrottleAppliesImmediately {
 		t.Errorf("ThrottleApplies %q on the engine server, want Immediately", got)
 	}
-	type result struct {
-		rep runnerwire.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { rep, err := run.Vacuum(context.Background()); done <- result{rep, err} }()
+	done := vacuumInBackground(run)
 
 	// Progress moves under the slow throttle, read from the server's pg_stat_progress_vacuum.
 	var pid int32
@@ -207,34 +202,23 @@ func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunn
 		t.Fatalf("after the first change the server-side VACUUM has cost delay %d us and limit %d, want 50000 and 4", d, l)
 	}
 	changed := time.Now()
-	if err := run.UpdateThrottle(limits(0, 200)); err != nil {
-		t.Fatal(err)
-	}
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the unthrottled VACUUM did not finish within 30 s of the throttle change")
-	}
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
+	rep := liftThrottleAndWait(t, run, done)
 	t.Logf("finished %.1fs after the throttle change", time.Since(changed).Seconds())
-	if len(res.rep.Tables) != 1 || res.rep.Tables[0].TuplesRemoved != 20000 || res.rep.Server == nil ||
-		res.rep.Server.SystemIdentifier != id.SystemIdentifier {
-		t.Errorf("report %+v: want orders with 20000 tuples removed on server %s", res.rep, id.SystemIdentifier)
+	if len(rep.Tables) != 1 || rep.Tables[0].TuplesRemoved != 20000 || rep.Server == nil ||
+		rep.Server.SystemIdentifier != id.SystemIdentifier {
+		t.Errorf("report %+v: want orders with 20000 tuples removed on server %s", rep, id.SystemIdentifier)
 	}
 	if n := scalar[int64](t, c, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'orders'"); n != 0 {
 		t.Errorf("n_dead_tup %d after the run, want 0", n)
 	}
 	// The server's own count of the sleep: at 100 ms per cost unit, then 50 ms per 4 units,
 	// the VACUUM slept at least the 300 ms before the first change was made.
-	if s := res.rep.Totals.SleptSeconds; s == nil || *s < 0.3 || len(res.rep.Tables) != 1 ||
-		res.rep.Tables[0].SleptSeconds == nil || *res.rep.Tables[0].SleptSeconds != *s {
-		t.Errorf("report's time slept %v (table %+v), want the server's VERBOSE figure, at least 0.3 s", s, res.rep.Tables)
+	if s := rep.Totals.SleptSeconds; s == nil || *s < 0.3 || len(rep.Tables) != 1 ||
+		rep.Tables[0].SleptSeconds == nil || *rep.Tables[0].SleptSeconds != *s {
+		t.Errorf("report's time slept %v (table %+v), want the server's VERBOSE figure, at least 0.3 s", s, rep.Tables)
 	}
-	if res.rep.Foreground == nil || res.rep.ForegroundBaseline == nil {
-		t.Errorf("report's foreground %+v baseline %+v, want the engine server's latency view read", res.rep.Foreground, res.rep.ForegroundBaseline)
+	if rep.Foreground == nil || rep.ForegroundBaseline == nil {
+		t.Errorf("report's foreground %+v baseline %+v, want the engine server's latency view read", rep.Foreground, rep.ForegroundBaseline)
 	}
 }
 
@@ -262,5 +246,37 @@ func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
 			t.Fatalf("waited %v for %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// vacuumResult is what a Run.Vacuum started by vacuumInBackground returned.
+type vacuumResult struct {
+	rep runnerwire.Report
+	err error
+}
+
+// vacuumInBackground starts run.Vacuum and returns where its result arrives.
+func vacuumInBackground(run *online.Run) <-chan vacuumResult {
+	done := make(chan vacuumResult, 1)
+	go func() { rep, err := run.Vacuum(context.Background()); done <- vacuumResult{rep, err} }()
+	return done
+}
+
+// liftThrottleAndWait lifts run's throttle (no cost delay) and returns the report of the
+// VACUUM started by vacuumInBackground, failing t unless it ends without error within 30 s.
+func liftThrottleAndWait(t *testing.T, run *online.Run, done <-chan vacuumResult) runnerwire.Report {
+	t.Helper()
+	if err := run.UpdateThrottle(limits(0, 200)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		return res.rep
+	case <-time.After(30 * time.Second):
+		t.Fatal("the unthrottled VACUUM did not finish within 30 s of the throttle change")
+		return runnerwire.Report{}
 	}
 }

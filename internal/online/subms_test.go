@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/online"
-	"github.com/vacuumops/vacuum-operator/internal/runner/runnerwire"
 )
 
 // Experiment 8 measures cost delays below a millisecond (250, 500 and 750 us): a delay
@@ -51,12 +50,7 @@ func TestASubMillisecondCostDelayReachesTheEngineServersVacuumUnrounded(t *testi
 		t.Fatal(err)
 	}
 	defer func() { _ = run.Close() }()
-	type result struct {
-		rep runnerwire.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { rep, err := run.Vacuum(context.Background()); done <- result{rep, err} }()
+	done := vacuumInBackground(run)
 
 	var pid int32
 	waitUntil(t, 30*time.Second, "the server-side VACUUM in pg_stat_progress_vacuum", func() bool {
@@ -82,19 +76,8 @@ func TestASubMillisecondCostDelayReachesTheEngineServersVacuumUnrounded(t *testi
 		all := rec.all()
 		return len(all) > 0 && all[len(all)-1].SleptSeconds != nil && *all[len(all)-1].SleptSeconds > 0
 	})
-	if err := run.UpdateThrottle(limits(0, 200)); err != nil {
-		t.Fatal(err)
-	}
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the unthrottled VACUUM did not finish within 30 s of the throttle change")
-	}
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if s := res.rep.Totals.SleptSeconds; s == nil || *s <= 0 {
+	rep := liftThrottleAndWait(t, run, done)
+	if s := rep.Totals.SleptSeconds; s == nil || *s <= 0 {
 		t.Errorf("report's time slept %v, want the server's VERBOSE figure above 0", s)
 	}
 }
