@@ -2,6 +2,7 @@ package e2ereal
 
 import (
 	"context"
+	"net"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vacuumops/vacuum-operator/test/e2eutil"
 )
 
 // restrictedContainer is what the namespaces' PodSecurity "restricted" profile asks of a
@@ -65,14 +68,24 @@ var _ = Describe("Services on the real cluster (kube-proxy, iptables mode)", fun
 			g.Expect(ready).To(BeTrue(), "server pod %s", p.Status.Phase)
 		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
-		By("a client pod runs an online vacuum of the server through " + svc.Spec.ClusterIP + ":5432")
+		// A Ready pod is in the Service's EndpointSlice at once, but kube-proxy writes its
+		// iptables rule for the ClusterIP up to a sync period later (the CI run of stop 33 lost
+		// that race: its client pod dialled before the rule existed). The host's connections
+		// take the same rules (the nat table's OUTPUT chain, written in the same
+		// iptables-restore as PREROUTING, which the pod's take), so one session from here
+		// means the pod's path is there too.
+		addr := net.JoinHostPort(svc.Spec.ClusterIP, "5432")
+		Expect(e2eutil.Connect(ctx, addr, "postgres", "app", "app-secret",
+			e2eutil.Wait{Timeout: time.Minute, Poll: 500 * time.Millisecond}).Close(ctx)).To(Succeed())
+
+		By("a client pod runs an online vacuum of the server through " + addr)
 		clientPod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"},
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{restrictedContainer(corev1.Container{
 					Name: "client", Command: []string{"/vacuum-runner"},
-					Args: []string{"vacuum", "--server", svc.Spec.ClusterIP + ":5432", "--database", "postgres",
+					Args: []string{"vacuum", "--server", addr, "--database", "postgres",
 						"--user", "app", "--password-file", "/etc/users/password", "--sslmode", "disable"},
 					VolumeMounts: []corev1.VolumeMount{{Name: "users", MountPath: "/etc/users"}},
 				})},
