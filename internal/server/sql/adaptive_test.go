@@ -328,13 +328,23 @@ func TestTheVacuumsStartCountsAsAChangeForTheLatencySignal(t *testing.T) {
 // one-second windows when slower statements come at most λ a second, P(Poisson(λ) >= k) =
 // 5 % for the k slow statements that put a window's p99 over it: at 200 a second k is 3
 // and λ 0.818 (the p99.59); at 2,000 a second k is 21 and λ 14.07; for a p50 at 200 a
-// second, k 101 and λ 85.06; with no statement to count, the target's own percentile.
+// second, k 101 and λ 85.06; with no statement to count, the target's own percentile. At
+// high rates λ is far above the 745 where e^-λ underflows to zero (the code before this
+// test's last rows judged the p99.63 at 200,000 a second and the p75.2 for a p50 at
+// 3,000). The λ are the exact roots, found with mpmath's regularized incomplete gamma
+// (P(Poisson(λ) >= k) = gammainc(k, 0, λ, regularized=True)) by bisection at 30 digits.
 func TestTheLawJudgesTheQuantileThatHoldsEachSecondsPercentile(t *testing.T) {
 	for _, tc := range []struct{ q, rate, want float64 }{
 		{99, 200, 100 * (1 - 0.8177/200)},
 		{99, 2000, 100 * (1 - 14.072/2000)},
 		{99, 0, 99},
 		{50, 200, 100 * (1 - 85.057/200)},
+		{99, 20000, 100 * (1 - 178.26237/20000)},
+		{99, 40000, 100 * (1 - 368.64007/40000)},
+		{99, 200000, 100 * (1 - 1927.99441/200000)},
+		{90, 20000, 100 * (1 - 1927.99441/20000)},
+		{50, 3000, 100 * (1 - 1437.84742/3000)},
+		{99.9, 1000000, 100 * (1 - 949.53385/1000000)},
 	} {
 		if got := windowQuantile(tc.q, tc.rate); math.Abs(got-tc.want) > 0.01*(100-tc.want) {
 			t.Errorf("p%g at %g statements a second: judges the p%.4f, want the p%.4f", tc.q, tc.rate, got, tc.want)
