@@ -136,12 +136,19 @@ func engineConn(t *testing.T, addr string) *pgx.Conn {
 	return c
 }
 
-func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunningVacuum(t *testing.T) {
-	addr := startEngineServer(t)
-	c := engineConn(t, addr)
+// createUpdatedOrders creates table orders with 20,000 rows (a 100-byte pad each) and updates
+// each once: 20,000 dead tuples for a VACUUM to remove, over a few hundred pages.
+func createUpdatedOrders(t *testing.T, c *pgx.Conn) {
+	t.Helper()
 	exec(t, c, "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, pad bytea)")
 	exec(t, c, "INSERT INTO orders SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 20000) g")
 	exec(t, c, "UPDATE orders SET n = n + 1")
+}
+
+func TestEngineServerOnlineRunRemovesDeadTuplesWithProgressAndRethrottlesTheRunningVacuum(t *testing.T) {
+	addr := startEngineServer(t)
+	c := engineConn(t, addr)
+	createUpdatedOrders(t, c)
 	dead := scalar[int64](t, c, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'orders'")
 	if dead != 20000 {
 		t.Fatalf("n_dead_tup %d before the run, want the 20000 updated rows' old versions", dead)

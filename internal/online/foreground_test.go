@@ -112,9 +112,7 @@ func TestForegroundInProgressIsTheServersHistogramOverTheSameWindow(t *testing.T
 		t.Fatal(err)
 	}
 	defer func() { _ = setup.Close(context.Background()) }()
-	exec(t, setup, "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, pad bytea)")
-	exec(t, setup, "INSERT INTO orders SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 20000) g")
-	exec(t, setup, "UPDATE orders SET n = n + 1")
+	createUpdatedOrders(t, setup)
 	before := foregroundBuckets(t, metrics)
 
 	// The application: point lookups and updates for 2.5 s, counted as they succeed.

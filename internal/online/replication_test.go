@@ -45,10 +45,8 @@ func TestReplicationLagInProgressIsTheLargestStandbysLag(t *testing.T) {
 	t.Cleanup(func() { _ = sproc.Signal(syscall.SIGCONT) }) // before the process's own cleanup stops it
 	c, sc := engineConn(t, primary), engineConn(t, standby)
 
-	exec(t, c, "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, pad bytea)")
 	exec(t, c, "CREATE TABLE other (id bigint, pad bytea)")
-	exec(t, c, "INSERT INTO orders SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 20000) g")
-	exec(t, c, "UPDATE orders SET n = n + 1")
+	createUpdatedOrders(t, c)
 	current := func() uint64 { return lsn(t, scalar[string](t, c, "SELECT pg_current_wal_lsn()")) }
 	caughtUp := current()
 	waitUntil(t, 30*time.Second, "the standby replaying up to the primary's WAL end", func() bool {

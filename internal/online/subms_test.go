@@ -2,7 +2,6 @@ package online_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -36,9 +35,7 @@ func TestASubMillisecondCostDelayIsWhatPostgreSQLSetsForTheVacuumSession(t *test
 func TestASubMillisecondCostDelayReachesTheEngineServersVacuumUnrounded(t *testing.T) {
 	addr := startEngineServer(t)
 	c := engineConn(t, addr)
-	exec(t, c, "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, pad bytea)")
-	exec(t, c, "INSERT INTO orders SELECT g, g, '\\x"+fmt.Sprintf("%0200d", 0)+"'::bytea FROM generate_series(1, 20000) g")
-	exec(t, c, "UPDATE orders SET n = n + 1")
+	createUpdatedOrders(t, c)
 
 	// Limit 1 per 250 us: 4,000 units a second, so the VACUUM (tens of thousands of units)
 	// runs for seconds; unthrottled, as a delay rounded to 0 would be, it takes a fraction of one.
