@@ -52,6 +52,8 @@ const (
 	exp10Adaptive = "adaptive"
 	exp10Fixed    = "fixed"
 	exp10PollTime = 250 * time.Millisecond
+	// exp10SchedPeriod is how often the scheduling-latency histogram is read (exp10_sched.go).
+	exp10SchedPeriod = 100 * time.Millisecond
 )
 
 // exp10Setting is one VACUUM to run: a fixed cost delay, or adaptive throttling with delay
@@ -379,6 +381,8 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	if err := waitPgbench(ctx, s, sz.AdaptClients); err != nil {
 		return fail(err)
 	}
+	sched := startSched(exp10SchedPeriod)
+	defer sched.Stop()
 	sleepCtx(ctx, time.Second)
 	aloneFrom := time.Now()
 	sleepCtx(ctx, alone)
@@ -421,11 +425,14 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		if x.capped {
 			capped = " (stopped at the cap: slower than the cap)"
 		}
-		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held",
-			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total)
+		sp99, _ := sched.quantile(0.99, x.start, x.end)
+		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held; this process's Go scheduling latency p99 %.2f ms",
+			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total, 1000*sp99)
 		if x.adaptive && target > 0 {
 			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))
+			r.logf("    windows' Go scheduling latency p99 (ms; runnable to running, every goroutine of this process): %s",
+				sched.schedTimeline(x.start, x.end, exp10Window))
 		}
 	}
 	return aloneP99, runs, nil
