@@ -138,8 +138,10 @@ type Sizes struct {
 	// grid's fastest, so that the law, not the ceiling, sets the rate.
 	AdaptCeiling time.Duration
 	// AdaptCap stops a fixed-delay VACUUM of the foreground p99 target at this multiple of
-	// the longest adaptive run before it: that run is "slower than the cap".
-	AdaptCap float64
+	// the longest adaptive run before it, or at AdaptCapMin if that is longer: that run is
+	// "slower than the cap".
+	AdaptCap    float64
+	AdaptCapMin time.Duration
 
 	// Experiment 11: the vacuum against PostgreSQL 15 and against the machine's limit.
 	LimRows int64 // bulkdata's table, both hint-bit states
@@ -211,7 +213,9 @@ func DefaultSizes() Sizes {
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
 		AdaptScale: 16, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
 		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
-		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
+		// AdaptCapMin: an adaptive run at about the unthrottled speed (1-2 s here) must not cap
+		// the fixed delays below what tells them apart (1 ms takes about 4 s at this scale).
+		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second,
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,

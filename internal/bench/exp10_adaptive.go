@@ -97,6 +97,20 @@ type lawPoint struct {
 	at       time.Time
 	perMille int32
 	binding  string
+	server   float64 // the server's own foreground p99 then (its view, the last 10 s), ms; -1: none
+}
+
+// serverP99s lists the server's own foreground p99 of each poll.
+func serverP99s(law []lawPoint) string {
+	var b strings.Builder
+	for _, l := range law {
+		if l.server >= 0 {
+			fmt.Fprintf(&b, "%.2f ", l.server)
+		} else {
+			b.WriteString("none ")
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // exp10Limits is the fixed throttle at cost delay d.
@@ -163,14 +177,15 @@ type exp10Part struct {
 	// bisection's fast end when that delay holds.
 	ceiling time.Duration
 	// capFactor, when above 0, stops each fixed run at that multiple of the longest adaptive
-	// run of the part before it (capAt).
+	// run of the part before it, or at capMin if that is longer (capAt).
 	capFactor float64
+	capMin    time.Duration
 }
 
 // capAt is the time a fixed run of p may take before it is stopped: capFactor times the
-// longest adaptive run so far (0: no cap). A run stopped there took longer than every
-// adaptive run measured before it, so it is slower than the adaptive runs' median whenever
-// the later adaptive runs are no longer than capFactor times the earlier ones.
+// longest adaptive run so far, or capMin if that is longer (0: no cap). A run stopped there
+// took longer than every adaptive run measured before it, so it is slower than the adaptive
+// runs' median whenever the later adaptive runs are no longer than capAt.
 func (p *exp10Part) capAt() time.Duration {
 	if p.capFactor <= 0 {
 		return 0
@@ -181,7 +196,7 @@ func (p *exp10Part) capAt() time.Duration {
 			longest = max(longest, x.seconds)
 		}
 	}
-	return time.Duration(p.capFactor * longest * float64(time.Second))
+	return max(p.capMin, time.Duration(p.capFactor*longest*float64(time.Second)))
 }
 
 // medianOf is the median figure and time of the runs of one system and setting at delay d.
@@ -330,7 +345,7 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 			return nil, err
 		}
 	}
-	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap}
+	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.
 	var cal []exp10Setting
 	for i := range sz.AdaptRuns {
@@ -392,7 +407,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		var limit time.Duration
 		if !st.adaptive && st.phase != "calibration" {
 			// The adaptive runs of this block count too: the round's adaptive run comes first.
-			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor}).capAt()
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
 		}
 		run, err := r.latencyVacuum(ctx, c, s, part, target, limit, st)
 		if err != nil {
@@ -431,8 +446,9 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		if x.adaptive && target > 0 {
 			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))
-			r.logf("    windows' Go scheduling latency p99 (ms; runnable to running, every goroutine of this process): %s",
+			r.logf("    windows' go: Go scheduling latency p99 (ms; runnable to running, every goroutine of this process); psi: the machine's CPU pressure stall (ms/s, /proc/pressure/cpu some); rq: this process's threads' run-queue wait (ms/s): %s",
 				sched.schedTimeline(x.start, x.end, exp10Window))
+			r.logf("    the server's own foreground p99 (its view's last 10 s) at each poll, ms: %s", serverP99s(x.law))
 		}
 	}
 	return aloneP99, runs, nil
@@ -486,7 +502,11 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 			if p.Adaptive != nil {
 				mu.Lock()
 				last = p.Adaptive
-				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding})
+				server := -1.0
+				if p.Foreground != nil {
+					server = float64(p.Foreground.P99Microseconds) / 1e3
+				}
+				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server})
 				mu.Unlock()
 			}
 		}

@@ -148,9 +148,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"between the ceiling %s and it)",
 				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution, sz.AdaptCeiling),
 			sentence("foreground p99 target's cap: a fixed-delay VACUUM (either system) still running %.1fx the longest adaptive run "+
-				"before it is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
+				"before it, or %s if that is longer, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
 				"bound; its figure and windows are of the span it ran); the table is then vacuumed unthrottled, unmeasured, so "+
-				"the next run starts from the same state", sz.AdaptCap),
+				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
 				"the static ceiling cost delay %s, below the grid (at it our VACUUM beside a load barely sleeps, so the law, "+
 				"not the ceiling, sets the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+

@@ -328,7 +328,7 @@ func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	pts := []point{{at(100), 1}, {at(900), 9}, {at(1100), 2}, {at(1900), 3}}
-	law := []lawPoint{{at(250), 1000, "Ceiling"}, {at(750), 500, "ForegroundLatency"}, {at(1500), 100, "Floor"}}
+	law := []lawPoint{{at(250), 1000, "Ceiling", 2}, {at(750), 500, "ForegroundLatency", 9}, {at(1500), 100, "Floor", -1}}
 	got := windowTimeline(pts, t0, at(2000), time.Second, maxStat, 1, "%.1f ms", law)
 	want := "[1: 9.0 ms/2 1000C 500L] [2: 3.0 ms/2 100F]"
 	if got != want {
@@ -407,8 +407,8 @@ func TestWhenTheGridsFastestDelayHoldsTheBisectionStartsAtTheAdaptiveCeiling(t *
 }
 
 // TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt: the cap follows the
-// longest adaptive run measured so far, and there is none without a factor or before any
-// adaptive run.
+// longest adaptive run measured so far, never under its least cap, and there is none without
+// a factor or before any adaptive run.
 func TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt(t *testing.T) {
 	p := &exp10Part{capFactor: 1.5}
 	if c := p.capAt(); c != 0 {
@@ -421,6 +421,10 @@ func TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt(t *testing.
 	}
 	if c := p.capAt(); c != 36*time.Second {
 		t.Errorf("cap %s, want 1.5 x 24 s = 36s", c)
+	}
+	p.capMin = 40 * time.Second
+	if c := p.capAt(); c != 40*time.Second {
+		t.Errorf("cap %s with a 40 s least cap above 1.5 x 24 s, want 40s", c)
 	}
 	p.capFactor = 0
 	if c := p.capAt(); c != 0 {
