@@ -424,6 +424,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	var aloneP99 time.Duration
 	if alone > 0 {
 		aloneP99, _ = all.between(aloneFrom, aloneTo)
+		r.logf("  %s load alone: p99 %.2f ms; %s", s.name, ms(aloneP99), sched.cpuSummary(aloneFrom, aloneTo))
 	}
 	pts := make([]point, len(all.lat))
 	for i := range all.lat {
@@ -440,9 +441,8 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		if x.capped {
 			capped = " (stopped at the cap: slower than the cap)"
 		}
-		sp99, _ := sched.quantile(0.99, x.start, x.end)
-		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held; this process's Go scheduling latency p99 %.2f ms",
-			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total, 1000*sp99)
+		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held; %s",
+			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total, sched.cpuSummary(x.start, x.end))
 		if x.adaptive && target > 0 {
 			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))

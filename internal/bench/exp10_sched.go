@@ -202,6 +202,20 @@ func histQuantile(buckets []float64, before, after []uint64, q float64) (float64
 	return buckets[len(buckets)-1], true
 }
 
+// cpuSummary describes [from, to] for a run's log line: the Go scheduling latency p99, the
+// machine's CPU pressure stall and this process's run-queue wait.
+func (s *schedSampler) cpuSummary(from, to time.Time) string {
+	var b strings.Builder
+	b.WriteString("CPU:")
+	if v, ok := s.quantile(0.99, from, to); ok {
+		fmt.Fprintf(&b, " Go scheduling latency p99 %.2f ms", 1000*v)
+	}
+	if psi, rq, ok := s.perSecond(from, to); ok {
+		fmt.Fprintf(&b, ", the machine's CPU pressure stall %.0f ms/s, this process's run-queue wait %.0f ms/s", psi, rq)
+	}
+	return b.String()
+}
+
 // schedTimeline is, for each window of splitWindows's split of [start, end], the p99 of the
 // Go scheduling latency (ms), the machine's CPU pressure stall and this process's run-queue
 // wait (ms per second).
