@@ -36,7 +36,9 @@
 //     targets chosen from the load alone and beside the unthrottled VACUUM, the
 //     VACUUM's time with the vacuum_adaptive_* settings against the fastest
 //     fixed delay that holds the target (experiment 1's delays, then bisection,
-//     interleaved rounds), and the share of 1-second windows that held it.
+//     interleaved rounds), and the share of 1-second windows that held it; the
+//     foreground target's adaptive ceiling lies below the grid, so the law sets
+//     the rate, and its slow fixed runs stop at a cap (slower than the cap).
 //
 // # Invariants
 //

@@ -30,9 +30,11 @@ import (
 //     standby (experiment 5's pair) and on PostgreSQL 15 with its own.
 //
 // For each target, the VACUUM's time with adaptive throttling (the vacuum_adaptive_* settings,
-// the static throttle at the grid's fastest delay as the ceiling) against the fastest fixed
-// cost delay that holds the target: experiment 1's delays, then bisection between the two
-// that bracket the target (never below the fastest, the ceiling), 3 interleaved runs of each
+// the static throttle as the ceiling: for the foreground p99 target AdaptCeiling, below the
+// grid, so that the law sets the rate; for the lag target the grid's fastest delay) against
+// the fastest fixed cost delay that holds the target: experiment 1's delays, then bisection
+// between the two that bracket the target (never below the adaptive ceiling: when the grid's
+// fastest delay holds, between the ceiling and it), 3 interleaved runs of each
 // (from the second round on, the grid passes over the delays slower than one that has held in
 // every round so far: heldFaster);
 // PostgreSQL 15 with its best fixed
@@ -50,10 +52,12 @@ const (
 	exp10Adaptive = "adaptive"
 	exp10Fixed    = "fixed"
 	exp10PollTime = 250 * time.Millisecond
+	// exp10SchedPeriod is how often the scheduling-latency histogram is read (exp10_sched.go).
+	exp10SchedPeriod = 100 * time.Millisecond
 )
 
-// exp10Setting is one VACUUM to run: a fixed cost delay, or adaptive throttling with the
-// grid's fastest delay as its ceiling.
+// exp10Setting is one VACUUM to run: a fixed cost delay, or adaptive throttling with delay
+// as its ceiling.
 type exp10Setting struct {
 	delay    time.Duration // 0: unthrottled
 	adaptive bool
@@ -82,6 +86,9 @@ type exp10Run struct {
 	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
 	failed      int64
 	law         []lawPoint // what the adaptive throttle reported at each poll (adaptive runs)
+	// capped: a fixed run stopped at its part's cap (seconds is then the cap, a lower bound
+	// of its time; figure and windows are of the span it ran).
+	capped bool
 }
 
 // lawPoint is one poll of an adaptive run's progress: the budget in per mille of the
@@ -90,6 +97,20 @@ type lawPoint struct {
 	at       time.Time
 	perMille int32
 	binding  string
+	server   float64 // the server's own foreground p99 then (its view, the last 10 s), ms; -1: none
+}
+
+// serverP99s lists the server's own foreground p99 of each poll.
+func serverP99s(law []lawPoint) string {
+	var b strings.Builder
+	for _, l := range law {
+		if l.server >= 0 {
+			fmt.Fprintf(&b, "%.2f ", l.server)
+		} else {
+			b.WriteString("none ")
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // exp10Limits is the fixed throttle at cost delay d.
@@ -99,16 +120,19 @@ func (r *runner) exp10Limits(d time.Duration) runnerwire.Limits {
 	return l
 }
 
-// exp10Floor is the adaptive floor in per mille of the ceiling: the grid's slowest delay, so
-// the adaptive throttle can go as slow as the slowest fixed setting and no slower.
-func exp10Floor(delays []time.Duration) int {
-	return max(1, int(1000*delays[0]/delays[len(delays)-1]))
+// exp10Floor is the adaptive floor in per mille of ceiling: the grid's slowest delay, so the
+// adaptive throttle can go as slow as the slowest fixed setting and no slower.
+func exp10Floor(ceiling time.Duration, delays []time.Duration) int {
+	return max(1, int(1000*ceiling/delays[len(delays)-1]))
 }
 
 func runAdaptive(ctx context.Context, r *runner) (*Section, error) {
 	sz := r.sz
 	if len(sz.AdaptDelays) < 2 || sz.AdaptDelays[0] <= 0 || sz.AdaptRuns < 1 {
 		return nil, fmt.Errorf("experiment 10 wants at least two increasing cost delays above 0 and a run of each, got %v, %d", sz.AdaptDelays, sz.AdaptRuns)
+	}
+	if sz.AdaptCeiling <= 0 || sz.AdaptCeiling > sz.AdaptDelays[0] {
+		return nil, fmt.Errorf("experiment 10 wants the foreground p99 target's adaptive ceiling in (0, %s], got %s", sz.AdaptDelays[0], sz.AdaptCeiling)
 	}
 	var parts []*exp10Part
 	for _, h := range []struct {
@@ -149,10 +173,31 @@ type exp10Part struct {
 	name                     string
 	alone, unthrottled, goal float64 // the start's figures and the target chosen from them
 	runs                     []exp10Run
+	// ceiling is the adaptive runs' static ceiling, at most the grid's fastest delay; the
+	// bisection's fast end when that delay holds.
+	ceiling time.Duration
+	// capFactor, when above 0, stops each fixed run at that multiple of the longest adaptive
+	// run of the part before it, or at capMin if that is longer (capAt).
+	capFactor float64
+	capMin    time.Duration
 }
 
-// exp10Ceiling is the adaptive runs' static ceiling, the grid's fastest delay.
-func (r *runner) exp10Ceiling() time.Duration { return r.sz.AdaptDelays[0] }
+// capAt is the time a fixed run of p may take before it is stopped: capFactor times the
+// longest adaptive run so far, or capMin if that is longer (0: no cap). A run stopped there
+// took longer than every adaptive run measured before it, so it is slower than the adaptive
+// runs' median whenever the later adaptive runs are no longer than capAt.
+func (p *exp10Part) capAt() time.Duration {
+	if p.capFactor <= 0 {
+		return 0
+	}
+	var longest float64
+	for _, x := range p.runs {
+		if x.adaptive {
+			longest = max(longest, x.seconds)
+		}
+	}
+	return max(p.capMin, time.Duration(p.capFactor*longest*float64(time.Second)))
+}
 
 // medianOf is the median figure and time of the runs of one system and setting at delay d.
 func medianOf(runs []exp10Run, system, setting string, d time.Duration) (figure, seconds float64, n int) {
@@ -179,7 +224,7 @@ func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []str
 		for _, sys := range systems {
 			var set []exp10Setting
 			if sys == adaptiveOn {
-				set = append(set, exp10Setting{delay: r.exp10Ceiling(), adaptive: true, phase: "grid", round: round})
+				set = append(set, exp10Setting{delay: part.ceiling, adaptive: true, phase: "grid", round: round})
 			}
 			// With stopAtHold, the delays in increasing order, each measured before the next is
 			// chosen: once one holds the target in this round, the slower ones cannot be the
@@ -217,7 +262,7 @@ func (r *runner) exp10Search(ctx context.Context, part *exp10Part, systems []str
 		for i, d := range g {
 			figs[i], _, _ = medianOf(part.runs, sys, exp10Fixed, d)
 		}
-		if lo, hi, ok := gridBracket(g, figs, part.goal); ok {
+		if lo, hi, ok := gridBracket(part.ceiling, g, figs, part.goal); ok {
 			bs[sys] = &bisection{lo: lo, hi: hi}
 		}
 	}
@@ -300,13 +345,13 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 			return nil, err
 		}
 	}
-	part := &exp10Part{name: exp10Latency}
+	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.
 	var cal []exp10Setting
 	for i := range sz.AdaptRuns {
 		cal = append(cal, exp10Setting{phase: "calibration", round: i + 1})
 	}
-	alone, runs, err := r.latencyBlock(ctx, ours, 0, sz.AdaptAlone, cal)
+	alone, runs, err := r.latencyBlock(ctx, ours, part, 0, sz.AdaptAlone, cal)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +366,7 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	r.logf("  foreground p99 alone %.2f ms, beside the unthrottled VACUUM %.2f ms (median of %d): target %.2f ms",
 		part.alone, part.unthrottled, len(un), part.goal)
 	measure := func(ctx context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
-		_, runs, err := r.latencyBlock(ctx, systems[sys], target, 0, set)
+		_, runs, err := r.latencyBlock(ctx, systems[sys], part, target, 0, set)
 		return runs, err
 	}
 	grid := func(string) []time.Duration { return sz.AdaptDelays }
@@ -333,9 +378,9 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 
 // latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and a
 // 1 s warm-up, measures alone (when above 0) the load's p99 alone, then runs each setting's
-// VACUUM in turn (each after a bloating UPDATE and AdaptSettle), and judges each VACUUM's
-// transactions against target (0: not judged).
-func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone time.Duration, set []exp10Setting) (time.Duration, []exp10Run, error) {
+// VACUUM in turn (each after a bloating UPDATE and AdaptSettle; a fixed one stopped at
+// part's cap), and judges each VACUUM's transactions against target (0: not judged).
+func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part, target, alone time.Duration, set []exp10Setting) (time.Duration, []exp10Run, error) {
 	sz := r.sz
 	c, err := pgx.Connect(ctx, s.url())
 	if err != nil {
@@ -351,13 +396,20 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 	if err := waitPgbench(ctx, s, sz.AdaptClients); err != nil {
 		return fail(err)
 	}
+	sched := startSched(exp10SchedPeriod)
+	defer sched.Stop()
 	sleepCtx(ctx, time.Second)
 	aloneFrom := time.Now()
 	sleepCtx(ctx, alone)
 	aloneTo := time.Now()
 	var runs []exp10Run
 	for _, st := range set {
-		run, err := r.latencyVacuum(ctx, c, s, target, st)
+		var limit time.Duration
+		if !st.adaptive && st.phase != "calibration" {
+			// The adaptive runs of this block count too: the round's adaptive run comes first.
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
+		}
+		run, err := r.latencyVacuum(ctx, c, s, part, target, limit, st)
 		if err != nil {
 			return fail(err)
 		}
@@ -372,6 +424,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 	var aloneP99 time.Duration
 	if alone > 0 {
 		aloneP99, _ = all.between(aloneFrom, aloneTo)
+		r.logf("  %s load alone: p99 %.2f ms; %s", s.name, ms(aloneP99), sched.cpuSummary(aloneFrom, aloneTo))
 	}
 	pts := make([]point, len(all.lat))
 	for i := range all.lat {
@@ -384,11 +437,18 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, target, alone t
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.end, exp10Window, p99Stat, ms(target))
 		}
-		r.logf("  %s %s %s %s round %d: VACUUM %.2f s, p99 %.2f ms (%d transactions), %d of %d windows held",
-			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, x.n, x.held, x.total)
+		capped := ""
+		if x.capped {
+			capped = " (stopped at the cap: slower than the cap)"
+		}
+		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held; %s",
+			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total, sched.cpuSummary(x.start, x.end))
 		if x.adaptive && target > 0 {
 			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))
+			r.logf("    windows' go: Go scheduling latency p99 (ms; runnable to running, every goroutine of this process); psi: the machine's CPU pressure stall (ms/s, /proc/pressure/cpu some); rq: this process's threads' run-queue wait (ms/s): %s",
+				sched.schedTimeline(x.start, x.end, exp10Window))
+			r.logf("    the server's own foreground p99 (its view's last 10 s) at each poll, ms: %s", serverP99s(x.law))
 		}
 	}
 	return aloneP99, runs, nil
@@ -425,7 +485,8 @@ func (r *runner) exp10Target(s *srvSystem) (online.Target, error) {
 
 // onlineVacuum runs one online VACUUM of table on s at setting st (adaptive with targets a),
 // returning its run with the time and, for an adaptive run, the time bound by each signal.
-func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, full bool, st exp10Setting, a runnerwire.AdaptiveTargets) (exp10Run, error) {
+// A run still going after limit (0: none) is cancelled and marked capped.
+func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, full bool, st exp10Setting, a runnerwire.AdaptiveTargets, limit time.Duration) (exp10Run, error) {
 	run := exp10Run{exp10Setting: st, system: s.name}
 	tg, err := r.exp10Target(s)
 	if err != nil {
@@ -441,7 +502,11 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 			if p.Adaptive != nil {
 				mu.Lock()
 				last = p.Adaptive
-				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding})
+				server := -1.0
+				if p.Foreground != nil {
+					server = float64(p.Foreground.P99Microseconds) / 1e3
+				}
+				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server})
 				mu.Unlock()
 			}
 		}
@@ -450,10 +515,21 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 	if err != nil {
 		return run, err
 	}
+	vctx, cancel := ctx, context.CancelFunc(func() {})
+	if limit > 0 {
+		vctx, cancel = context.WithTimeout(ctx, limit)
+	}
 	run.start = time.Now()
-	_, verr := vr.Vacuum(ctx)
+	_, verr := vr.Vacuum(vctx)
 	run.end = time.Now()
 	run.spanEnd = run.end
+	if verr != nil && limit > 0 && ctx.Err() == nil && errors.Is(verr, context.DeadlineExceeded) {
+		// Stopped at the cap: the time is a lower bound, recorded as the cap.
+		run.capped, verr = true, nil
+		run.end = run.start.Add(limit)
+		run.spanEnd = run.end
+	}
+	cancel()
 	cerr := vr.Close()
 	if err := errors.Join(verr, cerr); err != nil {
 		return run, fmt.Errorf("%s: online VACUUM %s (%s %s): %w", s.name, table, st.name(), delayName(st.delay), err)
@@ -470,23 +546,38 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 }
 
 // latencyVacuum bloats pgbench_accounts (a dead version of every AdaptDeadEvery-th account),
-// lets the load settle and vacuums it online at st.
-func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, target time.Duration, st exp10Setting) (exp10Run, error) {
+// lets the load settle and vacuums it online at st, stopping it after limit (0: none). A
+// stopped VACUUM's table is then vacuumed unthrottled, unmeasured, so that the next run
+// starts from the same state as every other.
+func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, part *exp10Part, target, limit time.Duration, st exp10Setting) (exp10Run, error) {
 	q := fmt.Sprintf("UPDATE %s SET abalance = abalance + 1 WHERE aid %% %d = 0", exp10Table, r.sz.AdaptDeadEvery)
 	if _, err := c.Exec(ctx, q); err != nil {
 		return exp10Run{}, fmt.Errorf("%s: bloating UPDATE: %w", s.name, err)
 	}
 	sleepCtx(ctx, r.sz.AdaptSettle)
 	a := runnerwire.DefaultAdaptive()
-	a.LatencyTarget, a.FloorPerMille = target, exp10Floor(r.sz.AdaptDelays)
-	return r.onlineVacuum(ctx, s, exp10Table, false, st, a)
+	a.LatencyTarget, a.FloorPerMille = target, exp10Floor(part.ceiling, r.sz.AdaptDelays)
+	run, err := r.onlineVacuum(ctx, s, exp10Table, false, st, a, limit)
+	if err != nil || !run.capped {
+		return run, err
+	}
+	t0 := time.Now()
+	if _, err := c.Exec(ctx, "SET vacuum_cost_delay = 0"); err != nil {
+		return run, fmt.Errorf("%s: before finishing a capped VACUUM: %w", s.name, err)
+	}
+	if _, err := c.Exec(ctx, "VACUUM "+exp10Table); err != nil {
+		return run, fmt.Errorf("%s: finishing a capped VACUUM: %w", s.name, err)
+	}
+	r.logf("  %s %s %s round %d stopped at the cap %.2f s; the rest of the VACUUM, unthrottled and not measured, took %.2f s",
+		s.name, st.name(), delayName(st.delay), st.round, limit.Seconds(), time.Since(t0).Seconds())
+	return run, nil
 }
 
 // ----- the replication-lag target: VACUUM FULL beside tpcb-like with a synchronous standby -----
 
 func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	part := &exp10Part{name: exp10Lag}
+	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0]}
 	ours, err := r.startOursPair(ctx)
 	if err != nil {
 		return nil, err
@@ -616,8 +707,8 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		}
 		sleepCtx(ctx, sz.AdaptSettle)
 		a := runnerwire.DefaultAdaptive()
-		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays)
-		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a)
+		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)
+		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, 0)
 		if err != nil {
 			return fail(err)
 		}

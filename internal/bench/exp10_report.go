@@ -38,6 +38,16 @@ func bestFixed(runs []exp10Run, system string, target float64) (d time.Duration,
 	return 0, 0, 0, false
 }
 
+// cappedOf counts the runs of system and setting at delay d stopped at their part's cap.
+func cappedOf(runs []exp10Run, system, setting string, d time.Duration) (n int) {
+	for _, x := range runs {
+		if x.system == system && x.name() == setting && x.delay == d && x.phase != "calibration" && x.capped {
+			n++
+		}
+	}
+	return n
+}
+
 // windowsOf sums the windows held and judged over the runs of system and setting at delay d.
 func windowsOf(runs []exp10Run, system, setting string, d time.Duration) (held, total int) {
 	for _, x := range runs {
@@ -53,9 +63,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 	targets := NewTable("exp10_targets", 2, "target", "unit", "alone", "beside_unthrottled", "target_value")
 	runs := NewTable("exp10_runs", 4, "target", "system", "setting", "phase", "round", "cost_delay_ms", "vacuum_s",
 		"figure", "judged_s", "observations", "windows", "windows_held", "bound_by_target_s", "bound_floor_or_hardstop_s",
-		"load_failed_in_block")
+		"load_failed_in_block", "capped")
 	sum := NewTable("exp10_summary", 2, "target", "column", "found", "cost_delay_ms", "vacuum_s", "figure",
-		"target_value", "holds", "windows", "windows_held", "window_share", "runs")
+		"target_value", "holds", "windows", "windows_held", "window_share", "runs", "capped_runs")
 	for _, p := range parts {
 		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal); err != nil {
 			return nil, err
@@ -63,7 +73,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 		for _, x := range p.runs {
 			if err := runs.Add([]string{p.name, x.system, x.name(), x.phase}, float64(x.round), ms(x.delay), x.seconds,
 				x.figure, x.spanEnd.Sub(x.start).Seconds(), float64(x.n), float64(x.total), float64(x.held), x.bound, x.floor,
-				float64(x.failed)); err != nil {
+				float64(x.failed), b2f(x.capped)); err != nil {
 				return nil, err
 			}
 		}
@@ -81,9 +91,10 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			if found {
 				fd = 1
 			}
-			return sum.Add([]string{p.name, col}, fd, ms(d), s, f, p.goal, holds, float64(total), float64(held), share, float64(n))
+			return sum.Add([]string{p.name, col}, fd, ms(d), s, f, p.goal, holds, float64(total), float64(held), share, float64(n),
+				float64(cappedOf(p.runs, system, setting, d)))
 		}
-		if err := add(exp10ColAdaptive, sysOurs, exp10Adaptive, sz.AdaptDelays[0], true); err != nil {
+		if err := add(exp10ColAdaptive, sysOurs, exp10Adaptive, p.ceiling, true); err != nil {
 			return nil, err
 		}
 		for _, c := range []struct{ col, system string }{{exp10ColOurs, sysOurs}, {exp10ColPG, sysPostgres}} {
@@ -133,12 +144,19 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"slower than one that has held the target in every round so far is passed over: neither can be the fastest "+
 				"that holds, so the slower delays' runs are fewer or none), then %d bisection steps between the "+
 				"two delays that bracket the target (%d runs of each midpoint, the systems alternating run by run, to %s; "+
-				"never below the grid's fastest delay, the adaptive runs' ceiling)",
-				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution),
-			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) or "+
-				"vacuum_adaptive_max_lag_bytes set to the target, with the grid's fastest delay %s as the static ceiling "+
-				"and vacuum_adaptive_floor_per_mille %d (the grid's slowest delay); sent by package online as session settings",
-				sz.AdaptDelays[0], exp10Floor(sz.AdaptDelays)),
+				"never below the adaptive runs' ceiling: for the foreground p99 target, when the grid's fastest delay holds, "+
+				"between the ceiling %s and it)",
+				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution, sz.AdaptCeiling),
+			sentence("foreground p99 target's cap: a fixed-delay VACUUM (either system) still running %.1fx the longest adaptive run "+
+				"before it, or %s if that is longer, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
+				"bound; its figure and windows are of the span it ran); the table is then vacuumed unthrottled, unmeasured, so "+
+				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
+			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
+				"the static ceiling cost delay %s, below the grid (at it our VACUUM beside a load barely sleeps, so the law, "+
+				"not the ceiling, sets the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+
+				"the grid's fastest delay %s as the ceiling and vacuum_adaptive_floor_per_mille %d; each floor is the grid's "+
+				"slowest delay; sent by package online as session settings",
+				sz.AdaptCeiling, exp10Floor(sz.AdaptCeiling, sz.AdaptDelays), sz.AdaptDelays[0], exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)),
 			sentence("windows: the VACUUM's span (latency) or FULL-and-replay span (lag) cut into 1 s windows from its start " +
 				"(a rest under 0.5 s joins the last); a window held when its p99 (latency) or its largest lag sample " +
 				"(lag) was at most the target; a window without any transaction did not hold"),
@@ -165,6 +183,7 @@ type adaptiveRow struct {
 	found                         bool
 	delay, secs, fig, goal, share float64
 	windows                       float64
+	capped                        float64 // runs stopped at the cap (0 in reports from before the cap)
 }
 
 func readAdaptiveRow(c *cells, part, col string) adaptiveRow {
@@ -181,7 +200,16 @@ func readAdaptiveRow(c *cells, part, col string) adaptiveRow {
 	}
 	return adaptiveRow{found: c.num(t, m, "found") == 1, delay: c.num(t, m, "cost_delay_ms"), secs: c.num(t, m, "vacuum_s"),
 		fig: c.num(t, m, "figure"), goal: c.num(t, m, "target_value"), share: c.num(t, m, "window_share"),
-		windows: c.num(t, m, "windows")}
+		windows: c.num(t, m, "windows"), capped: optionalNum(c, t, m, "capped_runs")}
+}
+
+// optionalNum is column col of row r of table name, or 0 when the table has no such column
+// (a report written before the column existed).
+func optionalNum(c *cells, name string, r []string, col string) float64 {
+	if t, ok := c.ts[name]; ok && !slices.Contains(t.Header, col) {
+		return 0
+	}
+	return c.num(name, r, col)
 }
 
 // exp10PartsIn is the halves of experiment 10 that ts has rows of (Exp10PartsEnv may have
@@ -223,6 +251,9 @@ func adaptiveRules(ts tables) []Rule {
 				"raise the figure on this run, so the target and what follows from it say nothing of throttling.", alone, un),
 		})
 		met, why := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
+		if f.found && f.capped > 0 {
+			why += sentence(" (the best fixed delay's time is a lower bound: %.0f of its runs stopped at the cap)", f.capped)
+		}
 		out = append(out,
 			Rule{
 				Statement: sentence("%s target: the goal is met when the adaptive runs' median figure is within the target and "+
@@ -251,6 +282,10 @@ func adaptiveHeadline(ts tables) (string, error) {
 		fixed := func(x adaptiveRow) string {
 			if !x.found {
 				return "no fixed delay held it"
+			}
+			if x.capped > 0 {
+				return sentence("%.1f ms delay slower than the cap (%.0f of its runs stopped at it; median %.2f s) (%.3f %s, %.0f %% of windows)",
+					x.delay, x.capped, x.secs, x.fig, u, 100*x.share)
 			}
 			return sentence("%.1f ms delay %.2f s (%.3f %s, %.0f %% of windows)", x.delay, x.secs, x.fig, u, 100*x.share)
 		}

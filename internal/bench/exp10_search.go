@@ -19,14 +19,16 @@ const bisectResolution = 100 * time.Microsecond
 
 // gridBracket finds, on a grid of increasing cost delays with each delay's measured figure
 // (the median of its runs), the smallest delay whose figure is at most target (hi) and the
-// grid's delay just below it (lo), which does not hold the target. ok is false when no delay
-// of the grid holds it. When the grid's first delay holds, lo is hi and there is nothing to
-// bisect: the first delay is the adaptive runs' ceiling, which they never go faster than, so
-// a fixed delay below it would win the comparison by construction.
-func gridBracket(delays []time.Duration, figures []float64, target float64) (lo, hi time.Duration, ok bool) {
+// delay just below it (lo), which does not hold the target: the grid's previous delay, or,
+// when the grid's first delay holds, ceiling, the adaptive runs' static ceiling (at most the
+// first delay), which they never go faster than. The bisection never goes below ceiling: a
+// fixed delay faster than the adaptive runs may go would win the comparison by construction;
+// when ceiling is the grid's first delay and that delay holds, lo is hi and there is nothing
+// to bisect. ok is false when no delay of the grid holds the target.
+func gridBracket(ceiling time.Duration, delays []time.Duration, figures []float64, target float64) (lo, hi time.Duration, ok bool) {
 	for i, d := range delays {
 		if i < len(figures) && figures[i] <= target {
-			lo = d
+			lo = min(ceiling, d)
 			if i > 0 {
 				lo = delays[i-1]
 			}

@@ -25,7 +25,7 @@ func TestGridBracketIsTheFastestDelayThatHoldsAndTheOneBelowIt(t *testing.T) {
 		{"not monotone: the fastest that holds wins", []float64{9, 4, 6, 3, 2}, 1 * msec, 2 * msec, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lo, hi, ok := gridBracket(delays, c.figs, 5)
+			lo, hi, ok := gridBracket(1*msec, delays, c.figs, 5)
 			if lo != c.lo || hi != c.hi || ok != c.ok {
 				t.Errorf("gridBracket = %s, %s, %v; want %s, %s, %v", lo, hi, ok, c.lo, c.hi, c.ok)
 			}
@@ -233,7 +233,7 @@ func TestTheGridStopsEachRoundAtTheFirstDelayThatHolds(t *testing.T) {
 		}
 		return out, nil
 	}
-	part := &exp10Part{name: exp10Latency, goal: 5}
+	part := &exp10Part{name: exp10Latency, goal: 5, ceiling: 1 * msec}
 	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0, true,
 		func(string) []time.Duration { return grid }, measure); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestALagOnlyExperiment10ReportsTheLagHalfAlone(t *testing.T) {
 	}
 	grid := []time.Duration{1 * msec, 20 * msec}
 	r := &runner{sz: Sizes{AdaptDelays: grid, AdaptRuns: 1}, logf: t.Logf}
-	part := &exp10Part{name: exp10Lag, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
+	part := &exp10Part{name: exp10Lag, ceiling: 1 * msec, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
 		{exp10Setting: exp10Setting{adaptive: true, delay: 1 * msec, round: 1}, system: sysOurs, seconds: 2, figure: 0.2, held: 2, total: 2},
 		{exp10Setting: exp10Setting{delay: 20 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 0.25, held: 9, total: 9},
 	}}
@@ -303,7 +303,7 @@ func TestExperiment10sHeadlineCountsTheWindowShareAsPartOfTheGoal(t *testing.T) 
 		{held: 3, total: 3, want: "goal met"},
 		{held: 2, total: 3, want: "goal NOT met (sooner, but under 95 % of windows held)"},
 	} {
-		part := &exp10Part{name: exp10Lag, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
+		part := &exp10Part{name: exp10Lag, ceiling: 1 * msec, alone: 0.01, unthrottled: 10, goal: 0.3, runs: []exp10Run{
 			{exp10Setting: exp10Setting{adaptive: true, delay: 1 * msec, round: 1}, system: sysOurs, seconds: 2, figure: 0.2, held: tc.held, total: tc.total},
 			{exp10Setting: exp10Setting{delay: 20 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 0.25, held: 9, total: 9},
 		}}
@@ -328,7 +328,7 @@ func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	pts := []point{{at(100), 1}, {at(900), 9}, {at(1100), 2}, {at(1900), 3}}
-	law := []lawPoint{{at(250), 1000, "Ceiling"}, {at(750), 500, "ForegroundLatency"}, {at(1500), 100, "Floor"}}
+	law := []lawPoint{{at(250), 1000, "Ceiling", 2}, {at(750), 500, "ForegroundLatency", 9}, {at(1500), 100, "Floor", -1}}
 	got := windowTimeline(pts, t0, at(2000), time.Second, maxStat, 1, "%.1f ms", law)
 	want := "[1: 9.0 ms/2 1000C 500L] [2: 3.0 ms/2 100F]"
 	if got != want {
@@ -366,7 +366,7 @@ func TestWithoutStopAtHoldTheGridPassesOverOnlyDelaysSlowerThanOneThatHeldInEver
 		}
 		return out, nil
 	}
-	part := &exp10Part{name: exp10Lag, goal: 5}
+	part := &exp10Part{name: exp10Lag, goal: 5, ceiling: 1 * msec}
 	if err := r.exp10Search(context.Background(), part, []string{sysOurs}, sysOurs, 0, false,
 		func(string) []time.Duration { return grid }, measure); err != nil {
 		t.Fatal(err)
@@ -383,5 +383,84 @@ func TestWithoutStopAtHoldTheGridPassesOverOnlyDelaysSlowerThanOneThatHeldInEver
 	}
 	if blocks != 3 {
 		t.Errorf("%d blocks, want one a round (3)", blocks)
+	}
+}
+
+// TestWhenTheGridsFastestDelayHoldsTheBisectionStartsAtTheAdaptiveCeiling: the foreground p99
+// target's adaptive runs may go faster than the grid (their ceiling is below its fastest
+// delay), so when that delay holds the fixed search goes on between the ceiling and it: a
+// grid that stopped at its fastest delay would hand the adaptive runs a win the grid's
+// bounds made, not the law.
+func TestWhenTheGridsFastestDelayHoldsTheBisectionStartsAtTheAdaptiveCeiling(t *testing.T) {
+	delays := []time.Duration{1 * msec, 2 * msec, 5 * msec}
+	lo, hi, ok := gridBracket(250*time.Microsecond, delays, []float64{4, 3, 2}, 5)
+	if !ok || lo != 250*time.Microsecond || hi != 1*msec {
+		t.Fatalf("gridBracket = %s, %s, %v; want 250µs, 1ms, true", lo, hi, ok)
+	}
+	if m, ok := (bisection{lo: lo, hi: hi}).mid(); !ok || m != 600*time.Microsecond {
+		t.Errorf("first midpoint %s (%v), want 600µs", m, ok)
+	}
+	// Further up the grid the ceiling plays no part.
+	if lo, hi, ok := gridBracket(250*time.Microsecond, delays, []float64{9, 3, 2}, 5); !ok || lo != 1*msec || hi != 2*msec {
+		t.Errorf("gridBracket = %s, %s, %v; want 1ms, 2ms, true", lo, hi, ok)
+	}
+}
+
+// TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt: the cap follows the
+// longest adaptive run measured so far, never under its least cap, and there is none without
+// a factor or before any adaptive run.
+func TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt(t *testing.T) {
+	p := &exp10Part{capFactor: 1.5}
+	if c := p.capAt(); c != 0 {
+		t.Errorf("cap before any adaptive run %s, want none", c)
+	}
+	p.runs = []exp10Run{
+		{exp10Setting: exp10Setting{adaptive: true}, seconds: 20},
+		{exp10Setting: exp10Setting{delay: 5 * msec}, seconds: 90}, // a fixed run: not a measure of the cap
+		{exp10Setting: exp10Setting{adaptive: true}, seconds: 24},
+	}
+	if c := p.capAt(); c != 36*time.Second {
+		t.Errorf("cap %s, want 1.5 x 24 s = 36s", c)
+	}
+	p.capMin = 40 * time.Second
+	if c := p.capAt(); c != 40*time.Second {
+		t.Errorf("cap %s with a 40 s least cap above 1.5 x 24 s, want 40s", c)
+	}
+	p.capFactor = 0
+	if c := p.capAt(); c != 0 {
+		t.Errorf("cap without a factor %s, want none", c)
+	}
+}
+
+// TestABestFixedDelayStoppedAtTheCapIsReportedAsSlowerThanTheCap: when the best fixed delay's
+// runs were stopped at the cap, its time is a lower bound and the headline and the goal's rule
+// say so instead of presenting the cap as its time.
+func TestABestFixedDelayStoppedAtTheCapIsReportedAsSlowerThanTheCap(t *testing.T) {
+	t.Setenv(Exp10PartsEnv, "latency")
+	r := &runner{sz: Sizes{AdaptDelays: []time.Duration{1 * msec, 20 * msec}, AdaptCeiling: 250 * time.Microsecond, AdaptRuns: 1}, logf: t.Logf}
+	part := &exp10Part{name: exp10Latency, ceiling: 250 * time.Microsecond, alone: 1, unthrottled: 25, goal: 5, runs: []exp10Run{
+		{exp10Setting: exp10Setting{adaptive: true, delay: 250 * time.Microsecond, round: 1}, system: sysOurs, seconds: 20, figure: 4, held: 20, total: 20},
+		{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 12, figure: 9, held: 2, total: 12},
+		{exp10Setting: exp10Setting{delay: 20 * msec, round: 1}, system: sysOurs, seconds: 30, figure: 2, held: 30, total: 30, capped: true},
+	}}
+	sec, err := exp10Section(r, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := adaptiveHeadline(tablesOf(sec.Tables))
+	if err != nil {
+		t.Fatalf("headline: %v", err)
+	}
+	if !strings.Contains(h, "20.0 ms delay slower than the cap (1 of its runs stopped at it") {
+		t.Errorf("headline %q does not say the best fixed delay was slower than the cap", h)
+	}
+	var goal string
+	for _, rule := range sec.Rules {
+		if strings.Contains(rule.Statement, "goal is met") {
+			goal = rule.Then
+		}
+	}
+	if !strings.Contains(goal, "lower bound: 1 of its runs stopped at the cap") {
+		t.Errorf("goal rule %q does not say the best fixed time is a lower bound", goal)
 	}
 }
