@@ -100,6 +100,7 @@ type Session struct {
 	activity      func() []Activity
 	vacuums       *Vacuums
 	latency       *latency.Recorder
+	received      time.Time // SetReceived's, until the first statement of its message runs
 	signal        func(uint32, bool) bool
 	database      string
 	// planned are the tables the statement being planned names; used those the open
@@ -348,9 +349,17 @@ func (s *Session) begin() error {
 	return nil
 }
 
+// SetReceived tells the session when the message it is about to handle reached the server
+// (the kernel's receive time; zero when unknown): the first foreground statement the message
+// runs is timed from then, so its latency includes the time the message waited to be read,
+// which a client sees and a clock started by the session does not.
+func (s *Session) SetReceived(t time.Time) { s.received = t }
+
 // run plans and executes one statement under the transaction rules, and records its
 // latency when it is foreground work.
 func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
+	received := s.received
+	s.received = time.Time{} // a later statement of the same message counts from its own start
 	if s.latency == nil {
 		return s.runStatement(ctx, n, ptypes, params)
 	}
@@ -359,6 +368,9 @@ func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params
 		return s.runStatement(ctx, n, ptypes, params)
 	}
 	start := time.Now()
+	if !received.IsZero() && received.Before(start) {
+		start = received
+	}
 	res, err := s.runStatement(ctx, n, ptypes, params)
 	s.latency.Observe(kind, time.Since(start))
 	if err == nil && s.implicit && writes(kind) {

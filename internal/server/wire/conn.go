@@ -19,9 +19,13 @@ import (
 
 // conn is one client connection.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	be     *pgproto3.Backend
+	srv *Server
+	nc  net.Conn
+	be  *pgproto3.Backend
+	// stamp and fr give each message the kernel's receive time (recvtime.go); nil where
+	// the socket cannot (statements are then timed from their start).
+	stamp  *stampedConn
+	fr     *framer
 	pid    uint32
 	secret [4]byte
 	sess   *sql.Session
@@ -56,6 +60,7 @@ func (c *conn) serve() {
 	defer c.baseStop()
 	defer func() { _ = c.nc.Close() }()
 	defer c.srv.unregister(c)
+	c.stampReads()
 	if err := c.startup(); err != nil {
 		if !errors.Is(err, io.EOF) {
 			c.srv.cfg.Logf("connection from %s: startup: %v", c.nc.RemoteAddr(), err)
@@ -68,6 +73,31 @@ func (c *conn) serve() {
 		return
 	}
 	c.loop()
+}
+
+// stampReads reads the connection through recvmsg with the kernel's receive times, when
+// the socket allows it; the server logs, the first time each way, how statements are timed.
+func (c *conn) stampReads() {
+	sc, err := newStampedConn(c.nc)
+	if err != nil {
+		c.srv.unstampedOnce.Do(func() {
+			c.srv.cfg.Logf("statement latency is timed from each statement's start, not from its message's arrival: %v", err)
+		})
+		return
+	}
+	c.stamp, c.nc = sc, sc
+	c.srv.stampedOnce.Do(func() {
+		c.srv.cfg.Logf("statement latency is timed from the kernel's receive time of each statement's message (SO_TIMESTAMPNS)")
+	})
+}
+
+// reader is what pgproto3 reads messages from: a framer over c.nc when reads are stamped.
+func (c *conn) reader() io.Reader {
+	if c.stamp == nil {
+		return c.nc
+	}
+	c.fr = newFramer(c.nc, c.stamp)
+	return c.fr
 }
 
 // stop asks the connection to end: now if idle, else after its current message.
@@ -102,7 +132,7 @@ func (c *conn) cancelStatement() {
 // startup runs the startup phase up to the first ReadyForQuery.
 func (c *conn) startup() error {
 	_ = c.nc.SetDeadline(time.Now().Add(startupTimeout))
-	c.be = pgproto3.NewBackend(c.nc, c.nc)
+	c.be = pgproto3.NewBackend(c.reader(), c.nc)
 	c.be.SetMaxBodyLen(MaxMessageBytes)
 	tlsDone := false
 	var sm *pgproto3.StartupMessage
@@ -127,7 +157,7 @@ func (c *conn) startup() error {
 				return fmt.Errorf("TLS handshake: %w", err)
 			}
 			c.nc, tlsDone = tc, true
-			c.be = pgproto3.NewBackend(c.nc, c.nc)
+			c.be = pgproto3.NewBackend(c.reader(), c.nc)
 			c.be.SetMaxBodyLen(MaxMessageBytes)
 		case *pgproto3.GSSEncRequest:
 			if _, err := c.nc.Write([]byte{'N'}); err != nil {
@@ -138,6 +168,9 @@ func (c *conn) startup() error {
 			return io.EOF
 		case *pgproto3.StartupMessage:
 			sm = m
+			if c.fr != nil {
+				c.fr.typed = true // the messages after it start with a type byte
+			}
 		default:
 			return fmt.Errorf("unexpected startup message %T", msg)
 		}
@@ -284,6 +317,9 @@ func (c *conn) loop() {
 		}
 		if _, ok := msg.(*pgproto3.Terminate); ok {
 			return
+		}
+		if c.fr != nil {
+			c.sess.SetReceived(c.fr.received())
 		}
 		if err := c.handle(msg); err != nil {
 			c.srv.cfg.Logf("session %d: %v", c.pid, err)

@@ -75,6 +75,9 @@ type Server struct {
 	nextPID atomic.Uint32
 	vacuums *sql.Vacuums // running VACUUMs, for the progress views and vacuum_set_throttle
 	latency *latency.Recorder
+	// stampedOnce and unstampedOnce log, once each, whether sessions time statements from
+	// their messages' receive times (recvtime.go).
+	stampedOnce, unstampedOnce sync.Once
 
 	mu       sync.Mutex
 	conns    map[uint32]*conn // sessions past startup, by process id
