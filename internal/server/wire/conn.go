@@ -149,6 +149,11 @@ func (c *conn) startup() error {
 				}
 				continue
 			}
+			// Bytes that came with the request would be read as if TLS had protected them
+			// (the class of PostgreSQL's CVE-2021-23214): refuse them, as PostgreSQL does.
+			if c.fr != nil && c.fr.buffered() > 0 {
+				return errors.New("received unencrypted data after the SSL request")
+			}
 			if _, err := c.nc.Write([]byte{'S'}); err != nil {
 				return err
 			}

@@ -53,6 +53,9 @@ func newFramer(r io.Reader, stamp *stampedConn) *framer {
 	return &framer{r: r, stamp: stamp, buf: make([]byte, framerBufBytes)}
 }
 
+// buffered is how many bytes the framer holds past the messages it handed out.
+func (f *framer) buffered() int { return f.wp - f.rp }
+
 // received is the receive time of the first byte of the message last handed out (started).
 func (f *framer) received() time.Time { return f.at }
 

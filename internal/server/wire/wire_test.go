@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
@@ -372,6 +374,33 @@ func TestSSLRequestGetsTLSWhenConfiguredAndNOtherwise(t *testing.T) {
 	var one int32
 	if err := c2.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("query over TLS: %v", err)
+	}
+}
+
+// TestBytesSentWithTheSSLRequestAreRefused: a client (or a man in the middle) that sends
+// a message right behind its SSLRequest gets no 'S' and no TLS, so the message is never
+// taken for one the TLS session protected.
+func TestBytesSentWithTheSSLRequestAreRefused(t *testing.T) {
+	s := startServer(t, wire.Config{TLS: selfSigned(t)})
+	nc, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	req, err := (&pgproto3.SSLRequest{}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, err = (&pgproto3.Query{String: "SELECT 1"}).Encode(req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := io.ReadAll(nc)
+	if len(reply) > 0 || err != nil {
+		t.Fatalf("the server answered %q (read error %v) to an SSLRequest with a query behind it, want the connection closed", reply, err)
 	}
 }
 
