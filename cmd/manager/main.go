@@ -249,11 +249,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	recorder, stopEvents, err := eventRecorder(ctx, cfg, scheme, "vacuum-operator", ctrl.Log.WithName("events"))
-	if err != nil {
-		return err
-	}
-	defer stopEvents()
+	recorder := mgr.GetEventRecorder("vacuum-operator")
 	m := controllers.NewMetrics(metrics.Registry)
 	if err := (&controllers.PolicyReconciler{
 		Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, Workers: o.workers, Metrics: m,
