@@ -281,7 +281,9 @@ func TestLookupOfAnotherLeafDoesNotWaitForABulkDeleteInProgress(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		close(release)
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("bulk delete: %v", err)
+		}
 		t.Fatalf("a lookup of leaf %d waited more than 5 s for a bulk delete in progress on leaf %d", leaves[other.TID], held)
 	}
 	close(release)
