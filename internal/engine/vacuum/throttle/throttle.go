@@ -3,7 +3,6 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -251,16 +250,6 @@ func (t *Throttle) wait(ctx context.Context, m *Meter, d usage.Reading) error {
 	paused, updated := r.paused, r.updated
 	r.mu.Unlock()
 	if !paused && wake-act < r.opts.MinSleep {
-		if len(m.targets) > 0 {
-			// A throttled run that does not sleep here yields its processor: Go's
-			// scheduler lets a running goroutine keep its P for up to 10 ms, so on a
-			// small machine the vacuum's pages between sleeps (sub-millisecond delays
-			// sleep only every MinSleep of debt) held a P while the foreground's
-			// sessions waited to run. Yielding at each delay point puts the sessions
-			// first, as a kernel's scheduler does for a PostgreSQL backend that has run
-			// its slice; it costs an unthrottled run nothing (no targets).
-			runtime.Gosched()
-		}
 		return ctx.Err()
 	}
 
