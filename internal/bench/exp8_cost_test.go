@@ -14,6 +14,9 @@ import (
 // the VERBOSE report (the engine server's splits its usage by phase), so the two
 // servers' cost units can be compared line by line (docs/benchmarks/online-cost.md). It
 // takes about 90 s and belongs under the bench lock; without the variable it is skipped.
+// VACBENCH_EXP8_COST_DELAYS (e.g. "0,500us,500us", the first 0) picks the delays, and
+// VACBENCH_EXP8_COST_OURS_ONLY=1 leaves PostgreSQL 15 out; the engine server's rows also log
+// the Go runtime's counters over the stretch alone and over the VACUUM (exp8_runtime.go).
 func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 	if os.Getenv("VACBENCH_EXP8_COST") == "" {
 		t.Skip("a measurement: set VACBENCH_EXP8_COST=1 to run it")
@@ -35,9 +38,24 @@ func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 	}
 	defer pg.stop()
 	t.Logf("engine server --checkpoint-wal-size %s; load %s", ckpt, LoadAvg())
-	for _, s := range []*srvSystem{ours, pg} {
+	delays := []time.Duration{0, time.Millisecond}
+	if v := os.Getenv("VACBENCH_EXP8_COST_DELAYS"); v != "" { // e.g. 0,500us: the first must be 0
+		delays = nil
+		for _, f := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(f)
+			if err != nil {
+				t.Fatalf("VACBENCH_EXP8_COST_DELAYS: %v", err)
+			}
+			delays = append(delays, d)
+		}
+	}
+	systems := []*srvSystem{ours, pg}
+	if os.Getenv("VACBENCH_EXP8_COST_OURS_ONLY") != "" {
+		systems = systems[:1]
+	}
+	for _, s := range systems {
 		var done []onlineRow
-		for _, d := range []time.Duration{0, time.Millisecond} {
+		for _, d := range delays {
 			row, err := r.onlineRun(ctx, s, d, done)
 			if err != nil {
 				t.Fatal(err)
@@ -45,6 +63,10 @@ func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 			done = append(done, row)
 			t.Logf("%s at %s: VACUUM %.3f s; %d hits, %d misses, %d dirtied: %d cost units; pgbench p99 %.3f ms alone, %.3f ms during",
 				s.name, delayName(d), row.vacuum.Seconds(), row.hits, row.misses, row.dirtied, row.cost, ms(row.alone), ms(row.during))
+			if s.name == sysOurs {
+				t.Logf("Go runtime alone %s", row.rtAlone)
+				t.Logf("Go runtime during %s", row.rtDuring)
+			}
 			t.Logf("%s", strings.Join(row.notices, "\n"))
 		}
 	}

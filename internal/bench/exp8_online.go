@@ -66,6 +66,10 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 		r.logf("  %s %s: VACUUM %.2f s (%s), pgbench p99 %.2f ms alone, %.2f ms during (%.2fx; %d and %d transactions), server's p99 %.2f ms alone, %.2f ms at the end; %d cost units",
 			s.name, delayName(d), row.vacuum.Seconds(), sleptText(row.slept), ms(row.alone), ms(row.during), ratio(row.during, row.alone),
 			row.aloneN, row.duringN, ms(row.serverAlone), ms(row.serverEnd), row.cost)
+		if s.name == sysOurs {
+			r.logf("    Go runtime alone %s", row.rtAlone)
+			r.logf("    Go runtime during %s", row.rtDuring)
+		}
 		return row, nil
 	}
 	last := len(sz.OnlineDelays) - 1
@@ -208,6 +212,9 @@ type onlineRow struct {
 	notices                []string
 	attempts               int
 	slept                  *float64 // the throttle's time slept in seconds (its VERBOSE report); nil on PostgreSQL
+	// The Go runtime's counters over the stretch alone and over the VACUUM (exp8_runtime.go):
+	// the engine server's when it is the server measured, which runs in this process.
+	rtAlone, rtDuring runtimeDelta
 }
 
 // sleptText says how long the VACUUM's throttle slept, where the server reports it.
@@ -312,13 +319,28 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 	}
 	// The first second after pgbench's sessions are in (prepares, cold caches) is left out
 	// of the stretch alone.
-	time.Sleep(time.Second + r.sz.OnlineAlone)
+	time.Sleep(time.Second)
+	tag := fmt.Sprintf("%s-%s-%d", s.name, strings.ReplaceAll(delayName(d), " ", ""), time.Now().UnixMilli())
+	if err := exp8Profiles(tag + "-0alone"); err != nil {
+		return row, false, errors.Join(err, (<-fg).err)
+	}
+	rtAlone := readRuntime()
+	time.Sleep(r.sz.OnlineAlone)
 	if row.serverAlone, err = serverP99(ctx, s); err != nil {
 		return row, false, errors.Join(err, (<-fg).err)
 	}
+	if err := exp8Profiles(tag + "-1start"); err != nil {
+		return row, false, errors.Join(err, (<-fg).err)
+	}
+	rtStart := readRuntime()
 	start := time.Now()
 	rep, verr := vr.Vacuum(ctx)
 	end := time.Now()
+	rtEnd := readRuntime()
+	if err := exp8Profiles(tag + "-2end"); err != nil {
+		return row, false, errors.Join(err, (<-fg).err)
+	}
+	row.rtAlone, row.rtDuring = rtStart.since(rtAlone), rtEnd.since(rtStart)
 	serverEnd, serr := serverP99(ctx, s)
 	load := <-fg
 	if err := errors.Join(verr, serr, load.err); err != nil {

@@ -86,8 +86,10 @@
 // An index-level sync.RWMutex: lookups and range scans take it shared for
 // the descent and for each leaf page they read, and call back outside any
 // lock; inserts take it exclusively for the whole descent and split; bulk
-// delete takes it exclusively for one leaf at a time, so foreground lookups
-// interleave with a vacuum. Page content locks follow the buffer pool's
+// delete does not take it at all, only the exclusive lock of the one leaf
+// it changes: deleting items in place changes no high key, link or other
+// page, so lookups of every other leaf run beside a vacuum, and a lookup of
+// that leaf waits only for that page. Page content locks follow the buffer pool's
 // protocol (share to read, exclusive to change, MarkDirty, WAL insert, set
 // LSN). Range scans follow right links, so a split between two page visits
 // cannot hide entries from them.

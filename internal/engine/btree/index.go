@@ -35,8 +35,9 @@ type Deps struct {
 // Index is one B-tree over byte-string keys (bytewise order), stored in the main fork of rel.
 // Safe for concurrent use: lookups and range scans share an index-level
 // read lock, taken per page visited; inserts hold the write lock for the
-// whole descent and split; BulkDelete takes the write lock for each leaf
-// page it visits and releases it between pages.
+// whole descent and split; BulkDelete takes no index lock, only the
+// exclusive lock of the one page it changes (it deletes items in place and
+// never changes a page's high key or links).
 type Index struct {
 	d   Deps
 	rel storage.RelFileNode

@@ -21,8 +21,18 @@ type BulkDeleteStats struct {
 // pages added by concurrent splits are visited too), deletes matching
 // items of each leaf in place with one WAL record per changed page, and
 // calls pageHook after each page (the vacuum's throttle and cancellation
-// point; its error stops the pass and is returned). The index write lock
-// is held for one page at a time, so lookups interleave with the pass.
+// point; its error stops the pass and is returned).
+//
+// The pass takes no index-level lock, only each page's exclusive lock in
+// turn, one page at a time: deleting items from a leaf changes neither its
+// high key nor its links nor any other page, so a descent or a scan (page
+// share locks, entries copied out under them) sees the leaf before or after
+// the deletion, and an insert (index write lock, the leaf re-read under its
+// exclusive lock) finds the same leaf either way. Holding the index write
+// lock instead made every lookup of the index queue behind each leaf's
+// dead-entry lookups and WAL record (docs/benchmarks/online-cost.md).
+// Holding one page lock at a time, it cannot deadlock with a split, which
+// locks pages left to right and child before parent.
 //
 // Splits only ever move entries to new blocks at the end of the fork, so
 // an entry is never moved behind the pass; an entry moved ahead of it is
@@ -75,16 +85,14 @@ func (ix *Index) nblocks() (storage.BlockNumber, error) {
 // in place (no key copied) and looked up in the caller's set, and no
 // allocation per entry.
 func (ix *Index) bulkDeletePage(blk storage.BlockNumber, callback func(page.TID) bool, s *buffer.Strategy, dead []page.OffsetNumber) (removed, remaining int64, _ []page.OffsetNumber, err error) {
-	// Read (and pin) the page before taking the index's write lock: a miss
-	// is a disk read, and under the lock it would stall every lookup of the
-	// index for its duration (the foreground p99 during an unthrottled
-	// VACUUM). Pages are never deleted, so the block is the same page after.
+	// Read (and pin) the page before locking it: a miss is a disk read, and
+	// under the lock it would stall every lookup of this leaf for its
+	// duration. Pages are never deleted, so the block is the same page after.
 	b, err := ix.read(blk, s)
 	if err != nil {
 		return 0, 0, dead, err
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
+	// The page's lock only, no index lock: see BulkDelete.
 	b.Lock()
 	if b.Page().IsNew() { // extended but never initialised (crash between extend and log)
 		b.Unlock()

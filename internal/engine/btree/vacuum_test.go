@@ -228,3 +228,66 @@ func TestLookupDoesNotWaitForABulkDeletesPageRead(t *testing.T) {
 		t.Fatalf("a lookup of cached pages took %v beside a bulk delete's %v disk read: it waited for the read", took, readDelay)
 	}
 }
+
+// A lookup of one leaf does not wait while a bulk delete works on another:
+// the bulk delete holds only the page it changes, not the whole index (with
+// the index's write lock held across each leaf's dead-entry lookups and its
+// WAL record, every foreground lookup queued behind each of the VACUUM's
+// index pages, the foreground tail during a throttled VACUUM).
+func TestLookupOfAnotherLeafDoesNotWaitForABulkDeleteInProgress(t *testing.T) {
+	env := newEnv(t, 512)
+	ix := mustCreate(t, env, 10)
+	es := randomEntries(5, 20_000, 1<<30)
+	insertAll(t, ix, es)
+	leaves := leafOfTID(t, ix)
+	inside, release := make(chan storage.BlockNumber, 1), make(chan struct{})
+	var once atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		_, err := ix.BulkDelete(func(tid page.TID) bool {
+			if once.CompareAndSwap(false, true) { // the pass's first leaf: hold it
+				inside <- leaves[tid]
+				<-release
+			}
+			return false
+		}, nil, nil)
+		done <- err
+	}()
+	var held storage.BlockNumber
+	select {
+	case held = <-inside:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bulk delete never looked an entry up")
+	}
+	var other Entry
+	for _, e := range es {
+		if leaves[e.TID] != held {
+			other = e
+			break
+		}
+	}
+	found := make(chan error, 1)
+	go func() {
+		tids, err := ix.Lookup(other.Key, nil)
+		if err == nil && !slices.Contains(tids, other.TID) {
+			err = errors.New("the entry is missing")
+		}
+		found <- err
+	}()
+	select {
+	case err := <-found:
+		if err != nil {
+			t.Fatalf("lookup of leaf %d beside a bulk delete on leaf %d: %v", leaves[other.TID], held, err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		if err := <-done; err != nil {
+			t.Errorf("bulk delete: %v", err)
+		}
+		t.Fatalf("a lookup of leaf %d waited more than 5 s for a bulk delete in progress on leaf %d", leaves[other.TID], held)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("bulk delete: %v", err)
+	}
+}

@@ -5,7 +5,8 @@
 //
 // Which statements are foreground is the caller's decision (package sql: not VACUUM, not
 // sessions whose application_name starts with vacuum-runner). A Recorder is safe for
-// concurrent use; Observe takes one short lock.
+// concurrent use; Observe takes one short lock, and a Snapshot holds it only to copy the
+// current second (it merges the window outside it).
 package latency
 
 import (
@@ -60,11 +61,28 @@ const (
 	RecentMax  = 2 * time.Second
 )
 
-// window is one kind's sliding window: slot 0 (Current) covers the second that started at
-// start, older slots the seconds before.
+// window is one kind's sliding window of one-second slots: secs[cur] covers the second that
+// started at start, the slots before it (modulo the ring's length) the seconds before.
+//
+// A slot is never reset: the rotation puts a new histogram in the place of the oldest, so a
+// slot that is no longer current never changes again and Snapshot merges those outside the
+// lock (see Snapshot).
 type window struct {
-	h     *hdrhistogram.WindowedHistogram
+	secs  []*hdrhistogram.Histogram
+	cur   int
 	start time.Time
+}
+
+func newWindow(now time.Time) *window {
+	w := &window{secs: make([]*hdrhistogram.Histogram, slots), start: now.Truncate(time.Second)}
+	for i := range w.secs {
+		w.secs[i] = newHistogram()
+	}
+	return w
+}
+
+func newHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
 }
 
 // New returns an empty recorder.
@@ -86,19 +104,20 @@ func newAt(now func() time.Time) *Recorder {
 func (r *Recorder) Collector() prometheus.Collector { return r.prom }
 
 // advance rotates w's one-second slots up to now (r.mu is held).
-func (w *window) advance(now time.Time) { w.advanceBy(now, time.Second, slots) }
-
-// advanceBy rotates w's n slots of width slot up to now.
-func (w *window) advanceBy(now time.Time, slot time.Duration, n int) {
-	k := int(now.Sub(w.start) / slot)
+func (w *window) advance(now time.Time) {
+	k := int(now.Sub(w.start) / time.Second)
 	if k <= 0 {
 		return
 	}
-	for i := 0; i < min(k, n); i++ {
-		w.h.Rotate()
+	for range min(k, len(w.secs)) {
+		w.cur = (w.cur + 1) % len(w.secs)
+		w.secs[w.cur] = newHistogram()
 	}
-	w.start = w.start.Add(time.Duration(k) * slot)
+	w.start = w.start.Add(time.Duration(k) * time.Second)
 }
+
+// current is the slot that receives new values.
+func (w *window) current() *hdrhistogram.Histogram { return w.secs[w.cur] }
 
 const recentSlots = int(RecentMax / RecentSlot)
 
@@ -276,11 +295,11 @@ func (r *Recorder) Observe(kind string, d time.Duration) {
 	for _, k := range []string{kind, All} {
 		w := r.kinds[k]
 		if w == nil {
-			w = &window{h: hdrhistogram.NewWindowed(slots, lowestMicros, highestMicros, sigFigs), start: now.Truncate(time.Second)}
+			w = newWindow(now)
 			r.kinds[k] = w
 		}
 		w.advance(now)
-		_ = w.h.Current.RecordValue(us) // in range by construction
+		_ = w.current().RecordValue(us) // in range by construction
 	}
 	if r.recent == nil {
 		r.recent = newRing(now)
@@ -308,14 +327,38 @@ type Stats struct {
 
 // Snapshot returns the figures of every kind seen in the last Window (kinds in Kinds order,
 // then All; a kind with no statement in the window is left out).
+//
+// It holds the lock every Observe takes only to copy each kind's current second and take
+// its older seconds, which never change again; the merging and the percentiles, milliseconds
+// of work on a busy window, happen after the lock is released. Merging under the lock (as it
+// once did) stopped every foreground statement for that long at each read of the view, which
+// an online run makes every second while it vacuums (docs/benchmarks/online-cost.md).
 func (r *Recorder) Snapshot() []Stats {
+	type taken struct {
+		kind  string
+		h     *hdrhistogram.Histogram   // a copy of the current second
+		older []*hdrhistogram.Histogram // the seconds before it
+	}
 	now := r.now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Stats
+	all := make([]taken, 0, len(r.kinds))
 	for kind, w := range r.kinds {
 		w.advance(now)
-		h := w.h.Merge()
+		t := taken{kind: kind, h: w.current().Clone(), older: make([]*hdrhistogram.Histogram, 0, len(w.secs)-1)}
+		for i, h := range w.secs {
+			if i != w.cur {
+				t.older = append(t.older, h)
+			}
+		}
+		all = append(all, t)
+	}
+	r.mu.Unlock()
+	var out []Stats
+	for _, t := range all {
+		kind, h := t.kind, t.h
+		for _, o := range t.older {
+			h.Merge(o)
+		}
 		if h.TotalCount() == 0 {
 			continue
 		}

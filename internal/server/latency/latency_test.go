@@ -269,3 +269,45 @@ func TestRecentRateIsTheStatementsPerSecondOfTheLastRecentMax(t *testing.T) {
 		t.Fatalf("rate %g a second, want 200", got)
 	}
 }
+
+// TestSnapshotBesideObservesAcrossSecondsCountsEveryStatementOnce reads snapshots while
+// statements are observed and the seconds roll over: Snapshot merges the older seconds
+// outside the lock, so a rotation must never reset a histogram a snapshot is still merging
+// (the race detector fails this test if one does), and each snapshot counts every statement
+// of its window exactly once.
+func TestSnapshotBesideObservesAcrossSecondsCountsEveryStatementOnce(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	r := newAt(c.now)
+	const perSecond, seconds = 200, 25
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for range seconds {
+			for range perSecond {
+				r.Observe("select", time.Millisecond)
+			}
+			c.add(time.Second)
+		}
+	})
+	for stop := false; !stop; {
+		select {
+		case <-done:
+			stop = true
+		default:
+		}
+		for _, s := range r.Snapshot() {
+			if s.Count > int64(slots*perSecond) {
+				t.Fatalf("%s: %d statements in a %d-second window of %d a second", s.Kind, s.Count, slots, perSecond)
+			}
+		}
+	}
+	wg.Wait()
+	// The clock is a second past the last statements: the window holds the nine seconds
+	// before the current (empty) one.
+	want := int64((slots - 1) * perSecond)
+	got := r.Snapshot()
+	if len(got) != 2 || got[0].Count != want || got[1].Count != want {
+		t.Fatalf("after the load: %+v, want select and all at %d statements each", got, want)
+	}
+}
