@@ -55,7 +55,7 @@ func (rep *Report) Format(w io.Writer) error {
 	if len(rep.PhaseUsage) > 0 {
 		parts := make([]string, len(rep.PhaseUsage))
 		for i, pu := range rep.PhaseUsage {
-			parts[i] = fmt.Sprintf("%s: %d hits, %d misses, %d dirtied, %d written", pu.Phase, pu.Usage.Hits, pu.Usage.Misses, pu.Usage.Dirtied, pu.Usage.Written)
+			parts[i] = fmt.Sprintf("%s: %d hits, %d misses, %d dirtied, %d written, %.3f s", pu.Phase, pu.Usage.Hits, pu.Usage.Misses, pu.Usage.Dirtied, pu.Usage.Written, pu.Elapsed.Seconds())
 		}
 		fmt.Fprintf(&b, "buffer usage by phase: %s\n", strings.Join(parts, "; "))
 	}

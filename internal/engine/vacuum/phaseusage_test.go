@@ -2,9 +2,11 @@ package vacuum_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
@@ -46,6 +48,40 @@ func TestVacuumReportSplitsItsBufferUsageByPhase(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "buffer usage by phase: scanning heap: ") {
 		t.Errorf("VERBOSE report has no per-phase line:\n%s", b.String())
+	}
+}
+
+// TestVacuumReportSaysHowLongEachPhaseTook: where a vacuum's wall time goes (the first heap
+// pass, the index pass, the second heap pass) is what decides which of them to make faster
+// (session h87's profile of issue 23); the phases' times add up to no more than the table's.
+func TestVacuumReportSaysHowLongEachPhaseTook(t *testing.T) {
+	db, _ := newDB(t, testOpts())
+	tb := createTable(t, db, "t", 2, 4000, 100)
+	deletePercent(t, db, tb, 20, rand.New(rand.NewSource(10)))
+	rep, err := db.Vacuum(context.Background(), "t", unthrottled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum time.Duration
+	byPhase := map[string]time.Duration{}
+	for _, pu := range rep.PhaseUsage {
+		byPhase[pu.Phase] = pu.Elapsed
+		sum += pu.Elapsed
+	}
+	for _, p := range []string{"scanning heap", "vacuuming indexes", "vacuuming heap"} {
+		if byPhase[p] <= 0 {
+			t.Errorf("phase %q took %v by the report, want a positive time: %+v", p, byPhase[p], rep.PhaseUsage)
+		}
+	}
+	if sum > rep.Elapsed {
+		t.Errorf("the phases took %v in all, more than the table's %v", sum, rep.Elapsed)
+	}
+	var b strings.Builder
+	if err := rep.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("written, %.3f s", byPhase["scanning heap"].Seconds()); !strings.Contains(b.String(), want) {
+		t.Errorf("VERBOSE report does not give the first pass's time (%q):\n%s", want, b.String())
 	}
 }
 

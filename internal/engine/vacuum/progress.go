@@ -73,10 +73,14 @@ type tableState struct {
 	elapsed       atomic.Int64 // nanoseconds, set when done
 
 	// The table's usage by phase: phaseUse[p] is what the table's counters
-	// gained while it was in phase p, phaseAt the reading at the last change.
-	phaseMu  sync.Mutex
-	phaseAt  usage.Reading
-	phaseUse [PhaseDone + 1]usage.Reading
+	// gained while it was in phase p, phaseAt the reading at the last change;
+	// phaseTime[p] the wall time spent in p, phaseSince the last change's
+	// time (zero: the table's start).
+	phaseMu    sync.Mutex
+	phaseAt    usage.Reading
+	phaseUse   [PhaseDone + 1]usage.Reading
+	phaseSince time.Time
+	phaseTime  [PhaseDone + 1]time.Duration
 }
 
 // setPhase moves the table to phase p, charging the usage since the last
@@ -89,18 +93,25 @@ func (ts *tableState) setPhase(p Phase) {
 }
 
 func (ts *tableState) closePhaseLocked() {
-	now := ts.usage.Read()
+	now, at := ts.usage.Read(), time.Now()
+	if ts.phaseSince.IsZero() {
+		ts.phaseSince = ts.start
+	}
 	cur := Phase(ts.phase.Load())
 	if cur >= 0 && cur <= PhaseDone {
 		ts.phaseUse[cur] = ts.phaseUse[cur].Add(now.Sub(ts.phaseAt))
+		ts.phaseTime[cur] += at.Sub(ts.phaseSince)
 	}
-	ts.phaseAt = now
+	ts.phaseAt, ts.phaseSince = now, at
 }
 
-// PhaseUsage is what a table's vacuum used while in one phase.
+// PhaseUsage is what a table's vacuum used while in one phase, and the
+// wall time it spent there (every time it was in that phase: the
+// dead-items cycles' passes add up).
 type PhaseUsage struct {
-	Phase string
-	Usage usage.Reading
+	Phase   string
+	Usage   usage.Reading
+	Elapsed time.Duration
 }
 
 // phaseUsage is the table's usage by phase so far, in phase order, the
@@ -114,7 +125,7 @@ func (ts *tableState) phaseUsage() []PhaseUsage {
 		if u.Hits == 0 && u.Misses == 0 && u.Dirtied == 0 && u.Written == 0 {
 			continue
 		}
-		out = append(out, PhaseUsage{Phase: Phase(p).String(), Usage: u})
+		out = append(out, PhaseUsage{Phase: Phase(p).String(), Usage: u, Elapsed: ts.phaseTime[p]})
 	}
 	return out
 }

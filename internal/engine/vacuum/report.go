@@ -156,9 +156,9 @@ func ratesOf(d usage.Reading, elapsed time.Duration, w throttle.Settings, conf f
 
 // finish fills the usage, timing and rate fields of rep from ts.
 func (r *Batch) finish(ts *tableState, rep *Report) {
+	rep.PhaseUsage = ts.phaseUsage() // first: its phases' times add up to no more than Elapsed
 	rep.Elapsed = max(time.Since(ts.start), time.Nanosecond)
 	rep.Usage = ts.usage.Read()
-	rep.PhaseUsage = ts.phaseUsage()
 	rep.Slept = ts.thr.Stats().Slept
 	run := r.thr.Settings()
 	own := ts.thr.Settings()
