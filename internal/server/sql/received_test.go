@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vacuumops/vacuum-operator/internal/engine"
 	"github.com/vacuumops/vacuum-operator/internal/server/latency"
 )
 
@@ -13,15 +12,7 @@ import (
 // statement of the same Query counts from its own start, and so does the next message's
 // when the wire layer gives no receive time.
 func TestOnlyTheFirstStatementOfAMessageIsTimedFromItsReceipt(t *testing.T) {
-	dir := t.TempDir()
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := newTestDB(t)
 	lat := latency.New()
 	s := NewSession(Config{DB: db, PID: 42, User: "tester", Latency: lat})
 

@@ -12,7 +12,9 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/server/types"
 )
 
-func newTestSession(t *testing.T) *Session {
+// newTestDB is a fresh engine directory opened with a 1 MiB buffer pool, closed when the
+// test ends.
+func newTestDB(t *testing.T) *engine.DB {
 	t.Helper()
 	dir := t.TempDir()
 	if err := engine.Init(dir, engine.Options{}); err != nil {
@@ -23,7 +25,12 @@ func newTestSession(t *testing.T) *Session {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	return NewSession(Config{DB: db, PID: 42, User: "tester"})
+	return db
+}
+
+func newTestSession(t *testing.T) *Session {
+	t.Helper()
+	return NewSession(Config{DB: newTestDB(t), PID: 42, User: "tester"})
 }
 
 // runSQL runs q and renders every result as psql's unaligned output would (header, rows,
@@ -197,15 +204,7 @@ func TestIndexedEqualityAndRangeUseTheBTree(t *testing.T) {
 // and column selection work alike, and a provided row of the wrong width is XX000, never
 // a short row.
 func TestSystemViewsShareOneRowEmitter(t *testing.T) {
-	dir := t.TempDir()
-	if err := engine.Init(dir, engine.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, engine.Options{BufferPoolBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := newTestDB(t)
 	rows := [][]any{{int64(1), "one"}, {int64(2), nil}}
 	s := NewSession(Config{DB: db, PID: 42, User: "tester", Views: map[string]View{
 		"ext_view": {Columns: []ViewColumn{{Name: "n", Type: types.Int8}, {Name: "label", Type: types.Text}},
