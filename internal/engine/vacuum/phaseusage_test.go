@@ -53,7 +53,7 @@ func TestVacuumReportSplitsItsBufferUsageByPhase(t *testing.T) {
 
 // TestVacuumReportSaysHowLongEachPhaseTook: where a vacuum's wall time goes (the first heap
 // pass, the index pass, the second heap pass) is what decides which of them to make faster
-// (session h87's profile of issue 23); the phases' times add up to no more than the table's.
+// (docs/benchmarks/vacuum-speed.md); the phases' times add up to no more than the table's.
 func TestVacuumReportSaysHowLongEachPhaseTook(t *testing.T) {
 	db, _ := newDB(t, testOpts())
 	tb := createTable(t, db, "t", 2, 4000, 100)
