@@ -167,9 +167,10 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 		Caveats: []string{
 			"One 2-core machine for the servers, the standby and pgbench: other work moves the figures between runs, " +
 				"which the interleaved rounds spread over every setting alike.",
-			"The adaptive throttle steers on the server's own latency view (its statements' time in the server), while " +
-				"the figure judged is pgbench's latency (the client's, from the scheduled start): the same target is " +
-				"harder for it to hold as judged here.",
+			"The adaptive throttle steers on the server's own latency view (a statement's time from the kernel's receipt " +
+				"of its message to the end of its execution), while the figure judged is pgbench's latency (the client's, " +
+				"from the scheduled start, with the client's own waits for a CPU and the reply's way back): the same target " +
+				"is harder for it to hold as judged here.",
 			"A short VACUUM holds few windows (windows) and few transactions (observations): its figure is noisier.",
 			"load_failed_in_block counts the load's failed transactions over the whole block of VACUUMs the run was in.",
 		},
