@@ -43,7 +43,10 @@ var _ = Describe("The primary and standby samples on the dev cluster", func() {
 		e2eutil.ExpectReadOnlyStandby(suiteCtx, standby)
 
 		By("pgbench's tpcb-like writes on the primary while the online run sample vacuums it")
-		bench := e2eutil.PgbenchInBackground(suiteCtx, primaryAddr, "orders", "app", appPassword, "-n", "-c", "2", "-j", "1", "-T", "30", "-R", "50")
+		// The load outlasts the run (about 15 s at the sample's throttle, plus its pod's start)
+		// and commits often enough that some of the run's once-a-second polls find WAL the
+		// standby has not replayed yet: at 50 a second, every poll of one run found it caught up.
+		bench := e2eutil.PgbenchInBackground(suiteCtx, primaryAddr, "orders", "app", appPassword, "-n", "-c", "2", "-j", "1", "-T", "40", "-R", "200")
 		time.Sleep(2 * time.Second) // some updates before the vacuum starts
 		kubectlRun("apply", "-n", ns, "-f", samplePath("vacuum_v1alpha1_vacuumrun_replication.yaml"))
 		run := &vacuumv1alpha1.VacuumRun{}
