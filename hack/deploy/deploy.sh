@@ -70,14 +70,23 @@ patches:
 YAML
 render() { "$kubectl" kustomize "$overlay"; }
 
+# kubectl wait fails at once, rather than waiting, on a CRD the API server has not yet given
+# any condition (".status.conditions accessor error: <nil>"): try again for up to a minute.
+wait_established() {
+  local deadline=$((SECONDS + 60))
+  until "$kubectl" wait --for=condition=Established --timeout=10s "$@"; do
+    (( SECONDS < deadline )) || return 1
+    sleep 1
+  done
+}
+
 case "${1:-}" in
   render)
     render ;;
   deploy)
     render | "$kubectl" apply --server-side --force-conflicts "${dry[@]}" -f -
     if [[ ${#dry[@]} -eq 0 && "$wait" != 0 ]]; then
-      "$kubectl" wait --for=condition=Established --timeout=60s \
-        crd/vacuumpolicies.vacuum.vacuumops.io crd/vacuumruns.vacuum.vacuumops.io
+      wait_established crd/vacuumpolicies.vacuum.vacuumops.io crd/vacuumruns.vacuum.vacuumops.io
       "$kubectl" -n vacuum-operator-system rollout status deployment/vacuum-operator-controller-manager --timeout="$wait"
     fi ;;
   undeploy)

@@ -90,6 +90,18 @@ func tryRun(ctx context.Context, stdin []byte, name string, args ...string) (str
 	return stdout.String(), nil
 }
 
+// waitEstablished waits up to a minute until every CRD named is Established, trying kubectl
+// wait again while it fails: it fails at once, rather than waiting, on a CRD the API server
+// has not yet given any condition (".status.conditions accessor error: <nil>").
+func (e clusterEnv) waitEstablished(ctx context.Context, crds ...string) {
+	GinkgoHelper()
+	args := append([]string{"--kubeconfig", e.kubeconfig, "wait", "--for=condition=Established", "--timeout=10s"}, crds...)
+	Eventually(func() error {
+		_, err := tryRun(ctx, nil, e.kubectl, args...)
+		return err
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+}
+
 // kubectl runs the cluster's kubectl.
 func (e clusterEnv) kubectlRun(ctx context.Context, stdin []byte, args ...string) string {
 	GinkgoHelper()

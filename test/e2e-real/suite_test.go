@@ -125,7 +125,7 @@ func deployOperator(ctx context.Context) {
 	Expect(operatorDeploy).NotTo(BeEmpty(), "config/default renders no Deployment")
 	Expect(crds).To(HaveLen(2), "config/default should render the VacuumPolicy and VacuumRun CRDs")
 	env.kubectlRun(ctx, out.Bytes(), "apply", "--server-side", "--force-conflicts", "-f", "-")
-	env.kubectlRun(ctx, nil, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crds...)...)
+	env.waitEstablished(ctx, crds...)
 	env.kubectlRun(ctx, nil, "-n", operatorNS, "rollout", "status", "deployment/"+operatorDeploy, "--timeout=180s")
 }
 

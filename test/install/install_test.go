@@ -125,8 +125,7 @@ var _ = Describe("Installing the operator", Ordered, func() {
 	It("installs with helm: the CRDs and roles are served, and a namespace editor creates a VacuumPolicy", func() {
 		command(nil, helmBin(), "install", "vacuum-operator", "dist/chart", "--namespace", releaseNamespace,
 			"--create-namespace", "--set", "runner.allowedImages={registry.example/runner:1}", "--set", "metrics.networkPolicy.enabled=true")
-		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
-			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
+		waitEstablished("crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
 		kubectl(nil, "-n", releaseNamespace, "get", "networkpolicy/vacuum-operator-allow-metrics-traffic")
 		expectUsersThroughAggregatedRoles("team-helm")
 	})
@@ -150,8 +149,7 @@ var _ = Describe("Installing the operator", Ordered, func() {
 		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 		Expect(containers[0]).To(HaveKeyWithValue("image", "registry.example/vacuum-operator:v1"))
 		kubectl(manifest, "apply", "--server-side", "--force-conflicts", "-f", "-")
-		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
-			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
+		waitEstablished("crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
 		expectUsersThroughAggregatedRoles("team-installer")
 		kubectl(nil, "apply", "--server-side", "-k", "config/network-policy")
 		kubectl(nil, "-n", releaseNamespace, "get", "networkpolicy/vacuum-operator-allow-metrics-traffic")

@@ -284,7 +284,7 @@ func describeMetrics() {
 
 	It("applies the ServiceMonitor, PodMonitor and PrometheusRule to the generated monitoring.coreos.com CRDs", func() {
 		kubectl(nil, "apply", "--server-side", "-f", "hack/monitoring-crds")
-		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com",
+		waitEstablished("crd/servicemonitors.monitoring.coreos.com",
 			"crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 		kustomized := kubectl(nil, "kustomize", "config/prometheus")
 		chart := helmTemplate("metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -52,6 +53,23 @@ func command(stdin []byte, name string, args ...string) []byte {
 func kubectl(stdin []byte, args ...string) []byte {
 	GinkgoHelper()
 	return command(stdin, filepath.Join(assets, "kubectl"), args...)
+}
+
+// waitEstablished waits up to a minute until every CRD named is Established. kubectl wait
+// alone fails at once, rather than waiting, when it reads a CRD the API server has not yet
+// given any condition (".status.conditions accessor error: <nil>"), so each try that fails is
+// tried again.
+func waitEstablished(crds ...string) {
+	GinkgoHelper()
+	args := append([]string{"wait", "--for=condition=Established", "--timeout=10s"}, crds...)
+	Eventually(func() error {
+		cmd := exec.CommandContext(suiteCtx, filepath.Join(assets, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
 // helmTemplate renders dist/chart as `helm install` would, with --set values.

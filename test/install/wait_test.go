@@ -36,8 +36,7 @@ func describeWaitRecipes() {
 	It("runs the README's kubectl wait recipes: each outcome of a run waited for, the others time out", func() {
 		By("serving the CRDs")
 		kubectl(nil, "apply", "--server-side", "--force-conflicts", "-f", "config/crd/bases")
-		kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
-			"crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
+		waitEstablished("crd/vacuumpolicies.vacuum.vacuumops.io", "crd/vacuumruns.vacuum.vacuumops.io")
 		ns := "team-wait"
 		Expect(client.IgnoreAlreadyExists(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		now := metav1.NewTime(time.Now())
