@@ -261,13 +261,13 @@ func TestTheLawsStartIsInForceBeforeTheVacuumRuns(t *testing.T) {
 // made; without a change to wait for, the same statements make a fresh sample.
 func TestTheLatencySignalJudgesOnlyStatementsRunSinceTheLastChange(t *testing.T) {
 	lat := latency.New()
-	for range adaptiveMinStatements {
+	for range adaptiveEarlyStatements {
 		lat.Observe("select", 3*time.Millisecond)
 	}
 	a := &adaptiveRun{lat: lat}
 	targets := adaptiveTargets{latency: 2 * time.Millisecond, perMille: 990, floor: 100}
 	if s := a.sample(targets, time.Time{}); len(s) != 1 || !s[0].Fresh || s[0].Value < 0.0029 || s[0].Value > 0.0031 {
-		t.Fatalf("sample of %d statements of 3 ms, no change to wait for: %+v, want fresh at 0.003 s", adaptiveMinStatements, s)
+		t.Fatalf("sample of %d statements of 3 ms, no change to wait for: %+v, want fresh at 0.003 s", adaptiveEarlyStatements, s)
 	}
 	if s := a.sample(targets, time.Now()); len(s) != 1 || s[0].Fresh {
 		t.Fatalf("sample just after a change, no statement since: %+v, want stale (the budget holds)", s)
