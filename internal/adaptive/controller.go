@@ -330,13 +330,20 @@ func (c *Controller) Step(samples []Sample, used float64) Decision {
 // signal fresh and at most its target (the dead band's top) found the
 // budget in force holding; one over a target refutes a held rate at or above
 // the budget it was judged at, and the cut's choice next is then the best
-// estimate. A climb back ends once it reaches its rate.
+// estimate. A climb back ends once it reaches its rate, or at a cut.
 func (c *Controller) remember(allFresh bool, worstRatio, next float64) {
 	switch {
 	case allFresh && worstRatio <= 1+c.cfg.DeadBand:
 		c.held = c.budget
-	case worstRatio > 1+c.cfg.DeadBand && c.held >= c.budget:
-		c.held = next
+	case worstRatio > 1+c.cfg.DeadBand:
+		if c.held >= c.budget {
+			c.held = next
+		}
+		if next < c.budget {
+			// Over before the climb reached its rate: that rate does not
+			// hold now (TCP leaves slow start on a loss too).
+			c.recoverTo = 0
+		}
 	}
 	if next >= c.recoverTo {
 		c.recoverTo = 0
