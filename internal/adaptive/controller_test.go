@@ -624,3 +624,45 @@ func TestAfterATransientHardStopTheRateReturnsToTheRateThatHeld(t *testing.T) {
 		t.Fatalf("without Recovery the law was back in %d periods: the test does not tell recovery from MaxRaise", at-to)
 	}
 }
+
+// TestAClimbBackToARateThatNoLongerHoldsStopsAtTheFirstCut: the burst that
+// stopped the vacuum leaves the foreground twice as sensitive (it holds its
+// target at 1/6 now, not 1/3): the climb back doubles from the floor, is
+// over before it reaches 1/3 and is cut; from then on no raise is above
+// MaxRaise, and the rate settles within ±10 % of 1/6 within 50 periods of
+// the burst's end. Here the secant's cut lands in the dead band, so this
+// test passes with or without the rule that a cut ends the climb (tried):
+// it checks the outcome. A climb's last doubling may land above the new
+// rate by up to the doubling itself (here 0.2, 20 % over 1/6): the
+// overshoot bound of the step tests is not the climb's.
+func TestAClimbBackToARateThatNoLongerHoldsStopsAtTheFirstCut(t *testing.T) {
+	const from, to, want = 100, 105, 1.0 / 6
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: 0.010}}, Start: 1, Floor: 0.05, Recovery: 2})
+	p := &spikePlant{levelPlant: levelPlant{latency: linear(0.005, 0.015), window: 3}, from: from, to: to, extra: 0.030}
+	tr := simulate(t, c, p, 250, func(k int) plant {
+		if k == to {
+			p.latency = linear(0.005, 0.030)
+		}
+		return nil
+	})
+	if at := settling(tr.budget, to, len(tr.budget), want, 0.10); at < 0 || at-to > 50 {
+		t.Fatalf("settled %d periods after the burst, want within 50; budgets %.3f", at-to, tr.budget[to:to+60])
+	}
+	cut, peak := false, 0.0
+	for k := to + 1; k < len(tr.budget); k++ {
+		peak = max(peak, tr.budget[k])
+		prev, b := tr.budget[k-1], tr.budget[k]
+		if tr.paused[k] || tr.paused[k-1] {
+			continue
+		}
+		if b < prev {
+			cut = true
+		} else if cut && b > (1+c.cfg.MaxRaise)*prev+1e-12 {
+			t.Fatalf("period %d: raised %.3f to %.3f after the climb's cut, more than MaxRaise; budgets %.3f", k, prev, b, tr.budget[to:to+60])
+		}
+	}
+	if !cut {
+		t.Fatalf("no cut after the burst: the climb did not cross the new rate; budgets %.3f", tr.budget[to:to+60])
+	}
+	t.Logf("peak %.3f after the burst, %.0f %% over %.3f", peak, 100*(peak/want-1), want)
+}
