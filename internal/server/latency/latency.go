@@ -221,6 +221,11 @@ type Judgement struct {
 	// many of them were slower than the limit that the full judgement, at the
 	// foreground's present rate, cannot hold it whatever the rest take.
 	Over bool
+	// Firm is the latency that at least as many of the statements judged took as the
+	// early verdict needs (its need-th slowest; 0 when fewer were judged): a figure
+	// above a bound stands for the foreground only when Firm is above it too, not one
+	// stall of the machine that held up a statement of each client.
+	Firm time.Duration
 }
 
 // RecentJudgement is RecentQuantileSince at quantile q with an early verdict over limit at
@@ -244,11 +249,11 @@ func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount, 
 	r.recent.advance(now)
 	h, enough := r.recent.merge(since, minCount)
 	j := Judgement{Quantile: time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, Count: h.TotalCount(), Enough: enough}
-	if enough && j.Count > 0 {
-		j.Quantile = time.Duration(h.ValueAtQuantile(unbiasedQuantile(q, j.Count))) * time.Microsecond
-	}
-	if enough || j.Count == 0 || limit <= 0 {
+	if j.Count == 0 {
 		return j
+	}
+	if enough {
+		j.Quantile = time.Duration(h.ValueAtQuantile(unbiasedQuantile(q, j.Count))) * time.Microsecond
 	}
 	full := max(j.Count, min(earlyCount, r.recent.total()))
 	need := int64(math.Floor((1-min(q, early)/100)*float64(full))) + 1
@@ -258,6 +263,10 @@ func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount, 
 	// The need-th slowest statement: at least need statements took this long or longer.
 	rank := j.Count - need + 1
 	v := time.Duration(h.ValueAtQuantile(100*float64(rank)/float64(j.Count))) * time.Microsecond
+	j.Firm = v
+	if enough || limit <= 0 {
+		return j
+	}
 	if v > limit {
 		j.Quantile, j.Enough, j.Over = v, true, true
 	}

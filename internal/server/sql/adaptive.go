@@ -404,10 +404,14 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 	cfg := adaptive.Config{Signals: adaptive.Targets{Latency: t.latency, LagBytes: t.lagBytes, LagDelay: t.lagDelay}.Signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod, Start: start}
 	if t.latency > 0 {
 		cfg.Dwell = int(latency.Recent / adaptivePeriod)
-		cfg.Recovery = adaptiveRecovery
+		cfg.Recovery, cfg.HardStopFactor = adaptiveRecovery, adaptiveHardStopFactor
 	}
 	return adaptive.New(cfg)
 }
+
+// adaptiveHardStopFactor is the law's HardStopFactor (its default): a latency above this
+// multiple of the target pauses the vacuum.
+const adaptiveHardStopFactor = 2
 
 // adaptiveRecovery is the law's Config.Recovery for a latency target: after a HardStop
 // the budget doubles back to the last rate that held (the last make bench's law, raising
@@ -516,7 +520,14 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 			p := float64(t.perMille) / 10
 			q := windowQuantile(p, a.lat.RecentRate())
 			j := a.lat.RecentJudgement(q, p, since, judgementStatements(q), adaptiveEarlyStatements, t.latency)
-			s = adaptive.Sample{Value: j.Quantile.Seconds(), Fresh: j.Count > 0 && j.Enough}
+			v := j.Quantile
+			if stop := adaptiveHardStopFactor * t.latency; v > stop && j.Firm <= stop {
+				// Above HardStop's bound on fewer slow statements than the early verdict
+				// needs (one stall of the machine can make the slowest of 169): a cut,
+				// not a pause.
+				v = stop
+			}
+			s = adaptive.Sample{Value: v.Seconds(), Fresh: j.Count > 0 && j.Enough}
 		}
 		out = append(out, s)
 	}
