@@ -23,6 +23,13 @@
 //   - the floor at all times except HardStop: while a signal is above
 //     HardStopFactor times its target the vacuum pauses, at most
 //     HardStopMax at a time, then resumes at the floor;
+//   - a climb back after HardStop (Config.Recovery, which the engine server
+//     sets to 2): the law remembers the last budget a judgement found
+//     holding every target, lowered to a cut's choice when a cut refutes
+//     it (or, when none has held, half the budget the stop began at, as
+//     TCP's ssthresh after a timeout), and
+//     returns to it by raises of up to Recovery at once, each no larger
+//     than the signals' own steps ask, then probes above it by MaxRaise;
 //   - stale signals (no fresh sample, a standby gone) hold the budget and
 //     never raise it;
 //   - a lag target is approached from below: the law starts at the ceiling

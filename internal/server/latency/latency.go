@@ -221,6 +221,11 @@ type Judgement struct {
 	// many of them were slower than the limit that the full judgement, at the
 	// foreground's present rate, cannot hold it whatever the rest take.
 	Over bool
+	// Firm is the latency that at least as many of the statements judged took as the
+	// early verdict needs (its need-th slowest; 0 when fewer were judged): a figure
+	// above a bound stands for the foreground only when Firm is above it too, not one
+	// stall of the machine that held up a statement of each client.
+	Firm time.Duration
 }
 
 // RecentJudgement is RecentQuantileSince at quantile q with an early verdict over limit at
@@ -228,13 +233,13 @@ type Judgement struct {
 // foreground what RecentMax holds (at 200 statements a second, 400 in 2 s): the throttle
 // could change its budget only that often, and a start too fast for the target would
 // spend whole seconds over it. When fewer statements ran since the change but more of
-// them were slower than limit than a full judgement at quantile early allows (its
-// (100-early) % of the statements the last RecentMax held, up to minCount), that verdict
-// is known: over. The judgement is then Enough and Over, its Quantile the latency of the
+// them were slower than limit than a judgement at quantile early of earlyCount statements
+// allows (its (100-early) % of the statements the last RecentMax held, up to earlyCount),
+// that verdict is known: over. The judgement is then Enough and Over, its Quantile the latency of the
 // slowest statement the verdict needs, the least that judgement's quantile could be: a
 // bound the cut and HardStop can act on without reading one stall of the machine (a
 // statement of each client held up at once) as the foreground's percentile.
-func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount int64, limit time.Duration) Judgement {
+func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount, earlyCount int64, limit time.Duration) Judgement {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -244,10 +249,13 @@ func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount i
 	r.recent.advance(now)
 	h, enough := r.recent.merge(since, minCount)
 	j := Judgement{Quantile: time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, Count: h.TotalCount(), Enough: enough}
-	if enough || j.Count == 0 || limit <= 0 {
+	if j.Count == 0 {
 		return j
 	}
-	full := max(j.Count, min(minCount, r.recent.total()))
+	if enough {
+		j.Quantile = time.Duration(h.ValueAtQuantile(unbiasedQuantile(q, j.Count))) * time.Microsecond
+	}
+	full := max(j.Count, min(earlyCount, r.recent.total()))
 	need := int64(math.Floor((1-min(q, early)/100)*float64(full))) + 1
 	if need > j.Count {
 		return j
@@ -255,10 +263,46 @@ func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount i
 	// The need-th slowest statement: at least need statements took this long or longer.
 	rank := j.Count - need + 1
 	v := time.Duration(h.ValueAtQuantile(100*float64(rank)/float64(j.Count))) * time.Microsecond
+	j.Firm = v
+	if enough || limit <= 0 {
+		return j
+	}
 	if v > limit {
 		j.Quantile, j.Enough, j.Over = v, true, true
 	}
 	return j
+}
+
+// unbiasedQuantile is the quantile to read from n statements for a figure of quantile q
+// that is as likely above the true q-quantile as below it, or above: the j-th slowest
+// statement is at or above it when at least j of the n were, which happens with the
+// probability P(Poisson(m) >= j), m = n (100-q)/100 the statements expected above it; the
+// figure is the slowest j for which that is at least one half (the slowest of all when
+// none is: m under ln 2, too few statements for any sound figure, which a caller prevents
+// with minCount). The histogram's own rank, the nearest to q n, is lower: at m = 0.74 (181
+// statements, the p99.59) the second slowest, above the quantile only 17 % of the time, a
+// figure that would judge the foreground faster than it is. It returns the quantile whose
+// rank in the histogram (round to nearest) is n-j+1.
+func unbiasedQuantile(q float64, n int64) float64 {
+	m := float64(n) * (100 - q) / 100
+	j := 1.0
+	switch {
+	case m > 50:
+		j = math.Floor(m + 1.0/3) // the Poisson median, within one of the exact j
+	case m > 0:
+		term := math.Exp(-m)
+		tail := 1 - term // P(X >= 1)
+		for k := 1.0; ; k++ {
+			term *= m / k // P(X = k)
+			if tail-term < 0.5 {
+				break
+			}
+			tail -= term
+			j = k + 1
+		}
+	}
+	rank := max(1, float64(n)-j+1)
+	return 100 * (rank - 0.25) / float64(n)
 }
 
 // RecentRate is the foreground's statements per second over the last RecentMax.

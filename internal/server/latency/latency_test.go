@@ -238,20 +238,20 @@ func TestRecentJudgementIsOverAsSoonAsTheSlowStatementsDecideIt(t *testing.T) {
 		r.Observe("select", 40*time.Millisecond)
 	}
 	// The change's own slot is not judged: 40 fast and 4 slow statements are.
-	if j := r.RecentJudgement(99, 99, since, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 44 {
+	if j := r.RecentJudgement(99, 99, since, 1000, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 44 {
 		t.Fatalf("4 slow of 44 after the change: %+v, want neither enough nor over (the full judgement of 400 allows 4)", j)
 	}
 	r.Observe("select", 50*time.Millisecond)
-	j := r.RecentJudgement(99, 99, since, 1000, 10*time.Millisecond)
+	j := r.RecentJudgement(99, 99, since, 1000, 1000, 10*time.Millisecond)
 	if !j.Enough || !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
 		t.Fatalf("5 slow of 45 after the change: %+v, want over at 40ms, the fifth slowest", j)
 	}
-	if j := r.RecentJudgement(99, 99, since, 1000, 100*time.Millisecond); j.Enough || j.Over {
+	if j := r.RecentJudgement(99, 99, since, 1000, 1000, 100*time.Millisecond); j.Enough || j.Over {
 		t.Fatalf("the same statements against a limit of 100ms: %+v, want no verdict", j)
 	}
 	// A stricter quantile judged (the p99.6) with the early verdict at the p99: the five
 	// slow statements decide it as before, and the figure is still the p99's bound.
-	if j := r.RecentJudgement(99.6, 99, since, 1000, 10*time.Millisecond); !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
+	if j := r.RecentJudgement(99.6, 99, since, 1000, 1000, 10*time.Millisecond); !j.Over || j.Quantile < 39*time.Millisecond || j.Quantile > 41*time.Millisecond {
 		t.Fatalf("judged at the p99.6, early at the p99: %+v, want over at 40ms, the fifth slowest", j)
 	}
 }
@@ -309,5 +309,52 @@ func TestSnapshotBesideObservesAcrossSecondsCountsEveryStatementOnce(t *testing.
 	got := r.Snapshot()
 	if len(got) != 2 || got[0].Count != want || got[1].Count != want {
 		t.Fatalf("after the load: %+v, want select and all at %d statements each", got, want)
+	}
+}
+
+// TestAFullJudgementNeedsMinCountWhileTheEarlyVerdictNeedsEarlyCountsShare: at 200
+// statements a second with a full judgement of 169 statements (the adaptive throttle's
+// rule for the p99.59) and the early verdict's at 1000: 100 statements after a change (500
+// ms) are not enough and one slow statement among them decides nothing (the early verdict
+// needs five of the 400 RecentMax holds); 180 statements are a full judgement.
+func TestAFullJudgementNeedsMinCountWhileTheEarlyVerdictNeedsEarlyCountsShare(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 50_000_000, time.UTC)}
+	r := newAt(c.now)
+	fill(c, r, 20, 20, 100*time.Microsecond) // 2 s at 200/s before the change
+	c.add(RecentSlot)
+	since := c.now()
+	c.add(RecentSlot) // the change's own slot is not judged
+	fill(c, r, 5, 20, 100*time.Microsecond)
+	r.Observe("select", 40*time.Millisecond)
+	if j := r.RecentJudgement(99.59, 99, since, 169, 1000, 10*time.Millisecond); j.Enough || j.Over || j.Count != 101 {
+		t.Fatalf("101 statements since the change, one slow: %+v, want neither enough nor over", j)
+	}
+	c.add(RecentSlot)
+	fill(c, r, 4, 20, 100*time.Microsecond)
+	j := r.RecentJudgement(99.59, 99, since, 169, 1000, 10*time.Millisecond)
+	if !j.Enough || j.Over || j.Count != 181 || j.Quantile < 39*time.Millisecond {
+		t.Fatalf("181 statements since the change, one slow: %+v, want a full judgement at its slowest (40ms)", j)
+	}
+}
+
+// TestTheJudgedFigureIsAsLikelyAboveTheQuantileAsBelow: the rank read for quantile q of n
+// statements is n-j+1, j the most slow statements expected at least half the time
+// (P(Poisson(n (100-q)/100) >= j) >= 1/2): the p99.59 of 181 (m 0.74: P(>=1) 0.52, P(>=2)
+// 0.17) is the slowest, the p99 of 1000 (m 10: P(>=10) 0.54, P(>=11) 0.42) the tenth
+// slowest, where the histogram's nearest rank is the eleventh; the p50 of 200 (m 100, the
+// Poisson median 100) rank 101; with m under ln 2 (the p99.59 of 100) the slowest.
+func TestTheJudgedFigureIsAsLikelyAboveTheQuantileAsBelow(t *testing.T) {
+	for _, tc := range []struct {
+		q       float64
+		n, rank int64
+	}{{99.59, 181, 181}, {99, 1000, 991}, {50, 200, 101}, {99.59, 100, 100}, {99, 1, 1}} {
+		h := newHistogram()
+		for v := int64(1); v <= tc.n; v++ {
+			_ = h.RecordValue(v * 10) // distinct values, rank v at 10 v µs
+		}
+		got := h.ValueAtQuantile(unbiasedQuantile(tc.q, tc.n))
+		if want := tc.rank * 10; got < want-1 || got > want+1 {
+			t.Errorf("p%g of %d: read %d µs, want rank %d (%d µs)", tc.q, tc.n, got, tc.rank, want)
+		}
 	}
 }

@@ -396,7 +396,7 @@ func (t adaptiveTargets) start() float64 {
 // budget start (0: the law's own start, the ceiling or, for a lag target, the floor). The
 // latency signal is a percentile over at least latency.Recent of statements run since the
 // last change (sample): the controller dwells that long after a change, then holds until
-// adaptiveMinStatements of them ran, so it judges the change on statements that ran under it.
+// judgementStatements of them ran, so it judges the change on statements that ran under it.
 func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error) {
 	if !t.on() {
 		return nil, nil
@@ -404,17 +404,43 @@ func (t adaptiveTargets) controller(start float64) (*adaptive.Controller, error)
 	cfg := adaptive.Config{Signals: adaptive.Targets{Latency: t.latency, LagBytes: t.lagBytes, LagDelay: t.lagDelay}.Signals(), Floor: float64(t.floor) / 1000, Period: adaptivePeriod, Start: start}
 	if t.latency > 0 {
 		cfg.Dwell = int(latency.Recent / adaptivePeriod)
+		cfg.Recovery, cfg.HardStopFactor = adaptiveRecovery, adaptiveHardStopFactor
 	}
 	return adaptive.New(cfg)
 }
 
-// adaptiveMinStatements is how many foreground statements one judgement of the latency
-// target covers at least (latency.RecentQuantileSince): at pgbench's -R 400, 500 ms held
-// 200, whose p99 is their second slowest, so one stall of the machine (a statement of each
-// client held up at once) set it, and the law cut, or went to HardStop, on noise. Over
-// 1000 a stall must hold up ten statements to be the p99. A judgement after a change
-// waits until this many ran under the new budget, or latency.RecentMax (2 s) passed.
-const adaptiveMinStatements = 1000
+// adaptiveHardStopFactor is the law's HardStopFactor (its default): a latency above this
+// multiple of the target pauses the vacuum.
+const adaptiveHardStopFactor = 2
+
+// adaptiveRecovery is the law's Config.Recovery for a latency target: after a HardStop
+// the budget doubles back to the last rate that held (the last make bench's law, raising
+// by 10 % a judgement, took 15 s from its 12-per-mille floor to 21).
+const adaptiveRecovery = 2
+
+// adaptiveEarlyStatements is the judgement the early verdict over the target is measured
+// against (latency.RecentJudgement's earlyCount): before a full judgement, the statements
+// since a change are over when more of them were slow than the p99 of this many (or of
+// the last RecentMax's, if fewer) allows: five of the 400 that 2 s hold at 200 a second,
+// so that one stall of the machine (a statement of each client held up at once) is not a
+// verdict.
+const adaptiveEarlyStatements = 1000
+
+// judgementStatements is the fewest statements since a change a full judgement of quantile
+// q (0..100) covers: ln 2 / (1 - q/100), from which on some order statistic of them is at
+// least as likely above the foreground's q-quantile as below it (latency's
+// unbiasedQuantile reads that one). From fewer, even their slowest is most likely under it
+// (each of n statements is above it with probability 1-q/100): a judgement on them would
+// find the foreground faster than it is and raise. At 200 statements a second the window
+// quantile is the p99.59 and a judgement takes 169 statements, 0.85 s; a fixed 1000 (the
+// rule before) took latency.RecentMax, 2 s, capped, and the law judged four times slower.
+func judgementStatements(q float64) int64 {
+	p := 1 - q/100
+	if !(p > 0) {
+		return adaptiveEarlyStatements
+	}
+	return max(1, int64(math.Ceil(math.Ln2/p)))
+}
 
 // adaptiveWindowShare is the share of one-second windows in which the law means the
 // foreground's percentile to hold the target (the adaptive-throttling issue's goal).
@@ -492,8 +518,16 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 			// one it would come on two slow statements at 200 a second, which one stall of
 			// two clients makes; it waits for five.
 			p := float64(t.perMille) / 10
-			j := a.lat.RecentJudgement(windowQuantile(p, a.lat.RecentRate()), p, since, adaptiveMinStatements, t.latency)
-			s = adaptive.Sample{Value: j.Quantile.Seconds(), Fresh: j.Count > 0 && j.Enough}
+			q := windowQuantile(p, a.lat.RecentRate())
+			j := a.lat.RecentJudgement(q, p, since, judgementStatements(q), adaptiveEarlyStatements, t.latency)
+			v := j.Quantile
+			if stop := adaptiveHardStopFactor * t.latency; v > stop && j.Firm <= stop {
+				// Above HardStop's bound on fewer slow statements than the early verdict
+				// needs (one stall of the machine can make the slowest of 169): a cut,
+				// not a pause.
+				v = stop
+			}
+			s = adaptive.Sample{Value: v.Seconds(), Fresh: j.Count > 0 && j.Enough}
 		}
 		out = append(out, s)
 	}

@@ -261,13 +261,13 @@ func TestTheLawsStartIsInForceBeforeTheVacuumRuns(t *testing.T) {
 // made; without a change to wait for, the same statements make a fresh sample.
 func TestTheLatencySignalJudgesOnlyStatementsRunSinceTheLastChange(t *testing.T) {
 	lat := latency.New()
-	for range adaptiveMinStatements {
+	for range adaptiveEarlyStatements {
 		lat.Observe("select", 3*time.Millisecond)
 	}
 	a := &adaptiveRun{lat: lat}
 	targets := adaptiveTargets{latency: 2 * time.Millisecond, perMille: 990, floor: 100}
 	if s := a.sample(targets, time.Time{}); len(s) != 1 || !s[0].Fresh || s[0].Value < 0.0029 || s[0].Value > 0.0031 {
-		t.Fatalf("sample of %d statements of 3 ms, no change to wait for: %+v, want fresh at 0.003 s", adaptiveMinStatements, s)
+		t.Fatalf("sample of %d statements of 3 ms, no change to wait for: %+v, want fresh at 0.003 s", adaptiveEarlyStatements, s)
 	}
 	if s := a.sample(targets, time.Now()); len(s) != 1 || s[0].Fresh {
 		t.Fatalf("sample just after a change, no statement since: %+v, want stale (the budget holds)", s)
@@ -348,6 +348,32 @@ func TestTheLawJudgesTheQuantileThatHoldsEachSecondsPercentile(t *testing.T) {
 	} {
 		if got := windowQuantile(tc.q, tc.rate); math.Abs(got-tc.want) > 0.01*(100-tc.want) {
 			t.Errorf("p%g at %g statements a second: judges the p%.4f, want the p%.4f", tc.q, tc.rate, got, tc.want)
+		}
+	}
+}
+
+// TestTheLatencySignalGoesAboveHardStopOnlyOnAsManySlowStatementsAsTheEarlyVerdictNeeds:
+// of 1000 statements (the p99 of 1000 allows 10 slow ones: the early verdict needs 11),
+// 5 of 30 ms against a 2 ms target put the judged figure (the 4th slowest, for the p99.6
+// of 1000) at 30 ms, but so few could be one stall of the machine: the signal reads twice
+// the target, a cut, not a HardStop; 12 of them read 30 ms.
+func TestTheLatencySignalGoesAboveHardStopOnlyOnAsManySlowStatementsAsTheEarlyVerdictNeeds(t *testing.T) {
+	targets := adaptiveTargets{latency: 2 * time.Millisecond, perMille: 990, floor: 100}
+	for _, tc := range []struct {
+		slow int
+		want float64
+	}{{5, 0.004}, {12, 0.030}} {
+		lat := latency.New()
+		for i := range 1000 {
+			d := 100 * time.Microsecond
+			if i < tc.slow {
+				d = 30 * time.Millisecond
+			}
+			lat.Observe("select", d)
+		}
+		s := (&adaptiveRun{lat: lat}).sample(targets, time.Time{})
+		if len(s) != 1 || !s[0].Fresh || math.Abs(s[0].Value/tc.want-1) > 0.01 {
+			t.Fatalf("%d of 1000 statements at 30 ms: %+v, want fresh at %.3f s", tc.slow, s, tc.want)
 		}
 	}
 }
