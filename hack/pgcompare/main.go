@@ -29,6 +29,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ type config struct {
 	ourCkpt   int64
 	ourRing   int64
 	cpuprof   string
+	tracef    string
 	idxWork   int
 	heapWork  int
 	unhinted  bool
@@ -82,6 +84,7 @@ func main() {
 	flag.BoolVar(&c.unhinted, "unhinted", true, "also time our side on the unhinted table (vacuum-runner bloat: no hint bits at all)")
 	flag.StringVar(&c.runner, "runner", "bin/vacuum-runner", "vacuum-runner binary that builds the unhinted table")
 	flag.StringVar(&c.cpuprof, "cpuprofile", "", "write a CPU profile of our (last) vacuum to this file")
+	flag.StringVar(&c.tracef, "trace", "", "write a Go execution trace of our (last) vacuum to this file (go tool trace)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -273,6 +276,18 @@ func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (floa
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if c.tracef != "" {
+		// The trace also holds the copy of the data directory before the vacuum.
+		f, err := os.Create(c.tracef)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return 0, err
+		}
+		defer trace.Stop()
+	}
 	r, err := bulkdata.VacuumCold(ctx, src, dir, engine.Options{BufferPoolBytes: 128 << 20, Direct: direct, CheckpointWALBytes: c.ourCkpt}, opts)
 	if err != nil {
 		return 0, err
@@ -284,6 +299,14 @@ func oursOnce(ctx context.Context, src, dir string, direct bool, c config) (floa
 	fmt.Printf("  pages %d scanned %d, tuples removed %d remaining %d, index passes %d; read %d MiB written %d MiB, WAL %d MiB (%d FPIs, %d flushes); %d checkpoints; cpu %.2fs\n",
 		rep.PagesTotal, rep.PagesScanned, rep.TuplesRemoved, rep.TuplesRemaining, rep.IndexPasses,
 		u.ReadBytes>>20, u.WriteBytes>>20, u.WALBytes>>20, u.WALFPIs, u.WALFlushes, r.Checkpoints, r.CPUSeconds)
+	if len(rep.PhaseUsage) > 0 {
+		parts := make([]string, len(rep.PhaseUsage))
+		for i, pu := range rep.PhaseUsage {
+			parts[i] = fmt.Sprintf("%s %.3f s", pu.Phase, pu.Elapsed.Seconds())
+		}
+		fmt.Printf("  phases: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Printf("  ring: %d dirty evictions, %d of them flushed WAL first\n", u.RingDirtyEvictions, u.RingWALFlushes)
 	return r.Seconds, nil
 }
 
