@@ -200,7 +200,7 @@ func (db *DB) adoptCatalog(next *catalog.Catalog, skip *replaySkip) error {
 		}
 		return fmt.Errorf("adopt catalog %d: %w", next.Seq, err)
 	}
-	db.cat = next
+	db.setCatalog(next)
 	skip.adopt(old, nrels)
 	db.dropRels(fmt.Sprintf("adopt catalog %d", next.Seq), retired)
 	return nil

@@ -57,7 +57,7 @@ func (db *DB) switchCatalog(sw catalogSwitch) error {
 	sw.next.Seq = db.cat.Seq + 1
 	err := catalog.Save(db.fs, db.dir, sw.next)
 	if err == nil {
-		db.cat = sw.next
+		db.setCatalog(sw.next)
 		db.dropRels(sw.what, sw.retired)
 		// The switch is durable: log it for standbys. Without its record a
 		// standby would never name the new files, so a failure here fails the
@@ -73,7 +73,7 @@ func (db *DB) switchCatalog(sw catalogSwitch) error {
 		return fmt.Errorf("%s: %w", sw.what, err)
 	}
 	if db.catalogOnDiskIs(sw.next) {
-		db.cat = sw.next
+		db.setCatalog(sw.next)
 	}
 	db.fail(err)
 	db.markSwitchUncertain(sw.what, err)

@@ -74,6 +74,19 @@ func (db *DB) Tables() ([]TableInfo, error) {
 	return out, nil
 }
 
+// setCatalog makes c the catalog (db.mu held exclusively, or the DB not yet shared) and
+// counts the change for CatalogGeneration.
+func (db *DB) setCatalog(c *catalog.Catalog) {
+	db.cat = c
+	db.catGen.Add(1)
+}
+
+// CatalogGeneration changes whenever the catalog does (a table or index created, dropped,
+// truncated, altered or switched by VACUUM FULL): what was read of the catalog
+// (Table, Tables) under one value is still current while it returns that value. Read it
+// before reading the catalog, so that a change in between makes the next comparison fail.
+func (db *DB) CatalogGeneration() uint64 { return db.catGen.Load() }
+
 // Table describes the named table (ErrNoSuchTable if there is none).
 func (db *DB) Table(name string) (TableInfo, error) {
 	db.mu.RLock()

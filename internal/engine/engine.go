@@ -69,8 +69,11 @@ type DB struct {
 	// mu guards cat and the relation handles. Row operations hold it
 	// shared for their duration; DDL, the VACUUM FULL switch and Close
 	// hold it exclusively.
-	mu      sync.RWMutex
-	cat     *catalog.Catalog
+	mu  sync.RWMutex
+	cat *catalog.Catalog
+	// catGen counts the catalogs db.cat has held (setCatalog): a plan made from one
+	// generation's tables stays valid while the count is unchanged.
+	catGen  atomic.Uint64
 	hmu     sync.Mutex                  // guards handles
 	handles map[storage.RelFileNode]any // *heap.Rel or *btree.Index, by relfilenode
 	tlocks  map[string]*sync.RWMutex    // table locks by name, see tableLock

@@ -84,7 +84,7 @@ func (db *DB) start() error {
 		return damaged(err)
 	}
 	cat.NextOID = max(cat.NextOID, ctl.NextOID)
-	db.cat = cat
+	db.setCatalog(cat)
 
 	db.st, err = storage.Open(db.fs, db.dir, storage.Options{SegmentSize: db.opts.SegmentSize, Direct: db.opts.Direct, Logf: db.opts.Logf})
 	if err != nil {

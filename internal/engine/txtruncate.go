@@ -172,6 +172,6 @@ func (db *DB) resolveTruncations() error {
 	if err := catalog.Save(db.fs, db.dir, next); err != nil {
 		return errors.Join(fmt.Errorf("recovery: settle the open TRUNCATEs"), err)
 	}
-	db.cat = next
+	db.setCatalog(next)
 	return nil
 }

@@ -261,7 +261,24 @@ func encodeItem(layout uint16, kind itemKind, e Entry, child storage.BlockNumber
 // decodeItem parses an item of kind in layout; child is noBlock unless
 // kind is pivotItem. The key is a copy (never aliasing b). It never
 // panics on bad input.
-func decodeItem(b []byte, layout uint16, kind itemKind) (e Entry, child storage.BlockNumber, err error) {
+func decodeItem(b []byte, layout uint16, kind itemKind) (Entry, storage.BlockNumber, error) {
+	var buf intKeyBuf
+	v, child, err := viewItem(b, layout, kind, &buf)
+	if err != nil {
+		return Entry{}, noBlock, err
+	}
+	return Entry{Key: append([]byte{}, v.Key...), TID: v.TID}, child, nil
+}
+
+// intKeyBuf holds a layout-1 item's key (IntKey's encoding) for viewItem.
+type intKeyBuf [9]byte
+
+// viewItem is decodeItem without the copy, for comparing entries under the
+// page's lock (a descent's binary search reads about log2(items) of them per
+// page): the key of a layout-2 item aliases b, that of a layout-1 item is
+// written into buf. The key must not be kept past the lock or the next use
+// of buf. It never panics on bad input.
+func viewItem(b []byte, layout uint16, kind itemKind, buf *intKeyBuf) (e Entry, child storage.BlockNumber, err error) {
 	if layout == layout1 {
 		want := leafItemSize1
 		if kind == pivotItem {
@@ -271,7 +288,9 @@ func decodeItem(b []byte, layout uint16, kind itemKind) (e Entry, child storage.
 			return Entry{}, noBlock, fmt.Errorf("layout-1 item of %d bytes, want %d", len(b), want)
 		}
 		k, tid := getEntry1(b)
-		e = Entry{Key: IntKey(k), TID: tid}
+		buf[0] = intKeyTag
+		binary.BigEndian.PutUint64(buf[1:], uint64(k)^(1<<63))
+		e = Entry{Key: buf[:], TID: tid}
 		if kind == pivotItem {
 			child = storage.BlockNumber(binary.LittleEndian.Uint32(b[leafItemSize1:]))
 		}
@@ -290,7 +309,7 @@ func decodeItem(b []byte, layout uint16, kind itemKind) (e Entry, child storage.
 			return Entry{}, noBlock, fmt.Errorf("%d-byte key, at most %d", len(b)-h, MaxKeySize)
 		}
 		e = Entry{TID: page.TID{Block: binary.LittleEndian.Uint32(b[0:]), Off: page.OffsetNumber(binary.LittleEndian.Uint16(b[4:]))},
-			Key: append([]byte{}, b[h:]...)}
+			Key: b[h:len(b):len(b)]}
 		if kind == pivotItem {
 			child = storage.BlockNumber(binary.LittleEndian.Uint32(b[8:]))
 		}
@@ -378,6 +397,12 @@ func (n node) item(off int) (Entry, storage.BlockNumber, error) {
 	return decodeItem(n.p.ItemData(page.OffsetNumber(off)), n.op.layout, n.kind())
 }
 
+// view is item without the copy (viewItem): for a comparison or a downlink
+// read under the page's lock.
+func (n node) view(off int, buf *intKeyBuf) (Entry, storage.BlockNumber, error) {
+	return viewItem(n.p.ItemData(page.OffsetNumber(off)), n.op.layout, n.kind(), buf)
+}
+
 // encode returns the item bytes of an entry (and child) for this page.
 func (n node) encode(e Entry, child storage.BlockNumber) ([]byte, error) {
 	return encodeItem(n.op.layout, n.kind(), e, child)
@@ -391,9 +416,10 @@ func (n node) lowerBound(e Entry) (int, bool, error) {
 	if !n.op.isLeaf() {
 		lo = min(lo+1, hi)
 	}
+	var buf intKeyBuf
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		it, _, err := n.item(mid)
+		it, _, err := n.view(mid, &buf)
 		if err != nil {
 			return 0, false, err
 		}
@@ -404,7 +430,7 @@ func (n node) lowerBound(e Entry) (int, bool, error) {
 		}
 	}
 	if lo <= n.last() {
-		it, _, err := n.item(lo)
+		it, _, err := n.view(lo, &buf)
 		if err != nil {
 			return 0, false, err
 		}
@@ -427,7 +453,8 @@ func (n node) childFor(e Entry) (storage.BlockNumber, error) {
 		pos-- // last separator < e
 	}
 	pos = max(pos, n.first())
-	_, child, err := n.item(pos)
+	var buf intKeyBuf
+	_, child, err := n.view(pos, &buf)
 	return child, err
 }
 

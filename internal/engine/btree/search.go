@@ -127,15 +127,17 @@ func (ix *Index) scanPage(blk storage.BlockNumber, lo Entry, hi []byte, s *buffe
 	if err != nil {
 		return noBlock, true, ix.corrupt(blk, err)
 	}
+	var buf intKeyBuf
 	for off := start; off <= n.last(); off++ {
-		e, _, err := n.item(off)
+		v, _, err := n.view(off, &buf)
 		if err != nil {
 			return noBlock, true, ix.corrupt(blk, err)
 		}
-		if above(e.Key, hi) {
+		if above(v.Key, hi) {
 			return noBlock, true, nil
 		}
-		*out = append(*out, e)
+		// A copy: fn gets it after the page's lock is released.
+		*out = append(*out, Entry{Key: append([]byte{}, v.Key...), TID: v.TID})
 	}
 	if !n.op.hasHigh() || above(n.op.high.Key, hi) {
 		return noBlock, true, nil

@@ -109,7 +109,13 @@ func (s *Session) tableRef(rv *pg.RangeVar) (engine.TableInfo, error) {
 // (the engine then holds them for it until it ends, as PostgreSQL's relation locks).
 func (s *Session) noteUses() {
 	if s.usedTx != s.tx {
-		s.used, s.usedTx = map[string]bool{}, s.tx
+		// The map of the session's last transaction serves the next (one map per
+		// transaction was an allocation on every autocommit statement).
+		if s.used == nil {
+			s.used = map[string]bool{}
+		}
+		clear(s.used)
+		s.usedTx = s.tx
 	}
 	for _, n := range s.planned {
 		s.used[n] = true

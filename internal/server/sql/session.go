@@ -3,13 +3,16 @@
 // transactions with PostgreSQL's transaction-block rules (implicit transactions, aborted
 // blocks, autocommit). Package wire turns its results into protocol messages.
 //
-// Planning is per execution: a prepared statement keeps its parse tree and parameter types,
-// and is planned again against the catalog of the moment it runs.
+// A prepared statement keeps its parse tree and parameter types and is planned against the
+// catalog of the moment it runs; a SELECT keeps its plan while the engine's catalog is
+// unchanged (engine.DB.CatalogGeneration), every other statement is planned again at each
+// execution.
 package sql
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +46,11 @@ type Statement struct {
 	raw        *pg.RawStmt // nil for an empty query
 	ParamTypes []*types.T  // inferred where the client gave none
 	Columns    []Column    // nil when it returns no rows
+	// cached is the plan of a SELECT's last execution, made under the catalog generation
+	// cachedGen; cachedTables are the tables it named (the session's planned list).
+	cached       *plan
+	cachedGen    uint64
+	cachedTables []string
 }
 
 // Empty reports whether the statement is an empty query.
@@ -246,7 +254,7 @@ func (s *Session) Execute(ctx context.Context, st *Statement, params []any) (*Re
 		return &Result{}, nil
 	}
 	ptypes := append([]*types.T(nil), st.ParamTypes...)
-	return s.run(ctx, st.raw.Stmt, ptypes, params)
+	return s.run(ctx, st, st.raw.Stmt, ptypes, params)
 }
 
 // Query runs a simple-protocol query: every statement in turn, all in one implicit
@@ -263,7 +271,7 @@ func (s *Session) Query(ctx context.Context, query string, emit func(*Result) er
 		return emit(&Result{})
 	}
 	for _, raw := range stmts {
-		res, err := s.run(ctx, raw.Stmt, nil, nil)
+		res, err := s.run(ctx, nil, raw.Stmt, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -356,22 +364,23 @@ func (s *Session) begin() error {
 func (s *Session) SetReceived(t time.Time) { s.received = t }
 
 // run plans and executes one statement under the transaction rules, and records its
-// latency when it is foreground work.
-func (s *Session) run(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
+// latency when it is foreground work. st is the prepared statement n belongs to (nil in a
+// simple query), whose plan may be reused.
+func (s *Session) run(ctx context.Context, st *Statement, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
 	received := s.received
 	s.received = time.Time{} // a later statement of the same message counts from its own start
 	if s.latency == nil {
-		return s.runStatement(ctx, n, ptypes, params)
+		return s.runStatement(ctx, st, n, ptypes, params)
 	}
 	kind := statementKind(n)
 	if kind == "" || s.maintenance() {
-		return s.runStatement(ctx, n, ptypes, params)
+		return s.runStatement(ctx, st, n, ptypes, params)
 	}
 	start := time.Now()
 	if !received.IsZero() && received.Before(start) {
 		start = received
 	}
-	res, err := s.runStatement(ctx, n, ptypes, params)
+	res, err := s.runStatement(ctx, st, n, ptypes, params)
 	s.latency.Observe(kind, time.Since(start))
 	if err == nil && s.implicit && writes(kind) {
 		s.implicitWrite = true
@@ -423,7 +432,7 @@ func statementKind(n *pg.Node) string {
 	return "other"
 }
 
-func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
+func (s *Session) runStatement(ctx context.Context, st *Statement, n *pg.Node, ptypes []*types.T, params []any) (*Result, error) {
 	if s.state == txFailed && !endsBlock(n) {
 		return nil, errAborted()
 	}
@@ -434,8 +443,7 @@ func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.
 		}
 		return res, err
 	}
-	s.planned = s.planned[:0]
-	p, err := s.plan(n, &ptypes)
+	p, err := s.planFor(st, n, &ptypes)
 	if err != nil {
 		s.fail()
 		return nil, err
@@ -476,6 +484,32 @@ func (s *Session) runStatement(ctx context.Context, n *pg.Node, ptypes []*types.
 }
 
 var errStatementTimeout = errors.New("statement timeout")
+
+// planFor plans n, reusing the plan st (when not nil) keeps from its last execution while
+// the catalog has not changed since it was made. Only a SELECT's plan is kept: it holds no
+// state of an execution (rows, aggregates and bounds are the run's own), and what it read
+// at planning time is the catalog only, so the generation tells when it is stale. The
+// generation is read before planning: a catalog change during planning leaves the plan
+// stamped older, and the next execution plans again.
+func (s *Session) planFor(st *Statement, n *pg.Node, ptypes *[]*types.T) (*plan, error) {
+	s.planned = s.planned[:0]
+	_, isSelect := n.Node.(*pg.Node_SelectStmt)
+	if st == nil || !isSelect {
+		return s.plan(n, ptypes)
+	}
+	gen := s.db.CatalogGeneration()
+	if st.cached != nil && st.cachedGen == gen {
+		s.planned = append(s.planned, st.cachedTables...)
+		return st.cached, nil
+	}
+	p, err := s.plan(n, ptypes)
+	if err != nil {
+		st.cached = nil
+		return nil, err
+	}
+	st.cached, st.cachedGen, st.cachedTables = p, gen, slices.Clone(s.planned)
+	return p, nil
+}
 
 func (s *Session) statementTimeout() time.Duration {
 	v, _ := s.settings.get("statement_timeout")

@@ -38,7 +38,11 @@ type conn struct {
 	cancelFn context.CancelFunc // the running statement's, nil when none
 	base     context.Context
 	baseStop context.CancelFunc
-	act      sql.Activity // what pg_stat_activity shows of this session, guarded by mu
+	// stmtCtx is the statements' context, derived from base and kept from one statement
+	// to the next until a CancelRequest cancels it (statementContext); stmtCancel cancels it.
+	stmtCtx    context.Context
+	stmtCancel context.CancelFunc
+	act        sql.Activity // what pg_stat_activity shows of this session, guarded by mu
 
 	stmts   map[string]*sql.Statement
 	portals map[string]*portal
@@ -437,18 +441,26 @@ func (c *conn) readyForQuery() {
 }
 
 // statementContext returns the context of a statement about to run, canceled by a
-// CancelRequest; done must be called after.
+// CancelRequest while the statement runs; done must be called after. A context that no
+// CancelRequest reached serves the next statement too (making one per statement costs
+// three allocations and a registration with base, on every Execute); a canceled one is
+// replaced.
 func (c *conn) statementContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(c.base)
-	c.mu.Lock()
-	c.cancelFn = cancel
-	c.mu.Unlock()
-	return ctx, func() {
-		c.mu.Lock()
-		c.cancelFn = nil
-		c.mu.Unlock()
-		cancel()
+	if c.stmtCtx == nil || c.stmtCtx.Err() != nil {
+		c.stmtCtx, c.stmtCancel = context.WithCancel(c.base)
 	}
+	c.mu.Lock()
+	c.cancelFn = c.stmtCancel
+	c.mu.Unlock()
+	return c.stmtCtx, c.endStatement
+}
+
+// endStatement ends what statementContext began: a CancelRequest arriving later finds no
+// statement to cancel.
+func (c *conn) endStatement() {
+	c.mu.Lock()
+	c.cancelFn = nil
+	c.mu.Unlock()
 }
 
 func (c *conn) simpleQuery(q string) {

@@ -85,23 +85,26 @@ func (c *stampedConn) Read(p []byte) (int, error) {
 // receiveTime is the SCM_TIMESTAMPNS time in a recvmsg's control data; zero when there is
 // none or the control data cannot be parsed.
 func receiveTime(oob []byte) time.Time {
-	if len(oob) == 0 {
-		return time.Time{}
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return time.Time{}
-	}
-	for _, m := range msgs {
-		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_TIMESTAMPNS {
+	// One message at a time: ParseSocketControlMessage would allocate a slice of them on
+	// every read.
+	for len(oob) > 0 {
+		if len(oob) < unix.CmsgLen(0) {
+			return time.Time{} // ParseOneSocketControlMessage would read a header past the end
+		}
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
+			return time.Time{}
+		}
+		oob = rest
+		if h.Level != unix.SOL_SOCKET || h.Type != unix.SCM_TIMESTAMPNS {
 			continue
 		}
 		var ts unix.Timespec
 		size := int(unsafe.Sizeof(ts))
-		if len(m.Data) < size {
+		if len(data) < size {
 			return time.Time{}
 		}
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), size), m.Data)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), size), data)
 		return time.Unix(ts.Unix())
 	}
 	return time.Time{}
