@@ -152,6 +152,9 @@ type Sizes struct {
 	FleetRealPods int           // at most this many policies of a fleet get real runner pods
 	FleetPeriod   time.Duration // each policy's "@every" schedule; creations spread over one
 	FleetWindow   time.Duration // measured after the last policy is created
+	// FleetRatePeriods measure the largest fleet again, before its FleetPeriod row, at each of
+	// these longer periods: fewer ticks a second, to show the offered load the machine carries.
+	FleetRatePeriods []time.Duration
 }
 
 // DefaultSizes are the sizes of `make bench`: about 20 minutes on the
@@ -219,6 +222,7 @@ func DefaultSizes() Sizes {
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
+		FleetRatePeriods: []time.Duration{100 * time.Second},
 	}
 }
 

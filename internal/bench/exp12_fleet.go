@@ -50,6 +50,7 @@ import (
 const (
 	fleetTable         = "exp12_fleet"
 	fleetRequestsTable = "exp12_requests"
+	fleetAPITable      = "exp12_apiserver_requests"
 	fleetNoNodeLabel   = "bench.vacuumops.io/no-such-node"
 	reconcileMetric    = "controller_runtime_reconcile_time_seconds"
 	requestsMetric     = "rest_client_requests_total"
@@ -58,6 +59,7 @@ const (
 	latencyMetric      = "rest_client_request_duration_seconds"
 	limiterMetric      = "rest_client_rate_limiter_duration_seconds"
 	heapMetric         = "go_memstats_heap_alloc_bytes"
+	apiserverMetric    = "apiserver_request_total"
 	fleetRows          = 300 // rows of the tiny volume's one table
 	fleetSettle        = 3 * time.Second
 )
@@ -81,6 +83,13 @@ var fleetColumns = []string{"fleet", "policies", "real_pod_policies", "seconds",
 
 // fleetLabel is the table row of a fleet of n policies.
 func fleetLabel(n int) string { return strconv.Itoa(n) }
+
+// fleetRateLabel is the table row of a fleet of n policies on a period other than the
+// sizes' FleetPeriod ("1000@1m40s"); rows labelled so are left out of the curve and the goals.
+func fleetRateLabel(n int, period time.Duration) string { return fmt.Sprintf("%d@%s", n, period) }
+
+// isRateRow says whether a row of the fleet table is one of FleetRatePeriods'.
+func isRateRow(row []string) bool { return len(row) > 0 && strings.Contains(row[0], "@") }
 
 // fleetSample is what is read of the manager at one moment.
 type fleetSample struct {
@@ -149,11 +158,21 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 	tb := NewTable(fleetTable, 1, fleetColumns...)
 	// API requests per run by HTTP method (a list is a GET): which requests a run costs.
 	tbReq := NewTable(fleetRequestsTable, 2, "fleet", "method", "policies", "requests", "requests_per_run")
-	sec.Tables = append(sec.Tables, tb, tbReq)
+	// Every client's requests as kube-apiserver counted them, by verb and resource: which
+	// objects and which status writes a run costs.
+	tbAPI := NewTable(fleetAPITable, 3, "fleet", "verb", "resource", "requests", "requests_per_run")
+	sec.Tables = append(sec.Tables, tb, tbReq, tbAPI)
+	tbs := fleetTables{main: tb, req: tbReq, api: tbAPI}
 	for i, n := range sz.FleetScales {
 		last := i == len(sz.FleetScales)-1
-		if err := r.fleetOnce(ctx, c, bin, tmpl, n, last, tb, tbReq); err != nil {
-			return nil, fmt.Errorf("%d policies: %w", n, err)
+		var periods []time.Duration
+		if last {
+			periods = append(periods, sz.FleetRatePeriods...)
+		}
+		for _, p := range append(periods, sz.FleetPeriod) {
+			if err := r.fleetOnce(ctx, c, bin, tmpl, n, p, last && p == sz.FleetPeriod, tbs); err != nil {
+				return nil, fmt.Errorf("%d policies every %s: %w", n, p, err)
+			}
 		}
 	}
 	if err := r.fleetPlots(sec, tb); err != nil {
@@ -177,6 +196,10 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 			"sets (tick_to_run_p99_s is the run's, the same way), and by when the experiment's own watch first " +
 			"saw the pod (tick_to_pod_*, milliseconds, an upper bound: it includes the watch's delivery). A " +
 			"tick whose run or pod did not exist at the end counts with the delay up to the end (no_pod_runs).",
+		sentence("%s counts every client's requests as kube-apiserver's %s counts them (the manager's, the local "+
+			"node's pod status writes and events, the garbage collector's, the experiment's own watches), over the "+
+			"window after the last policy is created, divided by the runs whose tick fell in that window; "+
+			"rows under 0.01 a run and watches are left out.", fleetAPITable, apiserverMetric),
 		"Memory per policy is the growth over the idle manager (0 policies, caches synced), divided by the " +
 			"policies: heap after a forced GC (/debug/pprof/heap?gc=1, then go_memstats_heap_alloc_bytes), and RSS, " +
 			"which a Go process rarely gives back, so its growth is an upper bound of what the fleet costs. " +
@@ -204,11 +227,18 @@ func fleetVolume(ctx context.Context, runner, dir string) error {
 	return nil
 }
 
-// fleetOnce measures a fleet of n policies with a fresh manager, and adds its row. Unless
-// last, it deletes the fleet afterwards, so the next manager's caches hold only its own.
-func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl string, n int, last bool, tb, tbReq *Table) error {
+// fleetTables are the experiment's tables.
+type fleetTables struct{ main, req, api *Table }
+
+// fleetOnce measures a fleet of n policies on schedules of the given period with a fresh
+// manager, and adds its rows. Unless last, it deletes the fleet afterwards, so the next
+// manager's caches hold only its own.
+func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl string, n int, period time.Duration, last bool, tbs fleetTables) error {
 	sz := r.sz
-	ns := fmt.Sprintf("fleet-%d", n)
+	ns, label := fmt.Sprintf("fleet-%d", n), fleetLabel(n)
+	if period != sz.FleetPeriod {
+		ns, label = fmt.Sprintf("fleet-%d-%ds", n, int64(period/time.Second)), fleetRateLabel(n, period)
+	}
 	if err := devcluster.EnsureNamespace(ctx, c.Client, ns); err != nil {
 		return err
 	}
@@ -225,7 +255,7 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 		return err
 	}
 	r.logf("  %d policies: %d volumes (%d real) in %s", n, n, realCount, time.Since(start).Round(time.Millisecond))
-	m, err := startFleetManager(ctx, bin, c.Kubeconfig, filepath.Join(r.work, fmt.Sprintf("manager-%d.log", n)))
+	m, err := startFleetManager(ctx, bin, c.Kubeconfig, filepath.Join(r.work, fmt.Sprintf("manager-%s.log", label)))
 	if err != nil {
 		return err
 	}
@@ -240,7 +270,6 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 	if err != nil {
 		return err
 	}
-	period := sz.FleetPeriod
 	for i := range n {
 		at := s0.at.Add(period * time.Duration(i) / time.Duration(n))
 		if d := time.Until(at); d > 0 {
@@ -250,7 +279,7 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 			case <-time.After(d):
 			}
 		}
-		if err := c.Client.Create(ctx, fleetPolicy(sz, ns, i, realPod(i))); err != nil {
+		if err := c.Client.Create(ctx, fleetPolicy(sz, ns, i, realPod(i), period)); err != nil {
 			return fmt.Errorf("create policy %d: %w", i, err)
 		}
 	}
@@ -258,10 +287,14 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 	if err != nil {
 		return err
 	}
-	r.logf("  %d policies created in %s", n, s1.at.Sub(s0.at).Round(time.Millisecond))
+	api1, err := apiserverMetrics(ctx, c)
+	if err != nil {
+		return err
+	}
+	r.logf("  %s policies created in %s", label, s1.at.Sub(s0.at).Round(time.Millisecond))
 	prof := make(chan error, 2)
-	go func() { prof <- m.profile(ctx, n, sz.FleetWindow-time.Second) }()
-	go func() { prof <- apiserverProfile(ctx, c, n, sz.FleetWindow-time.Second) }()
+	go func() { prof <- m.profile(ctx, label, sz.FleetWindow-time.Second) }()
+	go func() { prof <- apiserverProfile(ctx, c, label, sz.FleetWindow-time.Second) }()
 	depth := make(chan map[string]float64, 1)
 	go func() { depth <- m.maxDepth(wctx, time.Second) }()
 	select {
@@ -275,28 +308,35 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 	if err != nil {
 		return err
 	}
+	api2, err := apiserverMetrics(ctx, c)
+	if err != nil {
+		return err
+	}
 	for range 2 {
 		if err := <-prof; err != nil {
 			return err
 		}
 	}
 	stopWatch()
-	if err := fleetRow(tb, n, realCount, period, s0, s1, s2, seen, <-depth); err != nil {
+	if err := fleetRow(tbs.main, label, n, realCount, period, s0, s1, s2, seen, <-depth); err != nil {
 		return err
 	}
-	if err := fleetRequests(tbReq, n, s0, s2, seen); err != nil {
+	if err := fleetRequests(tbs.req, label, n, s0, s2, seen); err != nil {
+		return err
+	}
+	if err := fleetAPIRequests(tbs.api, label, api1, api2, seen.ticksIn(s1.at, s2.at)); err != nil {
 		return err
 	}
 	// The whole exposition at the end, beside the manager's log, for what the table leaves out.
-	if err := download(ctx, m.metrics, filepath.Join(r.work, fmt.Sprintf("manager-%d.metrics", n))); err != nil {
+	if err := download(ctx, m.metrics, filepath.Join(r.work, fmt.Sprintf("manager-%s.metrics", label))); err != nil {
 		return err
 	}
-	r.logf("  %d policies: %s", n, fleetRowText(tb))
-	r.logf("  %d policies: CPU seconds over the window: %s", n, fleetCPUText(s1, s2))
+	r.logf("  %s policies: %s", label, fleetRowText(tbs.main))
+	r.logf("  %s policies: CPU seconds over the window: %s", label, fleetCPUText(s1, s2))
 	if last {
 		return nil
 	}
-	return r.fleetDelete(ctx, c, ns)
+	return r.fleetDelete(ctx, c, ns, n)
 }
 
 // fleetVolumes creates each policy's claim: a copy of tmpl for a real pod, an empty
@@ -326,10 +366,12 @@ func (r *runner) fleetVolumes(ctx context.Context, c *devcluster.Cluster, ns, tm
 
 func fleetClaim(i int) string { return fmt.Sprintf("data-%d", i) }
 
-// fleetPolicy is policy i of a fleet: a lazy vacuum of its own claim every period.
-func fleetPolicy(sz Sizes, ns string, i int, realPod bool) *vacuumv1alpha1.VacuumPolicy {
+// fleetPolicy is policy i of a fleet: a lazy vacuum of its own claim every period. A pod
+// that never starts fails its run after the same time whatever the period (half of the
+// sizes' FleetPeriod), so a fleet on a longer period still ends its runs within the window.
+func fleetPolicy(sz Sizes, ns string, i int, realPod bool, period time.Duration) *vacuumv1alpha1.VacuumPolicy {
 	p := &vacuumv1alpha1.VacuumPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p-%d", i)}}
-	p.Spec.Schedule = fmt.Sprintf("@every %s", sz.FleetPeriod)
+	p.Spec.Schedule = fmt.Sprintf("@every %s", period)
 	p.Spec.Target.PersistentVolumeClaim = fleetClaim(i)
 	p.Spec.Mode = vacuumv1alpha1.VacuumModeLazy
 	p.Spec.BackoffLimit = 0
@@ -389,6 +431,19 @@ func (s *fleetSeen) add(obj client.Object, now time.Time) {
 			s.podC[run] = o.CreationTimestamp.Time
 		}
 	}
+}
+
+// ticksIn is how many of the runs seen were of ticks in [from, to].
+func (s *fleetSeen) ticksIn(from, to time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, t := range s.tick {
+		if !t.Before(from) && !t.After(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // delays are, over the runs of the fleet's ticks: tick to run creation (whole seconds), tick
@@ -609,9 +664,12 @@ func childProcesses(names []string) ([]int, error) {
 // replace the experiment's fleets and their schedules' period, for a diagnostic run that
 // varies the offered load (ticks per second are policies over the period); unset, the sizes'
 // own apply, and the report's setup names whichever ran.
+// FleetRatePeriodsEnv (durations, comma-separated, or "none") replaces the longer periods
+// the largest fleet is also measured on.
 const (
-	FleetScalesEnv = "VACBENCH_FLEET_SCALES"
-	FleetPeriodEnv = "VACBENCH_FLEET_PERIOD"
+	FleetScalesEnv      = "VACBENCH_FLEET_SCALES"
+	FleetPeriodEnv      = "VACBENCH_FLEET_PERIOD"
+	FleetRatePeriodsEnv = "VACBENCH_FLEET_RATE_PERIODS"
 )
 
 // fleetSizesFromEnv is sz with FleetScalesEnv and FleetPeriodEnv applied.
@@ -634,6 +692,19 @@ func fleetSizesFromEnv(sz Sizes) (Sizes, error) {
 		}
 		sz.FleetPeriod = d
 	}
+	if v := os.Getenv(FleetRatePeriodsEnv); v != "" {
+		sz.FleetRatePeriods = nil
+		if strings.TrimSpace(v) != "none" {
+			for _, f := range strings.Split(v, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(f))
+				if err != nil || d < time.Second || d == sz.FleetPeriod {
+					return sz, fmt.Errorf("%s=%q: want durations of a second or more other than the period %s, "+
+						"separated by commas, or none", FleetRatePeriodsEnv, v, sz.FleetPeriod)
+				}
+				sz.FleetRatePeriods = append(sz.FleetRatePeriods, d)
+			}
+		}
+	}
 	return sz, nil
 }
 
@@ -648,15 +719,15 @@ const FleetProfileEnv = "VACBENCH_FLEET_PPROF_DIR"
 
 // profile saves the manager's CPU profile over d and then its heap profile, when
 // FleetProfileEnv is set.
-func (m *fleetManager) profile(ctx context.Context, n int, d time.Duration) error {
+func (m *fleetManager) profile(ctx context.Context, label string, d time.Duration) error {
 	dir := os.Getenv(FleetProfileEnv)
 	if dir == "" {
 		return nil
 	}
 	base := strings.TrimSuffix(m.pprof, "heap?gc=1")
 	for _, p := range []struct{ url, file string }{
-		{fmt.Sprintf("%sprofile?seconds=%d", base, max(int(d/time.Second), 1)), fmt.Sprintf("cpu-%d.pprof", n)},
-		{base + "heap", fmt.Sprintf("heap-%d.pprof", n)},
+		{fmt.Sprintf("%sprofile?seconds=%d", base, max(int(d/time.Second), 1)), fmt.Sprintf("cpu-%s.pprof", label)},
+		{base + "heap", fmt.Sprintf("heap-%s.pprof", label)},
 	} {
 		if err := download(ctx, p.url, filepath.Join(dir, p.file)); err != nil {
 			return fmt.Errorf("profile: %w", err)
@@ -668,7 +739,7 @@ func (m *fleetManager) profile(ctx context.Context, n int, d time.Duration) erro
 // apiserverProfile saves kube-apiserver's CPU profile over d (its /debug/pprof, on by
 // default, read with the cluster's admin credentials) as apiserver-cpu-N.pprof, when
 // FleetProfileEnv is set: where the control plane's share of the machine goes.
-func apiserverProfile(ctx context.Context, c *devcluster.Cluster, n int, d time.Duration) error {
+func apiserverProfile(ctx context.Context, c *devcluster.Cluster, label string, d time.Duration) error {
 	dir := os.Getenv(FleetProfileEnv)
 	if dir == "" {
 		return nil
@@ -690,7 +761,7 @@ func apiserverProfile(ctx context.Context, c *devcluster.Cluster, n int, d time.
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("apiserver profile: %s: %s", url, resp.Status)
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("apiserver-cpu-%d.pprof", n)))
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("apiserver-cpu-%s.pprof", label)))
 	if err != nil {
 		return err
 	}
@@ -699,6 +770,32 @@ func apiserverProfile(ctx context.Context, c *devcluster.Cluster, n int, d time.
 		return fmt.Errorf("apiserver profile: %w", err)
 	}
 	return f.Close()
+}
+
+// apiserverMetrics scrapes kube-apiserver's /metrics with the cluster's admin credentials.
+func apiserverMetrics(ctx context.Context, c *devcluster.Cluster) (managerstat.Sample, error) {
+	hc, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
+	}
+	url := strings.TrimSuffix(c.Config.Host, "/") + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("apiserver metrics: %s: %s", url, resp.Status)
+	}
+	s, err := managerstat.Parse(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
+	}
+	return s, nil
 }
 
 // readSelfCPU is this process's CPU and that of its children it has waited for (the local
@@ -793,10 +890,12 @@ func (m *fleetManager) stop() {
 	}
 }
 
-// fleetDelete deletes the fleet's policies and waits until their runs and pods are gone too
-// (the garbage collector deletes them, the manager releases their finalizers), so the next
-// fleet's manager starts with empty caches.
-func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns string) error {
+// fleetDelete deletes the fleet's n policies and waits until their runs and pods are gone
+// too (the garbage collector deletes them, the manager releases their finalizers), so the
+// next fleet's manager starts with empty caches. It waits 2 minutes, or 300 ms a policy
+// where that is longer: a fleet of 1,000 leaves over a thousand runs to finalize.
+func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns string, n int) error {
+	limit := max(2*time.Minute, time.Duration(n)*300*time.Millisecond)
 	start := time.Now()
 	if err := c.Client.DeleteAllOf(ctx, &vacuumv1alpha1.VacuumPolicy{}, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("delete the policies of %s: %w", ns, err)
@@ -814,8 +913,8 @@ func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns stri
 			r.logf("  %s deleted in %s", ns, time.Since(start).Round(time.Millisecond))
 			return nil
 		}
-		if time.Since(start) > 2*time.Minute {
-			return fmt.Errorf("%s: %d runs and %d pods left 2 minutes after its policies were deleted", ns, len(runs.Items), len(pods.Items))
+		if time.Since(start) > limit {
+			return fmt.Errorf("%s: %d runs and %d pods left %s after its policies were deleted", ns, len(runs.Items), len(pods.Items), limit)
 		}
 		select {
 		case <-ctx.Done():
@@ -827,7 +926,7 @@ func (r *runner) fleetDelete(ctx context.Context, c *devcluster.Cluster, ns stri
 
 // fleetRow adds the row of a fleet of n policies, measured by samples s0 (idle, before the
 // policies), s1 (all created) and s2 (the end).
-func fleetRow(tb *Table, n, realCount int, period time.Duration, s0, s1, s2 fleetSample, seen *fleetSeen, depth map[string]float64) error {
+func fleetRow(tb *Table, label string, n, realCount int, period time.Duration, s0, s1, s2 fleetSample, seen *fleetSeen, depth map[string]float64) error {
 	quant := func(ctrl string) (count, p50, p99 float64, err error) {
 		h2, err := s2.m.Histogram(reconcileMetric, managerstat.Labels{"controller": ctrl})
 		if err != nil {
@@ -894,7 +993,7 @@ func fleetRow(tb *Table, n, realCount int, period time.Duration, s0, s1, s2 flee
 	steady := s2.at.Sub(s1.at).Seconds()
 	cores := (s2.proc.CPU - s1.proc.CPU).Seconds() / steady
 	fn := float64(n)
-	return tb.Add([]string{fleetLabel(n)}, fn, float64(realCount), s2.at.Sub(s0.at).Seconds(), float64(runs), float64(pods),
+	return tb.Add([]string{label}, fn, float64(realCount), s2.at.Sub(s0.at).Seconds(), float64(runs), float64(pods),
 		pc, p50, p99, rc, r50, r99,
 		req, req/float64(runs), heap0/(1<<20), heap2/(1<<20), (heap2-heap0)/1024/fn,
 		rss0/(1<<20), rss2/(1<<20), (rss2-rss0)/1024/fn, cpu, 1000*cpu/float64(runs), cores,
@@ -907,13 +1006,73 @@ func fleetRow(tb *Table, n, realCount int, period time.Duration, s0, s1, s2 flee
 }
 
 // fleetRequests adds the fleet's API requests per run by HTTP method.
-func fleetRequests(tb *Table, n int, s0, s2 fleetSample, seen *fleetSeen) error {
+func fleetRequests(tb *Table, label string, n int, s0, s2 fleetSample, seen *fleetSeen) error {
 	_, _, podSeen, _ := seen.delays(s2.at)
 	runs := float64(max(len(podSeen), 1))
 	for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		sel := managerstat.Labels{"method": method}
 		req := s2.m.Sum(requestsMetric, sel) - s0.m.Sum(requestsMetric, sel)
-		if err := tb.Add([]string{fleetLabel(n), method}, float64(n), req, req/runs); err != nil {
+		if err := tb.Add([]string{label, method}, float64(n), req, req/runs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fleetAPIRequests adds the requests kube-apiserver served between a1 and a2, by verb and
+// resource (with its group when not the core one, and its subresource), per run of the
+// window: every row of at least 0.01 a run, watches left out, the most requested first.
+func fleetAPIRequests(tb *Table, label string, a1, a2 managerstat.Sample, runs int) error {
+	count := func(s managerstat.Sample) map[[2]string]float64 {
+		out := map[[2]string]float64{}
+		f, ok := s[apiserverMetric]
+		if !ok {
+			return out
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["verb"] == "WATCH" || l["resource"] == "" {
+				continue
+			}
+			res := l["resource"]
+			if g := l["group"]; g != "" {
+				res += "." + g
+			}
+			if sub := l["subresource"]; sub != "" {
+				res += "/" + sub
+			}
+			out[[2]string{l["verb"], res}] += m.GetCounter().GetValue()
+		}
+		return out
+	}
+	if runs == 0 {
+		return errors.New("apiserver requests: no tick in the window")
+	}
+	before, after := count(a1), count(a2)
+	type row struct {
+		key [2]string
+		n   float64
+	}
+	var rows []row
+	for k, v := range after {
+		if d := v - before[k]; d/float64(runs) >= 0.01 {
+			rows = append(rows, row{k, d})
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("apiserver requests: no %s series moved over the window", apiserverMetric)
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if a.n != b.n {
+			return int(math.Copysign(1, b.n-a.n))
+		}
+		return strings.Compare(a.key[1]+a.key[0], b.key[1]+b.key[0])
+	})
+	for _, r := range rows {
+		if err := tb.Add([]string{label, r.key[0], r.key[1]}, r.n, r.n/float64(runs)); err != nil {
 			return err
 		}
 	}
@@ -943,7 +1102,7 @@ func (r *runner) fleetPlots(sec *Section, tb *Table) error {
 	c := &cells{ts: tablesOf([]*Table{tb})}
 	xy := func(col string) plotter.XYs {
 		var out plotter.XYs
-		for _, row := range c.rows(fleetTable, "") {
+		for _, row := range fleetCurve(c) {
 			out = append(out, plotter.XY{X: c.num(fleetTable, row, "policies"), Y: c.num(fleetTable, row, col)})
 		}
 		return out
@@ -976,10 +1135,36 @@ func (r *runner) fleetPlots(sec *Section, tb *Table) error {
 	return nil
 }
 
-// fleetLargest is the row of the largest fleet.
+// fleetCurve are the rows of the fleets on the sizes' FleetPeriod, the curve by fleet size.
+func fleetCurve(c *cells) [][]string {
+	var out [][]string
+	for _, row := range c.rows(fleetTable, "") {
+		if !isRateRow(row) {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// fleetRates are the largest fleet's rows on FleetRatePeriods and big, its row on the
+// sizes' period, ordered by ticks a second: the offered load against what it cost.
+func fleetRates(c *cells, big []string) [][]string {
+	out := [][]string{big}
+	for _, row := range c.rows(fleetTable, "") {
+		if isRateRow(row) && c.num(fleetTable, row, "policies") == c.num(fleetTable, big, "policies") {
+			out = append(out, row)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b []string) int {
+		return int(math.Copysign(1, c.num(fleetTable, a, "ticks_per_s")-c.num(fleetTable, b, "ticks_per_s")))
+	})
+	return out
+}
+
+// fleetLargest is the row of the largest fleet on the sizes' period.
 func fleetLargest(c *cells) []string {
 	var best []string
-	for _, row := range c.rows(fleetTable, "") {
+	for _, row := range fleetCurve(c) {
 		if best == nil || c.num(fleetTable, row, "policies") > c.num(fleetTable, best, "policies") {
 			best = row
 		}
@@ -995,7 +1180,7 @@ func fleetHeadline(ts tables) (string, error) {
 	}
 	num := func(col string) float64 { return c.num(fleetTable, big, col) }
 	var curve []string
-	for _, row := range c.rows(fleetTable, "") {
+	for _, row := range fleetCurve(c) {
 		curve = append(curve, sentence("%.0f: %.1f/%.1f ms, %.1f KiB", c.num(fleetTable, row, "policies"),
 			c.num(fleetTable, row, "policy_p99_ms"), c.num(fleetTable, row, "run_p99_ms"), c.num(fleetTable, row, "heap_kib_per_policy")))
 	}
@@ -1005,6 +1190,13 @@ func fleetHeadline(ts tables) (string, error) {
 		num("policies"), num("real_pod_policies"), num("runs"), num("policy_p99_ms"), num("run_p99_ms"), fleetGoalReconcileMs,
 		num("heap_kib_per_policy"), num("rss_kib_per_policy"), fleetGoalKiBPerPolicy, num("tick_to_pod_p99_s"), fleetGoalTickToPodSecs,
 		num("requests_per_run"), num("cpu_ms_per_run"), joinComma(curve))
+	if rates := fleetRates(c, big); len(rates) > 1 {
+		var at []string
+		for _, row := range rates {
+			at = append(at, sentence("%.1f: %.2f s", c.num(fleetTable, row, "ticks_per_s"), c.num(fleetTable, row, "tick_to_pod_p99_s")))
+		}
+		s += sentence(" Tick to pod p99 at %.0f policies by ticks a second offered: %s.", num("policies"), joinComma(at))
+	}
 	return s, c.err
 }
 
@@ -1012,7 +1204,7 @@ func fleetHeadline(ts tables) (string, error) {
 func fleetFindings(ts tables) ([]string, []Rule, *Verdict, error) {
 	c := &cells{ts: ts}
 	big := fleetLargest(c)
-	rows := c.rows(fleetTable, "")
+	rows := fleetCurve(c)
 	if c.err != nil {
 		return nil, nil, nil, c.err
 	}
@@ -1054,6 +1246,7 @@ func fleetFindings(ts tables) ([]string, []Rule, *Verdict, error) {
 		num(big, "etcd_cores"), num(big, "cpu_cores"), num(big, "node_cores"), used, runtime.NumCPU(),
 		num(big, "policy_queue_mean_ms"), num(big, "run_queue_mean_ms"), num(big, "policy_depth_max"),
 		num(big, "run_depth_max"), num(big, "request_mean_ms"), num(big, "request_p99_ms")))
+	findings = append(findings, fleetRateFindings(c, big)...)
 	outcome := "met"
 	for _, r := range rules {
 		if !r.Holds {
@@ -1067,6 +1260,48 @@ func fleetFindings(ts tables) ([]string, []Rule, *Verdict, error) {
 	return findings, rules, v, c.err
 }
 
+// fleetRateFindings put the largest fleet's rows side by side by the ticks a second they
+// offered: where tick to pod p99 passes the goal (the knee, between the highest rate that
+// met it and the lowest that did not), and what real fleets of that size offer.
+func fleetRateFindings(c *cells, big []string) []string {
+	rates := fleetRates(c, big)
+	n := c.num(fleetTable, big, "policies")
+	var at []string
+	carried, over := -1.0, -1.0
+	for _, row := range rates {
+		num := func(col string) float64 { return c.num(fleetTable, row, col) }
+		tps, tick := num("ticks_per_s"), num("tick_to_pod_p99_s")
+		at = append(at, sentence("%.1f ticks a second (%s): tick to pod p50 %.2f s and p99 %.2f s, reconcile p99 %.1f/%.1f ms, "+
+			"run queue wait %.0f ms on average, kube-apiserver %.2f cores", tps, row[0], num("tick_to_pod_p50_s"), tick,
+			num("policy_p99_ms"), num("run_p99_ms"), num("run_queue_mean_ms"), num("apiserver_cores")))
+		switch {
+		case tick < fleetGoalTickToPodSecs:
+			carried = max(carried, tps)
+		case over < 0 || tps < over:
+			over = tps
+		}
+	}
+	if len(rates) < 2 {
+		return nil
+	}
+	knee := "no rate measured met it"
+	switch {
+	case carried >= 0 && over >= 0 && carried < over:
+		knee = sentence("the knee lies between %.1f (met) and %.1f ticks a second (not met)", carried, over)
+	case carried >= 0 && over < 0:
+		knee = sentence("every rate measured met it, up to %.1f ticks a second", carried)
+	case carried >= 0:
+		knee = sentence("met at %.1f ticks a second but not at %.1f, a lower rate: this run's noise is larger than the difference", carried, over)
+	}
+	return []string{
+		sentence("At %.0f policies by offered load: %s. Tick to pod p99 under %d s: %s.", n, strings.Join(at, "; "),
+			fleetGoalTickToPodSecs, knee),
+		sentence("What a real fleet of %.0f databases offers, spread evenly: hourly vacuums %.2f ticks a second, daily ones %.3f; "+
+			"the same fleet with every schedule on one cron minute (say \"0 2 * * *\") offers all %.0f ticks at once, "+
+			"which these rows do not measure.", n, n/3600, n/86400, n),
+	}
+}
+
 func fleetSetup(sz Sizes) []string {
 	out := []string{
 		sentence("fleets of %v VacuumPolicies, one namespace each, a fresh manager process for each (./cmd/manager, "+
@@ -1076,6 +1311,16 @@ func fleetSetup(sz Sizes) []string {
 		sentence("at most %d policies of a fleet with real runner pods (lazy VACUUM of a %d-row table with one index, a copy of one "+
 			"tiny data directory each), the others with pods no node runs", sz.FleetRealPods, fleetRows),
 		"control plane: envtest's kube-apiserver and etcd, kube-controller-manager's garbage collector; the dev cluster's local node",
+	}
+	if len(sz.FleetRatePeriods) > 0 && len(sz.FleetScales) > 0 {
+		n := sz.FleetScales[len(sz.FleetScales)-1]
+		var labels []string
+		for _, p := range sz.FleetRatePeriods {
+			labels = append(labels, fleetRateLabel(n, p))
+		}
+		out = append(out, sentence("the largest fleet also on the longer periods %v, each measured before its %s row the same way "+
+			"(rows %s): the same %d policies offering fewer ticks a second; their pods that never start fail after "+
+			"the same %d s", sz.FleetRatePeriods, sz.FleetPeriod, strings.Join(labels, ", "), n, fleetPodStartTimeout(sz)))
 	}
 	if args := os.Getenv(FleetManagerArgsEnv); args != "" {
 		out = append(out, sentence("manager flags added by %s: %s", FleetManagerArgsEnv, args))
