@@ -86,9 +86,16 @@ type exp10Run struct {
 	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
 	failed      int64
 	law         []lawPoint // what the adaptive throttle reported at each poll (adaptive runs)
+	marks       []mark     // when each step before the VACUUM ended (lag runs)
 	// capped: a fixed run stopped at its part's cap (seconds is then the cap, a lower bound
 	// of its time; figure and windows are of the span it ran).
 	capped bool
+}
+
+// mark is when a step of a run ended.
+type mark struct {
+	name string
+	at   time.Time
 }
 
 // lawPoint is one poll of an adaptive run's progress: the budget in per mille of the
@@ -98,6 +105,8 @@ type lawPoint struct {
 	perMille int32
 	binding  string
 	server   float64 // the server's own foreground p99 then (its view, the last 10 s), ms; -1: none
+	phase    string  // the VACUUM's phase then
+	wal      int64   // the WAL bytes the VACUUM had inserted by then
 }
 
 // serverP99s lists the server's own foreground p99 of each poll.
@@ -506,7 +515,8 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 				if p.Foreground != nil {
 					server = float64(p.Foreground.P99Microseconds) / 1e3
 				}
-				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server})
+				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server,
+					phase: string(p.Phase), wal: p.WALBytes})
 				mu.Unlock()
 			}
 		}
@@ -696,15 +706,18 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		// settings met a checkpoint depended on the WAL before them, much the same each round:
 		// in one run the 2 ms and 10 ms FULLs peaked at 7 to 13 MB of lag in five of their six
 		// runs, the 5 ms and 20 ms ones under 1 MB in all six.
+		var marks []mark
 		for _, q := range []string{"UPDATE " + exp10Full + " SET n = n + 1 WHERE id % 2 = 0",
 			"SELECT count(*) FROM " + exp10Full, "CHECKPOINT"} {
 			if _, err := c.Exec(ctx, q); err != nil {
 				return fail(fmt.Errorf("%s: %s: %w", p.primary.name, q, err))
 			}
+			marks = append(marks, mark{strings.Fields(q)[0], time.Now()})
 		}
 		if err := waitReplayed(ctx, c, 120*time.Second); err != nil {
 			return fail(fmt.Errorf("%s: %w", p.primary.name, err))
 		}
+		marks = append(marks, mark{"replayed", time.Now()})
 		sleepCtx(ctx, sz.AdaptSettle)
 		a := runnerwire.DefaultAdaptive()
 		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)
@@ -728,6 +741,7 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 			sleepCtx(ctx, sz.LagSample)
 		}
 		run.spanEnd = time.Now()
+		run.marks = marks
 		runs = append(runs, run)
 	}
 	samples, load, err := stopAll()
@@ -767,10 +781,44 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
 			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
+		var ms []string
+		for _, m := range x.marks {
+			ms = append(ms, fmt.Sprintf("%s %.2f", m.name, m.at.Sub(x.start).Seconds()))
+		}
+		r.logf("    steps before (s from the FULL's start): %s; lag samples (s from the FULL's start: KB): %s", strings.Join(ms, ", "),
+			lagSeries(samples, at, x.start.Add(-3*time.Second), x.start, x.spanEnd))
 		if x.adaptive && target > 0 {
 			r.logf("    windows (peak lag MB, samples; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.spanEnd, exp10Window, maxStat, 1e-6, "%.3f MB", x.law))
+			r.logf("    polls (s from the FULL's start: phase, WAL MB inserted by the FULL, budget per mille and binding): %s", lawSeries(x.law, x.start))
 		}
 	}
 	return alone, runs, nil
+}
+
+// lagSeries lists the lag samples of [start, end] (at gives a sample's time), each as its
+// time from start and its lag in KB, with the query's round trip in ms when it took 5 ms or
+// more: a run's log shows when a peak came, not only which window held it.
+func lagSeries(samples []LagSample, at func(LagSample) time.Time, from, start, end time.Time) string {
+	var b strings.Builder
+	for _, s := range samples {
+		if t := at(s); !t.Before(from) && !t.After(end) {
+			fmt.Fprintf(&b, "%.2f:%.0f", t.Sub(start).Seconds(), float64(s.Lag())/1e3)
+			if s.Took >= 5*time.Millisecond {
+				fmt.Fprintf(&b, "(%.0fms)", s.Took.Seconds()*1e3)
+			}
+			b.WriteString(" ")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// lawSeries lists an adaptive run's polls: time from start, phase, WAL inserted, budget
+// and binding.
+func lawSeries(law []lawPoint, start time.Time) string {
+	var b strings.Builder
+	for _, l := range law {
+		fmt.Fprintf(&b, "%.2f:%s,%.2f,%d%s ", l.at.Sub(start).Seconds(), l.phase, float64(l.wal)/1e6, l.perMille, bindingLetter(l.binding))
+	}
+	return strings.TrimSpace(b.String())
 }
