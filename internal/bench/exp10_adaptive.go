@@ -587,7 +587,7 @@ func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, p
 
 func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0]}
+	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0], capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	ours, err := r.startOursPair(ctx)
 	if err != nil {
 		return nil, err
@@ -600,7 +600,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	for i := range sz.AdaptRuns {
 		cal = append(cal, exp10Setting{phase: "calibration", round: i + 1})
 	}
-	alone, runs, err := r.lagBlock(ctx, ours, 0, cal)
+	alone, runs, err := r.lagBlock(ctx, ours, part, 0, cal)
 	if err != nil {
 		return nil, err
 	}
@@ -617,7 +617,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	part.alone, part.unthrottled, part.goal = part.alone/1e6, part.unthrottled/1e6, part.goal/1e6
 	target := int64(part.goal * 1e6)
 	measureOurs := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
-		_, runs, err := r.lagBlock(ctx, ours, target, set)
+		_, runs, err := r.lagBlock(ctx, ours, part, target, set)
 		return runs, err
 	}
 	grid := func(string) []time.Duration { return sz.AdaptDelays }
@@ -640,7 +640,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	}
 	pgGrid := func(string) []time.Duration { return []time.Duration{0, sz.AdaptDelays[len(sz.AdaptDelays)-1]} }
 	measurePG := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
-		_, runs, err := r.lagBlock(ctx, pg, target, set)
+		_, runs, err := r.lagBlock(ctx, pg, part, target, set)
 		return runs, err
 	}
 	// Two settings, no bracket to narrow: no bisection.
@@ -656,17 +656,17 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 // the standby has replayed all FULL wrote (DrainFactor times FULL's time at most). It returns
 // the largest lag sampled before the first FULL (the load's alone) and the runs, each judged
 // against target (0: not judged) over the FULL and its drain.
-func (r *runner) lagBlock(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+func (r *runner) lagBlock(ctx context.Context, p *replicaPair, part *exp10Part, target int64, set []exp10Setting) (int64, []exp10Run, error) {
 	wctx, cancel := p.watch(ctx)
 	defer cancel()
-	alone, runs, err := r.lagBlockUntil(wctx, p, target, set)
+	alone, runs, err := r.lagBlockUntil(wctx, p, part, target, set)
 	if cause := context.Cause(wctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
 	return alone, runs, err
 }
 
-func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, part *exp10Part, target int64, set []exp10Setting) (int64, []exp10Run, error) {
 	sz := r.sz
 	c, err := pgx.Connect(ctx, p.primary.url())
 	if err != nil {
@@ -721,7 +721,12 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		sleepCtx(ctx, sz.AdaptSettle)
 		a := runnerwire.DefaultAdaptive()
 		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)
-		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, 0)
+		var limit time.Duration
+		if !st.adaptive && st.phase != "calibration" {
+			// The adaptive runs of this block count too: the round's adaptive run comes first.
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
+		}
+		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, limit)
 		if err != nil {
 			return fail(err)
 		}
@@ -743,6 +748,19 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		run.spanEnd = time.Now()
 		run.marks = marks
 		runs = append(runs, run)
+		if run.capped {
+			// A cancelled FULL left the old table as it was: the rest of it, unthrottled and
+			// not measured, so that the next run starts from the same state as every other
+			// (the next run waits for the standby to replay it).
+			t0 := time.Now()
+			for _, q := range []string{"SET vacuum_cost_delay = 0", "VACUUM (FULL) " + exp10Full} {
+				if _, err := c.Exec(ctx, q); err != nil {
+					return fail(fmt.Errorf("%s: finishing a capped FULL: %s: %w", p.primary.name, q, err))
+				}
+			}
+			r.logf("  %s %s %s round %d stopped at the cap %.2f s; the FULL again, unthrottled and not measured, took %.2f s",
+				p.primary.name, st.name(), delayName(st.delay), st.round, limit.Seconds(), time.Since(t0).Seconds())
+		}
 	}
 	samples, load, err := stopAll()
 	if err != nil {
@@ -778,8 +796,12 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
 		}
-		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
-			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
+		capped := ""
+		if x.capped {
+			capped = " (stopped at the cap: slower than the cap)"
+		}
+		r.logf("  %s %s %s %s round %d: FULL %.2f s%s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
 		var ms []string
 		for _, m := range x.marks {
