@@ -137,9 +137,9 @@ type Sizes struct {
 	// AdaptCeiling is the foreground p99 target's adaptive ceiling, a cost delay below the
 	// grid's fastest, so that the law, not the ceiling, sets the rate.
 	AdaptCeiling time.Duration
-	// AdaptCap stops a fixed-delay VACUUM of the foreground p99 target at this multiple of
-	// the longest adaptive run before it, or at AdaptCapMin if that is longer: that run is
-	// "slower than the cap".
+	// AdaptCap stops a fixed-delay VACUUM (or FULL) of either target at this multiple of
+	// the longest adaptive run of its target before it, or at AdaptCapMin if that is longer:
+	// that run is "slower than the cap".
 	AdaptCap    float64
 	AdaptCapMin time.Duration
 
@@ -215,7 +215,13 @@ func DefaultSizes() Sizes {
 		// unthrottled and the law must find the rate itself.
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
 		AdaptScale: 16, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
-		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second, AdaptFullRows: 50_000,
+		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
+		// 200,000 rows: at 50,000 the adaptive FULL lasted 1.2-1.8 s, one or two 1-second
+		// windows a run, which say nothing of a 95 % share (the make bench of 2026-12-06: 3
+		// windows in all); at 20 ms the fixed FULL took 9.3 s. Four times the rows give the
+		// adaptive runs several windows each, and AdaptCap stops the slow fixed delays (37 s at
+		// 20 ms), so the half keeps to its 10 minutes.
+		AdaptFullRows: 200_000,
 		// AdaptCapMin: an adaptive run at about the unthrottled speed (1-2 s here) must not cap
 		// the fixed delays below what tells them apart (1 ms takes about 4 s at this scale).
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second,

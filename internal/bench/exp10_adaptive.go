@@ -86,9 +86,16 @@ type exp10Run struct {
 	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
 	failed      int64
 	law         []lawPoint // what the adaptive throttle reported at each poll (adaptive runs)
+	marks       []mark     // when each step before the VACUUM ended (lag runs)
 	// capped: a fixed run stopped at its part's cap (seconds is then the cap, a lower bound
 	// of its time; figure and windows are of the span it ran).
 	capped bool
+}
+
+// mark is when a step of a run ended.
+type mark struct {
+	name string
+	at   time.Time
 }
 
 // lawPoint is one poll of an adaptive run's progress: the budget in per mille of the
@@ -98,6 +105,8 @@ type lawPoint struct {
 	perMille int32
 	binding  string
 	server   float64 // the server's own foreground p99 then (its view, the last 10 s), ms; -1: none
+	phase    string  // the VACUUM's phase then
+	wal      int64   // the WAL bytes the VACUUM had inserted by then
 }
 
 // serverP99s lists the server's own foreground p99 of each poll.
@@ -506,7 +515,8 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 				if p.Foreground != nil {
 					server = float64(p.Foreground.P99Microseconds) / 1e3
 				}
-				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server})
+				run.law = append(run.law, lawPoint{at: time.Now(), perMille: p.Adaptive.BudgetPerMille, binding: p.Adaptive.Binding, server: server,
+					phase: string(p.Phase), wal: p.WALBytes})
 				mu.Unlock()
 			}
 		}
@@ -577,7 +587,7 @@ func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, p
 
 func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0]}
+	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0], capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	ours, err := r.startOursPair(ctx)
 	if err != nil {
 		return nil, err
@@ -590,7 +600,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	for i := range sz.AdaptRuns {
 		cal = append(cal, exp10Setting{phase: "calibration", round: i + 1})
 	}
-	alone, runs, err := r.lagBlock(ctx, ours, 0, cal)
+	alone, runs, err := r.lagBlock(ctx, ours, part, 0, cal)
 	if err != nil {
 		return nil, err
 	}
@@ -607,7 +617,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	part.alone, part.unthrottled, part.goal = part.alone/1e6, part.unthrottled/1e6, part.goal/1e6
 	target := int64(part.goal * 1e6)
 	measureOurs := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
-		_, runs, err := r.lagBlock(ctx, ours, target, set)
+		_, runs, err := r.lagBlock(ctx, ours, part, target, set)
 		return runs, err
 	}
 	grid := func(string) []time.Duration { return sz.AdaptDelays }
@@ -630,7 +640,7 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	}
 	pgGrid := func(string) []time.Duration { return []time.Duration{0, sz.AdaptDelays[len(sz.AdaptDelays)-1]} }
 	measurePG := func(ctx context.Context, _ string, set []exp10Setting) ([]exp10Run, error) {
-		_, runs, err := r.lagBlock(ctx, pg, target, set)
+		_, runs, err := r.lagBlock(ctx, pg, part, target, set)
 		return runs, err
 	}
 	// Two settings, no bracket to narrow: no bisection.
@@ -646,17 +656,17 @@ func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 // the standby has replayed all FULL wrote (DrainFactor times FULL's time at most). It returns
 // the largest lag sampled before the first FULL (the load's alone) and the runs, each judged
 // against target (0: not judged) over the FULL and its drain.
-func (r *runner) lagBlock(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+func (r *runner) lagBlock(ctx context.Context, p *replicaPair, part *exp10Part, target int64, set []exp10Setting) (int64, []exp10Run, error) {
 	wctx, cancel := p.watch(ctx)
 	defer cancel()
-	alone, runs, err := r.lagBlockUntil(wctx, p, target, set)
+	alone, runs, err := r.lagBlockUntil(wctx, p, part, target, set)
 	if cause := context.Cause(wctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
 	return alone, runs, err
 }
 
-func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64, set []exp10Setting) (int64, []exp10Run, error) {
+func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, part *exp10Part, target int64, set []exp10Setting) (int64, []exp10Run, error) {
 	sz := r.sz
 	c, err := pgx.Connect(ctx, p.primary.url())
 	if err != nil {
@@ -696,19 +706,27 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		// settings met a checkpoint depended on the WAL before them, much the same each round:
 		// in one run the 2 ms and 10 ms FULLs peaked at 7 to 13 MB of lag in five of their six
 		// runs, the 5 ms and 20 ms ones under 1 MB in all six.
+		var marks []mark
 		for _, q := range []string{"UPDATE " + exp10Full + " SET n = n + 1 WHERE id % 2 = 0",
 			"SELECT count(*) FROM " + exp10Full, "CHECKPOINT"} {
 			if _, err := c.Exec(ctx, q); err != nil {
 				return fail(fmt.Errorf("%s: %s: %w", p.primary.name, q, err))
 			}
+			marks = append(marks, mark{strings.Fields(q)[0], time.Now()})
 		}
 		if err := waitReplayed(ctx, c, 120*time.Second); err != nil {
 			return fail(fmt.Errorf("%s: %w", p.primary.name, err))
 		}
+		marks = append(marks, mark{"replayed", time.Now()})
 		sleepCtx(ctx, sz.AdaptSettle)
 		a := runnerwire.DefaultAdaptive()
 		a.MaxLagBytes, a.FloorPerMille = target, exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)
-		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, 0)
+		var limit time.Duration
+		if !st.adaptive && st.phase != "calibration" {
+			// The adaptive runs of this block count too: the round's adaptive run comes first.
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
+		}
+		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, limit)
 		if err != nil {
 			return fail(err)
 		}
@@ -728,7 +746,21 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 			sleepCtx(ctx, sz.LagSample)
 		}
 		run.spanEnd = time.Now()
+		run.marks = marks
 		runs = append(runs, run)
+		if run.capped {
+			// A cancelled FULL left the old table as it was: the rest of it, unthrottled and
+			// not measured, so that the next run starts from the same state as every other
+			// (the next run waits for the standby to replay it).
+			t0 := time.Now()
+			for _, q := range []string{"SET vacuum_cost_delay = 0", "VACUUM (FULL) " + exp10Full} {
+				if _, err := c.Exec(ctx, q); err != nil {
+					return fail(fmt.Errorf("%s: finishing a capped FULL: %s: %w", p.primary.name, q, err))
+				}
+			}
+			r.logf("  %s %s %s round %d stopped at the cap %.2f s; the FULL again, unthrottled and not measured, took %.2f s",
+				p.primary.name, st.name(), delayName(st.delay), st.round, limit.Seconds(), time.Since(t0).Seconds())
+		}
 	}
 	samples, load, err := stopAll()
 	if err != nil {
@@ -764,13 +796,51 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, target int64
 		if target > 0 {
 			x.held, x.total = windowsHeld(pts, x.start, x.spanEnd, exp10Window, maxStat, float64(target))
 		}
-		r.logf("  %s %s %s %s round %d: FULL %.2f s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
-			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
+		capped := ""
+		if x.capped {
+			capped = " (stopped at the cap: slower than the cap)"
+		}
+		r.logf("  %s %s %s %s round %d: FULL %.2f s%s, peak lag %.3f MB at %.2f s (%.3f MB before it; %.2f s to replay), %d of %d windows held",
+			p.primary.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, peakAt.Seconds(), float64(atStart)/1e6,
 			x.spanEnd.Sub(x.start).Seconds(), x.held, x.total)
+		var ms []string
+		for _, m := range x.marks {
+			ms = append(ms, fmt.Sprintf("%s %.2f", m.name, m.at.Sub(x.start).Seconds()))
+		}
+		r.logf("    steps before (s from the FULL's start): %s; lag samples (s from the FULL's start: KB): %s", strings.Join(ms, ", "),
+			lagSeries(samples, at, x.start.Add(-3*time.Second), x.start, x.spanEnd))
 		if x.adaptive && target > 0 {
 			r.logf("    windows (peak lag MB, samples; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.spanEnd, exp10Window, maxStat, 1e-6, "%.3f MB", x.law))
+			r.logf("    polls (s from the FULL's start: phase, WAL MB inserted by the FULL, budget per mille and binding): %s", lawSeries(x.law, x.start))
 		}
 	}
 	return alone, runs, nil
+}
+
+// lagSeries lists the lag samples of [start, end] (at gives a sample's time), each as its
+// time from start and its lag in KB, with the query's round trip in ms when it took 5 ms or
+// more: a run's log shows when a peak came, not only which window held it.
+func lagSeries(samples []LagSample, at func(LagSample) time.Time, from, start, end time.Time) string {
+	var b strings.Builder
+	for _, s := range samples {
+		if t := at(s); !t.Before(from) && !t.After(end) {
+			fmt.Fprintf(&b, "%.2f:%.0f", t.Sub(start).Seconds(), float64(s.Lag())/1e3)
+			if s.Took >= 5*time.Millisecond {
+				fmt.Fprintf(&b, "(%.0fms)", s.Took.Seconds()*1e3)
+			}
+			b.WriteString(" ")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// lawSeries lists an adaptive run's polls: time from start, phase, WAL inserted, budget
+// and binding.
+func lawSeries(law []lawPoint, start time.Time) string {
+	var b strings.Builder
+	for _, l := range law {
+		fmt.Fprintf(&b, "%.2f:%s,%.2f,%d%s ", l.at.Sub(start).Seconds(), l.phase, float64(l.wal)/1e6, l.perMille, bindingLetter(l.binding))
+	}
+	return strings.TrimSpace(b.String())
 }

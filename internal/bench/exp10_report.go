@@ -147,9 +147,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"never below the adaptive runs' ceiling: for the foreground p99 target, when the grid's fastest delay holds, "+
 				"between the ceiling %s and it)",
 				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution, sz.AdaptCeiling),
-			sentence("foreground p99 target's cap: a fixed-delay VACUUM (either system) still running %.1fx the longest adaptive run "+
-				"before it, or %s if that is longer, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
-				"bound; its figure and windows are of the span it ran); the table is then vacuumed unthrottled, unmeasured, so "+
+			sentence("the cap, for both targets: a fixed-delay VACUUM or FULL (either system) still running %.1fx the longest adaptive run "+
+				"of its target before it, or %s if that is longer, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
+				"bound; its figure and windows are of the span it ran); the table is then vacuumed (or rewritten) unthrottled, unmeasured, so "+
 				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
 				"the static ceiling cost delay %s, below the grid (at it our VACUUM beside a load barely sleeps, so the law, "+

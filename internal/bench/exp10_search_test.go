@@ -328,7 +328,7 @@ func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	pts := []point{{at(100), 1}, {at(900), 9}, {at(1100), 2}, {at(1900), 3}}
-	law := []lawPoint{{at(250), 1000, "Ceiling", 2}, {at(750), 500, "ForegroundLatency", 9}, {at(1500), 100, "Floor", -1}}
+	law := []lawPoint{{at: at(250), perMille: 1000, binding: "Ceiling", server: 2}, {at: at(750), perMille: 500, binding: "ForegroundLatency", server: 9}, {at: at(1500), perMille: 100, binding: "Floor", server: -1}}
 	got := windowTimeline(pts, t0, at(2000), time.Second, maxStat, 1, "%.1f ms", law)
 	want := "[1: 9.0 ms/2 1000C 500L] [2: 3.0 ms/2 100F]"
 	if got != want {
@@ -462,5 +462,22 @@ func TestABestFixedDelayStoppedAtTheCapIsReportedAsSlowerThanTheCap(t *testing.T
 	}
 	if !strings.Contains(goal, "lower bound: 1 of its runs stopped at the cap") {
 		t.Errorf("goal rule %q does not say the best fixed time is a lower bound", goal)
+	}
+}
+
+// TestLagSeriesListsTheSamplesFromItsStartWithSlowRoundTrips: each sample of the span as its
+// time from the FULL's start and its lag in KB, a slow query's round trip beside it.
+func TestLagSeriesListsTheSamplesFromItsStartWithSlowRoundTrips(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(s LagSample) time.Time { return t0.Add(s.At) }
+	samples := []LagSample{
+		{At: 0, Current: 5000, Replayed: 0},                           // before from
+		{At: 900 * time.Millisecond, Current: 3_170_000, Replayed: 0}, // before the start
+		{At: 1020 * time.Millisecond, Current: 10_000, Replayed: 2000, Took: 12 * time.Millisecond},
+		{At: 3 * time.Second, Current: 1, Replayed: 0}, // after the end
+	}
+	got := lagSeries(samples, at, t0.Add(500*time.Millisecond), t0.Add(time.Second), t0.Add(2*time.Second))
+	if want := "-0.10:3170 0.02:8(12ms)"; got != want {
+		t.Errorf("lagSeries = %q, want %q", got, want)
 	}
 }

@@ -206,6 +206,7 @@ type LagSample struct {
 	At       time.Duration // since sampling began
 	Current  uint64        // the primary's pg_current_wal_lsn()
 	Replayed uint64        // the standby's replay_lsn (else flush, else sent)
+	Took     time.Duration // the query's round trip (a slow one may have read the two apart)
 }
 
 // Lag is the bytes of WAL the standby has not replayed.
@@ -264,8 +265,9 @@ func sampleLag(ctx context.Context, s *srvSystem, every time.Duration) (*lagSamp
 		tk := time.NewTicker(every)
 		defer tk.Stop()
 		for {
+			t0 := time.Now()
 			smp, err := readLag(ctx, c)
-			smp.At = time.Since(ls.start)
+			smp.At, smp.Took = t0.Sub(ls.start), time.Since(t0)
 			ls.mu.Lock()
 			if err != nil {
 				ls.err = err

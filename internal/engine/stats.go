@@ -52,7 +52,7 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 	var out []TableStats
 	for _, t := range db.cat.Tables {
 		s := db.pool.NewStrategy(buffer.BulkRead, 0, nil)
-		c, err := db.heapRel(t.Rel).CountTuples(ctx, horizon, s)
+		c, err := db.heapRel(t.Rel).CountTuplesReadOnly(ctx, horizon, s)
 		if err != nil {
 			return nil, fmt.Errorf("stats of %q: %w", t.Name, err)
 		}

@@ -29,6 +29,7 @@
 //	(*Rel).TrailingEmptyBlocks(s) (newNBlocks uint32, err)    // blocks at the end with no items
 //	(*Rel).Truncate(nblocks, s) error                         // main+VM+FSM, WAL-logged and flushed first
 //	(*Rel).CountTuples(ctx, horizon, s) (TupleCounts, error)
+//	(*Rel).CountTuplesReadOnly(ctx, horizon, s) (TupleCounts, error) // sets no hint bits: no WAL
 //	(*Rel).CountTuplesPaced(ctx, horizon, s, hook) (TupleCounts, error) // hook after each page
 //	(*Rel).CountPage(blk, horizon, s) (TupleCounts, error)              // one page
 //	(*Rel).RecordFreeSpace(blk, s) error, (*Rel).RebuildFSM(ctx, s) error

@@ -238,7 +238,8 @@ var userTablesColumns = []column{
 
 // userTablesRows are pg_stat_user_tables' rows: n_live_tup and n_dead_tup are exact, from a
 // scan of every table classified against the vacuum horizon (the engine keeps no running
-// counters), so reading the view costs a scan of the database; last_vacuum and
+// counters), so reading the view costs a scan of the database (a read: it sets no hint bits,
+// engine.DB.Stats); last_vacuum and
 // vacuum_count count the VACUUMs finished since the server started.
 func (s *Session) userTablesRows(x *execCtx) ([][]any, error) {
 	tables, err := s.db.Tables()
