@@ -632,7 +632,8 @@ func TestAfterATransientHardStopTheRateReturnsToTheRateThatHeld(t *testing.T) {
 // MaxRaise, and the rate settles within ±10 % of 1/6 within 50 periods of
 // the burst's end. Here the secant's cut lands in the dead band, so this
 // test passes with or without the rule that a cut ends the climb (tried):
-// it checks the outcome. A climb's last doubling may land above the new
+// it checks the outcome (TestACutDuringTheClimbBackEndsIt checks the
+// rule). A climb's last doubling may land above the new
 // rate by up to the doubling itself (here 0.2, 20 % over 1/6): the
 // overshoot bound of the step tests is not the climb's.
 func TestAClimbBackToARateThatNoLongerHoldsStopsAtTheFirstCut(t *testing.T) {
@@ -665,4 +666,61 @@ func TestAClimbBackToARateThatNoLongerHoldsStopsAtTheFirstCut(t *testing.T) {
 		t.Fatalf("no cut after the burst: the climb did not cross the new rate; budgets %.3f", tr.budget[to:to+60])
 	}
 	t.Logf("peak %.3f after the burst, %.0f %% over %.3f", peak, 100*(peak/want-1), want)
+}
+
+// TestACutDuringTheClimbBackEndsIt drives the law judgement by judgement: a
+// foreground that held its target at the ceiling, then a burst over twice
+// the target (HardStop), then a foreground far under its target, so the
+// law climbs back from the floor by Recovery's doublings towards the
+// ceiling it remembers. One judgement over the target (but under twice it)
+// cuts; from that cut on a raise is at most MaxRaise again, however far
+// under its target the foreground then reads: the rate remembered no
+// longer holds. Without the rule the next raise after the cut doubles.
+func TestACutDuringTheClimbBackEndsIt(t *testing.T) {
+	const target = 0.010
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: target}}, Start: 1, Floor: 0.05, Recovery: 2})
+	step := func(v float64) Decision { return c.Step([]Sample{{Value: v, Fresh: true}}, 1) }
+	// judge steps until the budget or the pause changes (the dwell over and
+	// a judgement made), within 20 periods.
+	judge := func(v float64) (before, after Decision) {
+		t.Helper()
+		before = c.Budget()
+		for range 20 {
+			if d := step(v); d.Budget != before.Budget || d.Paused != before.Paused {
+				return before, d
+			}
+		}
+		t.Fatalf("no change in 20 periods at %.4f from %+v", v, before)
+		return before, before
+	}
+
+	if d := step(0.009); d.Budget != 1 {
+		t.Fatalf("a foreground under its target at the ceiling: %+v, want the ceiling held", d)
+	}
+	if _, d := judge(3 * target); !d.Paused || d.Binding != HardStop {
+		t.Fatalf("a burst at three times the target: %+v, want HardStop", d)
+	}
+	if _, d := judge(0.1 * target); d.Paused || d.Budget != 0.05 {
+		t.Fatalf("the burst over: %+v, want running at the floor", d)
+	}
+	doubled := false
+	for c.Budget().Budget < 0.15 {
+		b, a := judge(0.1 * target)
+		if a.Budget > (1+c.cfg.MaxRaise)*b.Budget+1e-12 {
+			doubled = true
+		}
+	}
+	if !doubled {
+		t.Fatalf("the climb back from the floor raised by MaxRaise only: Recovery did not act")
+	}
+	b, a := judge(1.5 * target)
+	if a.Paused || a.Budget >= b.Budget {
+		t.Fatalf("one judgement at 1.5x the target during the climb: %+v from %+v, want a cut", a, b)
+	}
+	for range 3 {
+		b, a := judge(0.1 * target)
+		if a.Budget > (1+c.cfg.MaxRaise)*b.Budget+1e-12 {
+			t.Fatalf("after the climb's cut: raised %.4f to %.4f, more than MaxRaise (%.2f): the climb went on", b.Budget, a.Budget, c.cfg.MaxRaise)
+		}
+	}
 }
