@@ -135,7 +135,7 @@ func runInit(args []string, stdout io.Writer) error {
 type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
 	bufferPool, checkpointWAL                                                                  cliflag.Quantity
-	maxConnections                                                                             int
+	maxConnections, gomaxprocs                                                                 int
 	init, upgrade, directIO                                                                    bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
@@ -168,6 +168,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&f.authMethod, "auth", wire.AuthSCRAM, "scram or trust (trust only on a loopback --listen)")
 	fs.StringVar(&f.database, "database-name", "postgres", "the database name clients connect to")
 	fs.IntVar(&f.maxConnections, "max-connections", 100, "concurrent sessions (53300 beyond)")
+	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0,
+		"Go processors the server runs on (0 = at least 8, or Go's own choice under a GOMAXPROCS variable or a container's CPU limit)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
@@ -178,6 +180,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if f.gomaxprocs < 0 {
+		return usagef("serve: --gomaxprocs must be 0 or more, got %d", f.gomaxprocs)
+	}
+	defer setServeProcs(f.gomaxprocs, func(format string, a ...any) {
+		fmt.Fprintf(stderr, "engine-server: "+format+"\n", a...)
+	})()
 	if f.standby.primary.from != "" {
 		return runStandby(ctx, &f, stderr)
 	}

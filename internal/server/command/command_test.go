@@ -146,6 +146,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"cert without key", []string{"serve", "--data", dir, "--auth", "trust", "--tls-cert", "x"}, "go together"},
 		{"zero checkpoint distance", []string{"serve", "--data", dir, "--auth", "trust", "--checkpoint-wal-size", "0"}, "--checkpoint-wal-size must be positive"},
 		{"zero connections", []string{"serve", "--data", dir, "--auth", "trust", "--max-connections", "0"}, "at least 1"},
+		{"negative processors", []string{"serve", "--data", dir, "--auth", "trust", "--gomaxprocs", "-1"}, "--gomaxprocs must be 0 or more"},
 		{"not a data directory", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0"}, "not a data directory"},
 		{"pprof on a non-loopback address", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0", "--pprof", "0.0.0.0:0"}, "--pprof is allowed only on a loopback"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
