@@ -14,6 +14,7 @@ import (
 // it unexported.
 var dbMethods = []string{
 	"AddPrimaryKey", "Begin", "BeginTx", "Check", "Checkpoint", "Close",
+	"CatalogGeneration", // changes with every DDL: the server's plan cache keeps a plan while it stands
 	"CreateIndex", "CreateTable", "CreateUniqueIndex", "Dir", "DropTable",
 	"CurrentLSN", "ReceivedLSN", // pg_current_wal_lsn() and pg_last_wal_receive_lsn(): the lag a run reports
 	"FS",                                                                      // for files kept beside the engine's (replication slots)
