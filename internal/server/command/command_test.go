@@ -52,6 +52,33 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// goServe runs Main with args in a goroutine under a context that stands for main's
+// signal context, and returns Main's log and what stops it: stop cancels the context, waits
+// up to 30 s for Main to return and gives its exit code (-1 if it did not return). stop may
+// be called more than once; the test's cleanup calls it too.
+func goServe(t *testing.T, args ...string) (*syncBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() { exit <- Main(ctx, args, logs, logs) }()
+	var once sync.Once
+	code := -1
+	stop := func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-exit:
+			case <-time.After(30 * time.Second):
+				t.Errorf("serve did not stop within 30 s of its signal\n%s", logs.String())
+			}
+		})
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return logs, stop
+}
+
 // connect connects as app to the server starting on addr, retrying for 30 s.
 func connect(t *testing.T, addr string, logs *syncBuffer) *pgx.Conn {
 	t.Helper()
@@ -72,13 +99,8 @@ func connect(t *testing.T, addr string, logs *syncBuffer) *pgx.Conn {
 func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background()) // what SIGTERM does in main
-	var logs syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi"}, &logs, &logs)
-	}()
-	c := connect(t, addr, &logs)
+	logs, stop := goServe(t, "serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi")
+	c := connect(t, addr, logs)
 	bg := context.Background()
 	for _, q := range []string{"CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)"} {
 		if _, err := c.Exec(bg, q); err != nil {
@@ -88,14 +110,8 @@ func TestServeHoldsTheLockAndShutsDownCleanlyRollingBackOpenTransactions(t *test
 	if _, err := engine.Open(dir, engine.Options{}); !errors.Is(err, engine.ErrInUse) {
 		t.Fatalf("opening the served directory: %v, want ErrInUse (serve holds the lock)", err)
 	}
-	stop()
-	select {
-	case code := <-exit:
-		if code != ExitOK {
-			t.Fatalf("exit code %d\n%s", code, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30 s of the signal")
+	if code := stop(); code != ExitOK { // what SIGTERM does in main
+		t.Fatalf("exit code %d\n%s", code, logs.String())
 	}
 	if _, err := c.Exec(bg, "SELECT 1"); err == nil {
 		t.Fatal("the idle-in-transaction session still works after shutdown")
@@ -176,13 +192,8 @@ func TestServeUpgradeServesADirectoryAnOlderBuildWrote(t *testing.T) {
 	}
 	for i, want := range []string{"upgraded " + dir + " from format version 3 to 4", ""} {
 		addr := freeAddr(t)
-		ctx, stop := context.WithCancel(context.Background())
-		var logs syncBuffer
-		exit := make(chan int, 1)
-		go func() {
-			exit <- Main(ctx, []string{"serve", "--upgrade", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi"}, &logs, &logs)
-		}()
-		c := connect(t, addr, &logs)
+		logs, stop := goServe(t, "serve", "--upgrade", "--data", dir, "--auth", "trust", "--listen", addr, "--buffer-pool", "4Mi")
+		c := connect(t, addr, logs)
 		var n int64
 		if err := c.QueryRow(context.Background(), "SELECT count(*) FROM accounts").Scan(&n); err != nil {
 			t.Fatal(err)
@@ -192,8 +203,7 @@ func TestServeUpgradeServesADirectoryAnOlderBuildWrote(t *testing.T) {
 			t.Fatalf("start %d: %d rows in accounts, want %d", i+1, n, 3000-3000/7+10)
 		}
 		_ = c.Close(context.Background())
-		stop()
-		if code := <-exit; code != ExitOK {
+		if code := stop(); code != ExitOK {
 			t.Fatalf("start %d: exit code %d\n%s", i+1, code, logs.String())
 		}
 		upgraded := strings.Contains(logs.String(), "upgraded ")
@@ -217,21 +227,8 @@ func TestInitCreatesADataDirectoryOnce(t *testing.T) {
 func TestServeWithPprofServesGoProfilesOnItsLoopbackAddress(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr, prof := freeAddr(t), freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	var logs syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
-			"--buffer-pool", "4Mi", "--pprof", prof}, &logs, &logs)
-	}()
-	defer func() {
-		stop()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop within 30 s")
-		}
-	}()
+	logs, _ := goServe(t, "serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
+		"--buffer-pool", "4Mi", "--pprof", prof)
 	get := func(path string) (int, string, error) {
 		resp, err := http.Get("http://" + prof + path)
 		if err != nil {
@@ -308,16 +305,7 @@ func startServe(t *testing.T, extra ...string) (string, *pgx.Conn) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	var logs syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- Main(ctx, append([]string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr}, extra...), &logs, &logs)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-exit
-	})
+	logs, _ := goServe(t, append([]string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr}, extra...)...)
 	url := fmt.Sprintf("postgres://app@%s/postgres?sslmode=disable", addr)
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -3,6 +3,7 @@ package command
 import (
 	"os"
 	"runtime"
+	"sync"
 )
 
 // minServeProcs is the fewest Go processors (GOMAXPROCS) serve runs with by default.
@@ -29,16 +30,37 @@ func serveProcs(flag int, env string, current, cores int) int {
 	return max(current, minServeProcs)
 }
 
+// serving counts the serve runs of this process that hold its GOMAXPROCS, and keeps the
+// value Go had chosen before the first of them, so two in-process servers (tests, vacbench)
+// share one setting: the second one's rule reads Go's choice, not the first one's raise, and
+// only the last one to return restores it.
+var serving struct {
+	sync.Mutex
+	runs  int
+	saved int
+}
+
 // setServeProcs sets GOMAXPROCS for a serve run by serveProcs's rule and returns what
-// restores the previous value, so an in-process server (tests, vacbench) leaves its
-// process as it found it.
+// restores the process's value when the last serve run of the process returns, so an
+// in-process server leaves its process as it found it.
 func setServeProcs(flag int, logf func(string, ...any)) (restore func()) {
-	prev := runtime.GOMAXPROCS(0)
-	n := serveProcs(flag, os.Getenv("GOMAXPROCS"), prev, runtime.NumCPU())
-	if n == prev {
-		return func() {}
+	serving.Lock()
+	defer serving.Unlock()
+	if serving.runs == 0 {
+		serving.saved = runtime.GOMAXPROCS(0)
 	}
-	runtime.GOMAXPROCS(n)
-	logf("GOMAXPROCS %d (Go chose %d on %d cores)", n, prev, runtime.NumCPU())
-	return func() { runtime.GOMAXPROCS(prev) }
+	serving.runs++
+	n := serveProcs(flag, os.Getenv("GOMAXPROCS"), serving.saved, runtime.NumCPU())
+	if prev := runtime.GOMAXPROCS(0); n != prev {
+		runtime.GOMAXPROCS(n)
+		logf("GOMAXPROCS %d (Go chose %d on %d cores)", n, serving.saved, runtime.NumCPU())
+	}
+	return func() {
+		serving.Lock()
+		defer serving.Unlock()
+		serving.runs--
+		if serving.runs == 0 && runtime.GOMAXPROCS(0) != serving.saved {
+			runtime.GOMAXPROCS(serving.saved)
+		}
+	}
 }

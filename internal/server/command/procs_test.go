@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestServeProcsRaisesGoProcessorsOnlyWhereNobodyChoseThem(t *testing.T) {
@@ -36,33 +35,49 @@ func TestServeProcsRaisesGoProcessorsOnlyWhereNobodyChoseThem(t *testing.T) {
 func TestServeRunsOnTheProcessorsItIsGivenAndRestoresThem(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	want := before + 3
-	dir := t.TempDir() + "/data"
 	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	var logs syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- Main(ctx, []string{"serve", "--init", "--data", dir, "--auth", "trust", "--listen", addr,
-			"--buffer-pool", "4Mi", "--gomaxprocs", strconv.Itoa(want)}, &logs, &logs)
-	}()
-	c := connect(t, addr, &logs)
+	logs, stop := goServe(t, "serve", "--init", "--data", t.TempDir()+"/data", "--auth", "trust", "--listen", addr,
+		"--buffer-pool", "4Mi", "--gomaxprocs", strconv.Itoa(want))
+	c := connect(t, addr, logs)
 	if got := runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("GOMAXPROCS %d while serving, want %d", got, want)
 	}
 	_ = c.Close(context.Background())
-	stop()
-	select {
-	case code := <-exit:
-		if code != ExitOK {
-			t.Fatalf("serve exited %d\n%s", code, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30 s")
+	if code := stop(); code != ExitOK {
+		t.Fatalf("serve exited %d\n%s", code, logs.String())
 	}
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Errorf("GOMAXPROCS %d after serve returned, want %d as before", got, before)
 	}
 	if !strings.Contains(logs.String(), "GOMAXPROCS "+strconv.Itoa(want)) {
 		t.Errorf("the log does not say the processors it runs on:\n%s", logs.String())
+	}
+}
+
+// TestTwoInProcessServersShareTheProcessorsUntilTheLastReturns: the first server to stop
+// does not take the second one's processors away, and the second one's rule starts from
+// Go's own choice, not from the first one's raise.
+func TestTwoInProcessServersShareTheProcessorsUntilTheLastReturns(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	want := before + 3
+	start := func() func() int {
+		addr := freeAddr(t)
+		logs, stop := goServe(t, "serve", "--init", "--data", t.TempDir()+"/data", "--auth", "trust", "--listen", addr,
+			"--buffer-pool", "4Mi", "--gomaxprocs", strconv.Itoa(want))
+		_ = connect(t, addr, logs).Close(context.Background())
+		return stop
+	}
+	stopFirst, stopSecond := start(), start()
+	if code := stopFirst(); code != ExitOK {
+		t.Fatalf("the first server exited %d", code)
+	}
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("GOMAXPROCS %d after the first of two servers returned, want %d while the second serves", got, want)
+	}
+	if code := stopSecond(); code != ExitOK {
+		t.Fatalf("the second server exited %d", code)
+	}
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS %d after both servers returned, want %d as before", got, before)
 	}
 }
