@@ -98,12 +98,13 @@ type prepared struct {
 // prepareAttempt takes or renews the volume lock, checks the claim before the first attempt,
 // and makes the run's token Secret if it has none. The three requests do not depend on each
 // other and none of them starts anything on the volume (only the pod does, and it comes after
-// all three, the token's record included), so a fresh run sends them to the API server at once
-// rather than one after the other: its first reconcile waits for one round trip where it
-// waited for three. A Secret made while the volume is busy or the claim missing is recorded
-// all the same, and serves the attempt that starts later. A run that has been reconciled
-// before (most likely waiting for a busy volume) checks its claim only once it holds the
-// volume, so each retry of the wait costs no claim read.
+// all three), so a fresh run sends them to the API server at once rather than one after the
+// other: its first reconcile waits for one round trip where it waited for three. A Secret made
+// while the volume is busy, the claim missing or the app still to quiesce is recorded at once,
+// and serves the attempt that starts later; a Secret made by a run that goes straight on to
+// its pod is recorded by the status patch that records the pod (recordedWithPod). A run that
+// has been reconciled before (most likely waiting for a busy volume) checks its claim only
+// once it holds the volume, so each retry of the wait costs no claim read.
 func (r *RunReconciler) prepareAttempt(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (prepared, error) {
 	var (
 		out                 prepared
@@ -123,17 +124,28 @@ func (r *RunReconciler) prepareAttempt(ctx context.Context, run *vacuumv1alpha1.
 	lock, lockErr := r.acquireVolumeLock(ctx, run)
 	wg.Wait()
 	out.lock = lock
-	var recordErr error
-	if secret != nil {
-		out.retry, recordErr = r.recordTokenSecret(ctx, run, secret)
-	}
-	if err := errors.Join(lockErr, claimErr, secretErr, recordErr); err != nil || out.retry {
+	if err := errors.Join(lockErr, claimErr, secretErr); err != nil {
+		if secret != nil { // recorded all the same, for the reconcile that retries
+			_, recordErr := r.recordTokenSecret(ctx, run, secret)
+			err = errors.Join(err, recordErr)
+		}
 		return out, err
 	}
 	if checkClaim && !early && lock.held {
 		out.claimMissing, claimErr = r.claimMissing(ctx, run)
 	}
-	return out, claimErr
+	if secret == nil {
+		return out, claimErr
+	}
+	if claimErr == nil && lock.held && out.claimMissing == "" && run.Spec.Target.Quiesce == nil {
+		// Straight on to the pod: the Secret is recorded by the status patch that records the
+		// pod (recordedWithPod), one patch where there were two.
+		run.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: secret.Name, UID: secret.UID}
+		return out, nil
+	}
+	var recordErr error
+	out.retry, recordErr = r.recordTokenSecret(ctx, run, secret)
+	return out, errors.Join(claimErr, recordErr)
 }
 
 // runAttempt starts the next attempt's pod, or follows the current one. since is when the

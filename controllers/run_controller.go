@@ -109,7 +109,11 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return res, err
 	}
 	ended := !orig.IsFinished() && run.IsFinished()
-	perr := r.patchRunStatus(ctx, orig, &run, ended)
+	newToken := recordsNewToken(orig, &run)
+	perr := r.patchRunStatus(ctx, orig, &run, ended || newToken)
+	if perr != nil && newToken {
+		perr = r.settleUnrecordedToken(ctx, &run, perr)
+	}
 	if ended && apierrors.IsConflict(perr) {
 		// The run changed since this reconcile read it (a stale cache, a spec edit): decide
 		// its end again on a fresh copy rather than end it, and count it, twice.
