@@ -117,7 +117,7 @@ var _ = Describe("A policy's run", func() {
 		Expect(log.take()).To(ConsistOf(
 			"GET *v1alpha1.VacuumRun",
 			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
-			"GET *v1.Pod", // a cache read in the manager: is the pod there already?
+			"GET *v1.Pod", "GET *v1.Pod", // cache reads in the manager: is the pod there already?
 			"CREATE *v1.Pod",
 			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 and the token Secret its pod mounts, recorded together
 		), "no finalizer patch, no Lease read, one write of each object")
@@ -299,8 +299,8 @@ var _ = Describe("A new run", func() {
 		Expect(tokenSecretsOf(ns, "edited")).To(ConsistOf(run.Status.TokenSecret.Name), "one Secret, the recorded one")
 	})
 
-	It("deletes the token Secret a stale copy made when the pod it adopts mounts the recorded one", func() {
-		ns, _, r, _ := runSpecStart()
+	It("waits for its pod's record when a stale copy shows none, then deletes the token Secret it made if the pod it adopts mounts another", func() {
+		ns, clock, r, _ := runSpecStart()
 		newRun(ns, "lagging", "data", func(run *vacuumv1alpha1.VacuumRun) {
 			run.Finalizers = []string{vacuumv1alpha1.FinalizerRun}
 		})
@@ -308,7 +308,7 @@ var _ = Describe("A new run", func() {
 		reconcileRun(r, ns, "lagging")
 		recorded := *getRun(ns, "lagging").Status.TokenSecret
 
-		r.Client = interceptor.NewClient(apiClient(), interceptor.Funcs{
+		stale := interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
 				if run, ok := obj.(*vacuumv1alpha1.VacuumRun); ok && k.Name == "lagging" {
 					before.DeepCopyInto(run)
@@ -316,7 +316,16 @@ var _ = Describe("A new run", func() {
 				}
 				return c.Get(ctx, k, obj, o...)
 			},
-		})
+		}
+		clock.SetTime(getPod(ns, "lagging-1").CreationTimestamp.Time)
+		log := &requestLog{}
+		r.Client = interceptor.NewClient(loggedClient(log), interceptor.Funcs{Get: stale.Get})
+		res := reconcileRun(r, ns, "lagging")
+		Expect(log.take()).To(ConsistOf("GET *v1.Pod"), "while the pod is new, no Secret: the record's own update wakes the run")
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+
+		By("going on once the pod is recordLagWait old, as after a manager died before the record")
+		clock.Step(recordLagWait)
 		_, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key(ns, "lagging")})
 		Expect(apierrors.IsConflict(err)).To(BeTrue(), "the stale copy's record conflicts: %v", err)
 		run := getRun(ns, "lagging")

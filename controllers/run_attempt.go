@@ -86,6 +86,32 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	return r.runAttempt(ctx, run, specJSON, res, lock.since)
 }
 
+// recordLagWait is how long a run whose first pod is in the cache, but whose copy records no
+// token Secret and no attempt, waits for the record before it goes on without it.
+const recordLagWait = 5 * time.Second
+
+// podRecordLagging says how long to wait, when this copy of a fresh run is older than its
+// first pod's record (0 when it is not). The run's token Secret and first pod are recorded by
+// one status patch after the pod's creation, and the pod's creation wakes the next reconcile
+// at once: from a copy the cache has not brought up to date yet, it would make a second token
+// Secret, adopt the pod, conflict and delete that Secret (five requests for nothing). It waits
+// instead, writing nothing (not even observedGeneration): the record's own update wakes it. A
+// record that never comes (a manager that died between the pod and its record) is waited for
+// until the pod is recordLagWait old; the run then adopts the pod as before. Only a live run
+// on a volume without quiesce goes straight from its Secret to its pod, so only such a run
+// waits.
+func (r *RunReconciler) podRecordLagging(ctx context.Context, run *vacuumv1alpha1.VacuumRun) time.Duration {
+	if run.Status.TokenSecret != nil || run.Status.Attempts != 0 || run.IsFinished() || run.Spec.Cancel ||
+		!run.DeletionTimestamp.IsZero() || run.Spec.Target.Server != nil || run.Spec.Target.Quiesce != nil {
+		return 0
+	}
+	pod := r.cachedOwnPod(ctx, run, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, 1)}})
+	if pod == nil {
+		return 0
+	}
+	return max(pod.CreationTimestamp.Add(recordLagWait).Sub(r.Clock.Now()), 0)
+}
+
 // prepared is what prepareAttempt found: the volume lock, why the claim cannot be used (""
 // when it can, or when it was not checked), and whether the reconcile must retry on a fresh
 // copy of the run (its token record conflicted).

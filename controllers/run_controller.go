@@ -103,6 +103,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.Metrics.observeRun(&run)
+	if wait := r.podRecordLagging(ctx, &run); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	orig := run.DeepCopy()
 	res, err := r.reconcileRun(ctx, &run)
 	if !run.DeletionTimestamp.IsZero() {
