@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -116,12 +117,14 @@ var _ = Describe("A policy's run", func() {
 		Expect(log.take()).To(ConsistOf(
 			"GET *v1alpha1.VacuumRun",
 			"CREATE *v1.Lease", "GET *v1.PersistentVolumeClaim", "CREATE *v1.Secret", // at once
-			"PATCH/status *v1alpha1.VacuumRun", // the token's record, before the pod
-			"GET *v1.Pod",                      // a cache read in the manager: is the pod there already?
+			"GET *v1.Pod", "GET *v1.Pod", // cache reads in the manager: is the pod there already?
 			"CREATE *v1.Pod",
-			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 recorded
+			"PATCH/status *v1alpha1.VacuumRun", // attempt 1 and the token Secret its pod mounts, recorded together
 		), "no finalizer patch, no Lease read, one write of each object")
-		Expect(getRun(ns, name).Status.PodName).To(Equal(name + "-1"))
+		run := getRun(ns, name)
+		Expect(run.Status.PodName).To(Equal(name + "-1"))
+		Expect(run.Status.TokenSecret).NotTo(BeNil())
+		Expect(getPod(ns, name+"-1").Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", run.Status.TokenSecret.Name)))
 	})
 })
 
@@ -231,7 +234,7 @@ var _ = Describe("A new run", func() {
 		Expect(podsOf(ns, "stale")).To(HaveLen(1))
 	})
 
-	It("writes its status four times over a life whose pod starts at once: token, pod, start with figures, end", func() {
+	It("writes its status three times over a life whose pod starts at once: pod with its token, start with figures, end", func() {
 		ns, clock, r, _ := runSpecStart()
 		log := &requestLog{}
 		r.Client = loggedClient(log)
@@ -263,7 +266,73 @@ var _ = Describe("A new run", func() {
 				patches++
 			}
 		}
-		Expect(patches).To(Equal(4))
+		Expect(patches).To(Equal(3))
+	})
+
+	It("records its pod and the token Secret the pod mounts on a fresh copy when the run changed under its first reconcile", func() {
+		ns, _, r, _ := runSpecStart()
+		newRun(ns, "edited", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Finalizers = []string{vacuumv1alpha1.FinalizerRun}
+		})
+		edited := false
+		r.Client = interceptor.NewClient(apiClient(), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
+				err := c.Create(ctx, obj, o...)
+				if _, ok := obj.(*corev1.Pod); ok && err == nil && !edited {
+					By("labelling the run by hand between its pod's creation and the pod's record")
+					edited = true
+					run := getRun(ns, "edited")
+					run.Labels = map[string]string{"edited": "by-hand"}
+					Expect(k8sClient.Update(ctx, run)).To(Succeed())
+				}
+				return err
+			},
+		})
+		reconcileRun(r, ns, "edited")
+		Expect(edited).To(BeTrue())
+		run := getRun(ns, "edited")
+		Expect(run.Labels).To(HaveKeyWithValue("edited", "by-hand"), "the user's edit stays")
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(run.Status.PodName).To(Equal("edited-1"))
+		Expect(run.Status.TokenSecret).NotTo(BeNil(), "recorded although the first patch conflicted")
+		Expect(getPod(ns, "edited-1").Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", run.Status.TokenSecret.Name)))
+		Expect(tokenSecretsOf(ns, "edited")).To(ConsistOf(run.Status.TokenSecret.Name), "one Secret, the recorded one")
+	})
+
+	It("waits for its pod's record when a stale copy shows none, then deletes the token Secret it made if the pod it adopts mounts another", func() {
+		ns, clock, r, _ := runSpecStart()
+		newRun(ns, "lagging", "data", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Finalizers = []string{vacuumv1alpha1.FinalizerRun}
+		})
+		before := getRun(ns, "lagging") // no token, no attempt: what a lagging cache shows next
+		reconcileRun(r, ns, "lagging")
+		recorded := *getRun(ns, "lagging").Status.TokenSecret
+
+		stale := interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+				if run, ok := obj.(*vacuumv1alpha1.VacuumRun); ok && k.Name == "lagging" {
+					before.DeepCopyInto(run)
+					return nil
+				}
+				return c.Get(ctx, k, obj, o...)
+			},
+		}
+		clock.SetTime(getPod(ns, "lagging-1").CreationTimestamp.Time)
+		log := &requestLog{}
+		r.Client = interceptor.NewClient(loggedClient(log), interceptor.Funcs{Get: stale.Get})
+		res := reconcileRun(r, ns, "lagging")
+		Expect(log.take()).To(ConsistOf("GET *v1.Pod"), "while the pod is new, no Secret: the record's own update wakes the run")
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+
+		By("going on once the pod is recordLagWait old, as after a manager died before the record")
+		clock.Step(recordLagWait)
+		_, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key(ns, "lagging")})
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "the stale copy's record conflicts: %v", err)
+		run := getRun(ns, "lagging")
+		Expect(*run.Status.TokenSecret).To(Equal(recorded), "the record stays the one the pod mounts")
+		Expect(run.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(podsOf(ns, "lagging")).To(HaveLen(1))
+		Expect(tokenSecretsOf(ns, "lagging")).To(ConsistOf(recorded.Name), "the stale copy's Secret is deleted")
 	})
 
 	It("records its start and its first progress in one status patch", func() {
@@ -408,3 +477,23 @@ var _ = Describe("A run's volume Lease", func() {
 		Expect(lease.Spec.RenewTime.Time).To(BeTemporally("~", clock.Now(), time.Second))
 	})
 })
+
+// tokenSecretsOf names the Secrets labelled as the run's that are not being deleted.
+func tokenSecretsOf(ns, run string) []string {
+	var list corev1.SecretList
+	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(ns), client.MatchingLabels{vacuumv1alpha1.LabelRun: run})).To(Succeed())
+	var names []string
+	for _, s := range list.Items {
+		if s.DeletionTimestamp.IsZero() {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// apiClient is an uncached client of the suite's API server, for interceptors to wrap.
+func apiClient() client.WithWatch {
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}

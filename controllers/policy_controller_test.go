@@ -173,11 +173,13 @@ var _ = Describe("VacuumPolicy controller", func() {
 		Expect(rec.reasons()).To(ContainElement(vacuumv1alpha1.ReasonRunReplaced))
 	})
 
-	It("keeps history within its limits, deleting old runs with their pods and Secrets", func() {
+	It("keeps history within its limits, deleting old runs with their pods and Secrets, by the run's finalizer where it has one", func() {
 		p := newPolicy(ns, "history", func(p *vacuumv1alpha1.VacuumPolicy) {
 			p.Spec.Schedule, p.Spec.SuccessfulRunsHistoryLimit, p.Spec.FailedRunsHistoryLimit = "* * * * *", ptr.To(int32(1)), ptr.To(int32(1))
 		})
 		clock.SetTime(p.CreationTimestamp.Add(time.Minute))
+		log := &requestLog{}
+		r.Client = loggedClient(log)
 		var made []string
 		for i := range 4 {
 			clock.Step(time.Minute)
@@ -198,12 +200,22 @@ var _ = Describe("VacuumPolicy controller", func() {
 				phase = vacuumv1alpha1.RunFailed
 			}
 			endRun(ns, newest, phase, vacuumv1alpha1.ReasonBadInput, clock.Now())
+			if i == 0 {
+				removeFinalizers(ns, newest) // by hand: its policy deletes its pod and Secret itself
+			}
 		}
 		reconcilePolicy(r, ns, "history")
-		for _, n := range made[:2] {
-			removeFinalizers(ns, n)
-		}
-		Expect(runNames(ns)).To(ConsistOf(made[2], made[3]))
+		reqs := log.take()
+		Expect(reqs).To(ContainElements("DELETE *v1.Pod", "DELETE *v1.Secret"))
+		Expect(count(reqs, "DELETE *v1.Pod")).To(Equal(1), "the pod of the run without a finalizer only")
+		Expect(count(reqs, "DELETE *v1.Secret")).To(Equal(1), "the Secret of the run without a finalizer only")
+		Expect(count(reqs, "DELETE *v1alpha1.VacuumRun")).To(Equal(2))
+		By("letting the run controller's finalizer delete the other run's pod and Secret")
+		rr, _ := newRunReconciler(clock)
+		Eventually(func() []string {
+			reconcileRun(rr, ns, made[1])
+			return runNames(ns)
+		}).WithTimeout(20 * time.Second).Should(ConsistOf(made[2], made[3]))
 		for _, n := range made[:2] {
 			Expect(podsOf(ns, n)).To(ConsistOf(HaveField("Name", n+"-stranger")), "only the run's own pod is deleted")
 			var s corev1.Secret
@@ -299,4 +311,15 @@ func testPod(ns, name string, labels map[string]string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
+}
+
+// count says how many times s occurs in list.
+func count(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
 }

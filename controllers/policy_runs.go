@@ -134,8 +134,9 @@ func (r *PolicyReconciler) observeCorruption(p *vacuumv1alpha1.VacuumPolicy, cor
 	}
 }
 
-// pruneHistory deletes the oldest ended runs beyond the history limits, with their pods and
-// token Secrets (no garbage collector runs in envtest or on the local dev cluster).
+// pruneHistory deletes the oldest ended runs beyond the history limits; their pods and token
+// Secrets go with them (deleteRun), since no garbage collector runs in envtest or on the
+// local dev cluster.
 func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.VacuumPolicy, runs []vacuumv1alpha1.VacuumRun) error {
 	var succeeded, failed []*vacuumv1alpha1.VacuumRun
 	for i := range runs {
@@ -165,19 +166,26 @@ func (r *PolicyReconciler) pruneHistory(ctx context.Context, p *vacuumv1alpha1.V
 }
 
 // deleteRun deletes an ended run of the policy with the pods and token Secret it controls;
-// every delete carries the UID listed, so an object that took a name meanwhile is left.
+// every delete carries the UID listed, so an object that took a name meanwhile is left. A run
+// carrying the run controller's finalizer (every run a policy makes is born with it) is
+// deleted alone: the finalizer's cleanup (RunReconciler.finalize) deletes its pods and Secret,
+// so deleting them here as well was two requests a pruned run that found nothing the second
+// time, and two more round trips in the policy's reconcile. A run without it (its finalizer
+// removed by hand) has its pods and Secret deleted here first.
 func (r *PolicyReconciler) deleteRun(ctx context.Context, run *vacuumv1alpha1.VacuumRun) error {
-	pods, err := ownedPods(ctx, r, run)
-	if err != nil {
-		return err
-	}
-	for i := range pods {
-		if err := deleteOwnedPod(ctx, r, &pods[i]); err != nil {
-			return fmt.Errorf("delete pod %s/%s: %w", run.Namespace, pods[i].Name, err)
+	if !controllerutil.ContainsFinalizer(run, vacuumv1alpha1.FinalizerRun) {
+		pods, err := ownedPods(ctx, r, run)
+		if err != nil {
+			return err
 		}
-	}
-	if err := deleteTokenSecret(ctx, r, run); err != nil {
-		return err
+		for i := range pods {
+			if err := deleteOwnedPod(ctx, r, &pods[i]); err != nil {
+				return fmt.Errorf("delete pod %s/%s: %w", run.Namespace, pods[i].Name, err)
+			}
+		}
+		if err := deleteTokenSecret(ctx, r, run); err != nil {
+			return err
+		}
 	}
 	pre := metav1.Preconditions{UID: &run.UID}
 	if err := r.Delete(ctx, run, &client.DeleteOptions{Preconditions: &pre}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {

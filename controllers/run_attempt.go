@@ -86,6 +86,32 @@ func (r *RunReconciler) advance(ctx context.Context, run *vacuumv1alpha1.VacuumR
 	return r.runAttempt(ctx, run, specJSON, res, lock.since)
 }
 
+// recordLagWait is how long a run whose first pod is in the cache, but whose copy records no
+// token Secret and no attempt, waits for the record before it goes on without it.
+const recordLagWait = 5 * time.Second
+
+// podRecordLagging says how long to wait, when this copy of a fresh run is older than its
+// first pod's record (0 when it is not). The run's token Secret and first pod are recorded by
+// one status patch after the pod's creation, and the pod's creation wakes the next reconcile
+// at once: from a copy the cache has not brought up to date yet, it would make a second token
+// Secret, adopt the pod, conflict and delete that Secret (five requests for nothing). It waits
+// instead, writing nothing (not even observedGeneration): the record's own update wakes it. A
+// record that never comes (a manager that died between the pod and its record) is waited for
+// until the pod is recordLagWait old; the run then adopts the pod as before. Only a live run
+// on a volume without quiesce goes straight from its Secret to its pod, so only such a run
+// waits.
+func (r *RunReconciler) podRecordLagging(ctx context.Context, run *vacuumv1alpha1.VacuumRun) time.Duration {
+	if run.Status.TokenSecret != nil || run.Status.Attempts != 0 || run.IsFinished() || run.Spec.Cancel ||
+		!run.DeletionTimestamp.IsZero() || run.Spec.Target.Server != nil || run.Spec.Target.Quiesce != nil {
+		return 0
+	}
+	pod := r.cachedOwnPod(ctx, run, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: podName(run, 1)}})
+	if pod == nil {
+		return 0
+	}
+	return max(pod.CreationTimestamp.Add(recordLagWait).Sub(r.Clock.Now()), 0)
+}
+
 // prepared is what prepareAttempt found: the volume lock, why the claim cannot be used (""
 // when it can, or when it was not checked), and whether the reconcile must retry on a fresh
 // copy of the run (its token record conflicted).
@@ -98,12 +124,13 @@ type prepared struct {
 // prepareAttempt takes or renews the volume lock, checks the claim before the first attempt,
 // and makes the run's token Secret if it has none. The three requests do not depend on each
 // other and none of them starts anything on the volume (only the pod does, and it comes after
-// all three, the token's record included), so a fresh run sends them to the API server at once
-// rather than one after the other: its first reconcile waits for one round trip where it
-// waited for three. A Secret made while the volume is busy or the claim missing is recorded
-// all the same, and serves the attempt that starts later. A run that has been reconciled
-// before (most likely waiting for a busy volume) checks its claim only once it holds the
-// volume, so each retry of the wait costs no claim read.
+// all three), so a fresh run sends them to the API server at once rather than one after the
+// other: its first reconcile waits for one round trip where it waited for three. A Secret made
+// while the volume is busy, the claim missing or the app still to quiesce is recorded at once,
+// and serves the attempt that starts later; a Secret made by a run that goes straight on to
+// its pod is recorded by the status patch that records the pod (recordedWithPod). A run that
+// has been reconciled before (most likely waiting for a busy volume) checks its claim only
+// once it holds the volume, so each retry of the wait costs no claim read.
 func (r *RunReconciler) prepareAttempt(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (prepared, error) {
 	var (
 		out                 prepared
@@ -123,17 +150,28 @@ func (r *RunReconciler) prepareAttempt(ctx context.Context, run *vacuumv1alpha1.
 	lock, lockErr := r.acquireVolumeLock(ctx, run)
 	wg.Wait()
 	out.lock = lock
-	var recordErr error
-	if secret != nil {
-		out.retry, recordErr = r.recordTokenSecret(ctx, run, secret)
-	}
-	if err := errors.Join(lockErr, claimErr, secretErr, recordErr); err != nil || out.retry {
+	if err := errors.Join(lockErr, claimErr, secretErr); err != nil {
+		if secret != nil { // recorded all the same, for the reconcile that retries
+			_, recordErr := r.recordTokenSecret(ctx, run, secret)
+			err = errors.Join(err, recordErr)
+		}
 		return out, err
 	}
 	if checkClaim && !early && lock.held {
 		out.claimMissing, claimErr = r.claimMissing(ctx, run)
 	}
-	return out, claimErr
+	if secret == nil {
+		return out, claimErr
+	}
+	if claimErr == nil && lock.held && out.claimMissing == "" && run.Spec.Target.Quiesce == nil {
+		// Straight on to the pod: the Secret is recorded by the status patch that records the
+		// pod (recordedWithPod), one patch where there were two.
+		run.Status.TokenSecret = &vacuumv1alpha1.OwnedObject{Name: secret.Name, UID: secret.UID}
+		return out, nil
+	}
+	var recordErr error
+	out.retry, recordErr = r.recordTokenSecret(ctx, run, secret)
+	return out, errors.Join(claimErr, recordErr)
 }
 
 // runAttempt starts the next attempt's pod, or follows the current one. since is when the

@@ -103,13 +103,20 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.Metrics.observeRun(&run)
+	if wait := r.podRecordLagging(ctx, &run); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	orig := run.DeepCopy()
 	res, err := r.reconcileRun(ctx, &run)
 	if !run.DeletionTimestamp.IsZero() {
 		return res, err
 	}
 	ended := !orig.IsFinished() && run.IsFinished()
-	perr := r.patchRunStatus(ctx, orig, &run, ended)
+	newToken := recordsNewToken(orig, &run)
+	perr := r.patchRunStatus(ctx, orig, &run, ended || newToken)
+	if perr != nil && newToken {
+		perr = r.settleUnrecordedToken(ctx, &run, perr)
+	}
 	if ended && apierrors.IsConflict(perr) {
 		// The run changed since this reconcile read it (a stale cache, a spec edit): decide
 		// its end again on a fresh copy rather than end it, and count it, twice.

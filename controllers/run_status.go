@@ -12,10 +12,11 @@ import (
 
 // patchRunStatus is the one place a run's status is written: it stamps observedGeneration
 // and merge-patches the status subresource when anything changed. The base takes the run's
-// current metadata, so the patch holds status only. A patch that ends the run (final) also
-// carries the resourceVersion this reconcile read: ending a run is decided once, on the
-// latest copy, so a reconcile working from a stale cache conflicts instead of ending (and
-// counting) the run a second time.
+// current metadata, so the patch holds status only. A patch that ends the run, or records
+// a token Secret this reconcile made (final), also carries the resourceVersion this
+// reconcile read: ending a run is decided once, on the latest copy, so a reconcile working
+// from a stale cache conflicts instead of ending (and counting) the run a second time, or
+// recording a second Secret over the one a pod already mounts.
 func (r *RunReconciler) patchRunStatus(ctx context.Context, orig, run *vacuumv1alpha1.VacuumRun, final bool) error {
 	run.Status.ObservedGeneration = run.Generation
 	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
