@@ -15,7 +15,8 @@ import (
 // servers' cost units can be compared line by line (docs/benchmarks/online-cost.md). It
 // takes about 90 s and belongs under the bench lock; without the variable it is skipped.
 // VACBENCH_EXP8_COST_DELAYS (e.g. "0,500us,500us", the first 0) picks the delays, and
-// VACBENCH_EXP8_COST_OURS_ONLY=1 leaves PostgreSQL 15 out; the engine server's rows also log
+// VACBENCH_EXP8_COST_OURS_ONLY=1 leaves PostgreSQL 15 out, VACBENCH_EXP8_SERVE_ARGS adds
+// flags to the engine server's serve (e.g. "--vacuum-nice 0" for an A/B); the engine server's rows also log
 // the Go runtime's counters over the stretch alone and over the VACUUM (exp8_runtime.go).
 func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 	if os.Getenv("VACBENCH_EXP8_COST") == "" {
@@ -27,7 +28,8 @@ func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 	if ckpt == "" {
 		ckpt = exp8CheckpointWAL
 	}
-	ours, err := r.startOurs(ctx, "exp8-cost", "--checkpoint-wal-size", ckpt)
+	args := append([]string{"--checkpoint-wal-size", ckpt}, strings.Fields(os.Getenv(Exp8ServeArgsEnv))...)
+	ours, err := r.startOurs(ctx, "exp8-cost", args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestExperiment8VacuumCostUnitsByServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.stop()
-	t.Logf("engine server --checkpoint-wal-size %s; load %s", ckpt, LoadAvg())
+	t.Logf("engine server %s; load %s", strings.Join(args, " "), LoadAvg())
 	delays := []time.Duration{0, time.Millisecond}
 	if v := os.Getenv("VACBENCH_EXP8_COST_DELAYS"); v != "" { // e.g. 0,500us: the first must be 0
 		delays = nil

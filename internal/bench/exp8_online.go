@@ -38,12 +38,41 @@ const exp8Table = "pgbench_accounts"
 // again, where PostgreSQL's found most of them still dirty.
 const exp8CheckpointWAL = "512Mi"
 
+// Exp8DelaysEnv names the variable that, when set (e.g. "0,500us,1ms"), replaces experiment
+// 8's cost delays, the first 0: a shorter run for an A/B (docs/benchmarks/online-cost.md).
+const Exp8DelaysEnv = "VACBENCH_EXP8_DELAYS"
+
+// Exp8ServeArgsEnv names the variable that adds flags to the engine server's serve in experiment 8 and its cost
+// test (e.g. "--vacuum-nice 0"), split at spaces.
+const Exp8ServeArgsEnv = "VACBENCH_EXP8_SERVE_ARGS"
+
+// exp8Delays parses Exp8DelaysEnv's value v.
+func exp8Delays(v string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", Exp8DelaysEnv, err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
 func runOnline(ctx context.Context, r *runner) (*Section, error) {
 	sz := r.sz
+	if v := os.Getenv(Exp8DelaysEnv); v != "" {
+		ds, err := exp8Delays(v)
+		if err != nil {
+			return nil, err
+		}
+		sz.OnlineDelays = ds
+	}
 	if len(sz.OnlineDelays) == 0 || sz.OnlineDelays[0] != 0 {
 		return nil, fmt.Errorf("experiment 8's delays must start with 0 (unthrottled), got %v", sz.OnlineDelays)
 	}
-	ours, err := r.startOurs(ctx, "exp8-engine-server", "--checkpoint-wal-size", exp8CheckpointWAL)
+	extra := strings.Fields(os.Getenv(Exp8ServeArgsEnv))
+	ours, err := r.startOurs(ctx, "exp8-engine-server", append([]string{"--checkpoint-wal-size", exp8CheckpointWAL}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +200,9 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 				"how many a checkpoint or the pool's evictions cleaned before the VACUUM reached them, moves " +
 				"cost_units, and so the throttled times, on both servers.",
 		},
+	}
+	if len(extra) > 0 {
+		sec.Setup = append(sec.Setup, sentence("the engine server's serve also had %q (%s)", strings.Join(extra, " "), Exp8ServeArgsEnv))
 	}
 	sec.Rules = onlineRules(tablesOf(sec.Tables))
 	return sec, nil

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +51,18 @@ func TestExperiment8sHeadlineNamesTheChosenSubMillisecondDelayOnce(t *testing.T)
 	}
 	if !strings.HasSuffix(h, "; chosen delay 750µs.") || !strings.Contains(h, "delay 500µs: p99 1.50x for 2.0x") {
 		t.Errorf("headline %q, want the 500µs row and \"chosen delay 750µs.\" at its end", h)
+	}
+}
+
+func TestExp8DelaysParsesTheVariablesList(t *testing.T) {
+	got, err := exp8Delays("0, 500us,1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{0, 500 * time.Microsecond, time.Millisecond}; !slices.Equal(got, want) {
+		t.Errorf("exp8Delays = %v, want %v", got, want)
+	}
+	if _, err := exp8Delays("0,fast"); err == nil {
+		t.Error("exp8Delays(\"0,fast\") = nil error, want one naming the variable")
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vm"
@@ -27,6 +29,11 @@ type Batch struct {
 	usage *usage.Counters
 	start time.Time
 	smp   sampler
+
+	// lowered counts the goroutines whose thread lowerThread lowered; lowerErr
+	// is the first error of a thread it could not lower (Options.ThreadNice).
+	lowered  atomic.Int64
+	lowerErr atomic.Pointer[error]
 
 	mu      sync.Mutex
 	tables  []*tableState // in start order
@@ -262,6 +269,34 @@ func (r *Batch) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool
 	return w
 }
 
+// lowerThread lowers the calling goroutine's OS thread by Options.ThreadNice
+// (package osthread). Call it first in a goroutine the batch starts; the
+// goroutine must then not unlock its thread, so that the thread ends with it
+// and never serves a foreground goroutine. A thread that cannot be lowered
+// (ErrUnsupported off Linux) does the work at its priority: the error is kept
+// (LowerThreadErr), the vacuum goes on.
+func (r *Batch) lowerThread() {
+	if r.opts.ThreadNice == 0 {
+		return
+	}
+	if err := osthread.Lower(r.opts.ThreadNice); err != nil {
+		err = fmt.Errorf("lower a vacuum thread by %d nice steps: %w", r.opts.ThreadNice, err)
+		r.lowerErr.CompareAndSwap(nil, &err)
+		return
+	}
+	r.lowered.Add(1)
+}
+
+// LoweredThreads is how many of the batch's goroutines ran on a thread
+// lowered by Options.ThreadNice, and the first error of one that could not be
+// lowered (nil: none).
+func (r *Batch) LoweredThreads() (int64, error) {
+	if p := r.lowerErr.Load(); p != nil {
+		return r.lowered.Load(), *p
+	}
+	return r.lowered.Load(), nil
+}
+
 // delay is the worker's delay point: rate sample, throttle, cancellation.
 func (w *worker) delay() error {
 	w.run.tick()
@@ -307,6 +342,7 @@ func (r *Batch) VacuumTables(ctx context.Context, names []string, resolve func(c
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			r.lowerThread()
 			err := func() (err error) {
 				defer recoverInto(&err)
 				return r.vacuumOne(ctx, name, resolve)

@@ -136,7 +136,7 @@ func (lv *lazy) scanAndClean() error {
 		return err
 	}
 	lv.next, lv.saved, lv.started = start, start, true
-	flusher := startWALFlusher(lv.t.Log, lv.w.u)
+	flusher := startWALFlusher(lv.t.Log, lv.w.u, lv.run.lowerThread)
 	defer flusher.stopAndWait()
 	lv.ts.setPhase(PhaseScanningHeap)
 	if err := lv.behind(start); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 )
 
@@ -138,6 +139,15 @@ type Options struct {
 	// stopped (a window) keeps its work at that grain, at the cost of one
 	// more pass over every index per cycle. 0 = memory decides alone.
 	CycleBlocks int64
+	// ThreadNice, when > 0 (at most osthread.MaxNice), lowers the OS threads of
+	// the goroutines a Batch starts (a table's worker, index and heap workers,
+	// read-ahead, the WAL flusher) by that many nice steps and to the lowest
+	// best-effort I/O priority (package osthread), so that the foreground's
+	// threads get the CPU first when both want it. Each such goroutine stays
+	// locked to its thread, which ends with it. Linux only: elsewhere it is
+	// ignored. A vacuum run in the caller's goroutine (Batch.Vacuum) leaves the
+	// caller's thread alone. 0 = threads unchanged.
+	ThreadNice int
 }
 
 // Pacing names a pacing rule (see Options.Pacing).
@@ -199,6 +209,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("min dead tuple percent %v is outside 0..100: %w", o.MinDeadTuplePercent, ErrInvalidOptions)
 	case o.CycleBlocks < 0:
 		return fmt.Errorf("cycle blocks %d is negative: %w", o.CycleBlocks, ErrInvalidOptions)
+	case o.ThreadNice < 0 || o.ThreadNice > osthread.MaxNice:
+		return fmt.Errorf("thread nice %d is outside 0..%d: %w", o.ThreadNice, osthread.MaxNice, ErrInvalidOptions)
 	case o.FullSpaceMargin < 0:
 		return fmt.Errorf("full space margin %d is negative: %w", o.FullSpaceMargin, ErrInvalidOptions)
 	}

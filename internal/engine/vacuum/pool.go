@@ -25,6 +25,7 @@ func runPool[J any](lv *lazy, n int, do func(w *worker, k int, job J) error, fee
 		go func() {
 			defer wg.Done()
 			defer w.releaseVM()
+			lv.run.lowerThread()
 			for j := range jobs {
 				if errs[k] != nil {
 					continue // drain: feed must never block on a stopped worker

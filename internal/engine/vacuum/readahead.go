@@ -119,6 +119,7 @@ func (lv *lazy) readAheadInto(r *aheadRing, w *worker, prefetch prefetchFunc, fr
 	go func() {
 		defer ra.wg.Done()
 		defer readAheadRunning.Add(-1)
+		lv.run.lowerThread()
 		start, n := uint32(0), 0
 		flush := func() bool {
 			if n == 0 {

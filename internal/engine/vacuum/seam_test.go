@@ -22,6 +22,7 @@ var vacuumMayImport = []string{
 	"internal/engine/btree",
 	"internal/engine/buffer",
 	"internal/engine/heap",
+	"internal/engine/osthread",
 	"internal/engine/page",
 	"internal/engine/row",
 	"internal/engine/storage",

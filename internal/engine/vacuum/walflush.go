@@ -43,10 +43,14 @@ type walFlusher struct {
 }
 
 // startWALFlusher starts the background flush of log, charging its
-// fsyncs to u; stop ends it.
-func startWALFlusher(log *wal.Log, u *usage.Counters) *walFlusher {
+// fsyncs to u, in a goroutine that calls first first (the batch's
+// lowerThread); stop ends it.
+func startWALFlusher(log *wal.Log, u *usage.Counters, first func()) *walFlusher {
 	f := &walFlusher{stop: make(chan struct{}), done: make(chan struct{})}
-	go f.run(log, u)
+	go func() {
+		first()
+		f.run(log, u)
+	}()
 	return f
 }
 

@@ -23,7 +23,7 @@ func TestTheBackgroundFlushMakesTheVacuumsWALDurableWithoutBeingAsked(t *testing
 			t.Error(err)
 		}
 	}()
-	f := startWALFlusher(log, nil)
+	f := startWALFlusher(log, nil, func() {})
 	rec := &wal.Record{Rmgr: wal.RmgrHeap, Main: make([]byte, 8<<10)}
 	insert := func() wal.LSN {
 		t.Helper()

@@ -29,6 +29,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/cliflag"
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 	"github.com/vacuumops/vacuum-operator/internal/replication"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
 	"github.com/vacuumops/vacuum-operator/internal/server/sql"
@@ -135,12 +136,15 @@ func runInit(args []string, stdout io.Writer) error {
 type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
 	bufferPool, checkpointWAL                                                                  cliflag.Quantity
-	maxConnections, gomaxprocs                                                                 int
+	maxConnections, gomaxprocs, vacuumNice                                                     int
 	init, upgrade, directIO                                                                    bool
 	maxSlotWALKeep                                                                             string
 	standby                                                                                    standbyFlags
 	synchronousStandby                                                                         string
 }
+
+// defaultVacuumNice is --vacuum-nice's default (docs/benchmarks/online-cost.md).
+const defaultVacuumNice = 5
 
 // checkpointWALDefault is --checkpoint-wal-size's default, the engine's own
 // (engine.DefaultCheckpointWALBytes).
@@ -170,6 +174,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&f.maxConnections, "max-connections", 100, "concurrent sessions (53300 beyond)")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0,
 		"Go processors the server runs on (0 = at least 8, or Go's own choice under a GOMAXPROCS variable or a container's CPU limit)")
+	fs.IntVar(&f.vacuumNice, "vacuum-nice", defaultVacuumNice,
+		"nice steps a VACUUM's worker threads run below the foreground's, with the lowest best-effort I/O priority (Linux only; 0 = same priority)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
@@ -182,6 +188,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if f.gomaxprocs < 0 {
 		return usagef("serve: --gomaxprocs must be 0 or more, got %d", f.gomaxprocs)
+	}
+	if f.vacuumNice < 0 || f.vacuumNice > osthread.MaxNice {
+		return usagef("serve: --vacuum-nice must be between 0 and %d, got %d", osthread.MaxNice, f.vacuumNice)
 	}
 	defer setServeProcs(f.gomaxprocs, func(format string, a ...any) {
 		fmt.Fprintf(stderr, "engine-server: "+format+"\n", a...)
@@ -219,7 +228,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	cfg.DB, cfg.Logf = db, logf
+	cfg.DB, cfg.Logf, cfg.VacuumNice = db, logf, f.vacuumNice
 	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep,
 		SynchronousStandby: f.synchronousStandby, Logf: logf})
 	if err != nil {

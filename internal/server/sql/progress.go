@@ -28,6 +28,27 @@ type Vacuums struct {
 	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
 	// replay is the slowest standby's replay position, for the WAL lag bound (walgate.go).
 	replay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
+	nice   int // vacuum.Options.ThreadNice of every VACUUM (SetThreadNice)
+}
+
+// SetThreadNice makes every VACUUM of the server run its workers on OS threads
+// lowered by nice steps (vacuum.Options.ThreadNice; 0: unchanged).
+func (v *Vacuums) SetThreadNice(nice int) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.nice = nice
+	v.mu.Unlock()
+}
+
+func (v *Vacuums) threadNice() int {
+	if v == nil {
+		return 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.nice
 }
 
 // vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.

@@ -1,0 +1,70 @@
+//go:build linux
+
+package osthread
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// I/O priority values (linux/ioprio.h): the class in the top bits, the level in
+// the low ones.
+const (
+	ioprioClassShift = 13
+	ioprioClassBE    = 2 // best effort, levels 0 (highest) to 7 (lowest)
+	ioprioWhoProcess = 1 // with a thread id: that thread
+	ioprioLowestBE   = ioprioClassBE<<ioprioClassShift | 7
+)
+
+// Lower locks the calling goroutine to its OS thread and adds nice (1 to
+// MaxNice) to that thread's nice value (capped at 19) and sets its I/O
+// priority to the lowest of the best-effort class. The caller must not unlock
+// the thread: its goroutine's end ends the thread. nice 0 does nothing. On an
+// error the goroutine stays locked (so its thread, whatever it got, is not
+// reused) and the error says which step failed.
+func Lower(nice int) error {
+	if nice == 0 {
+		return nil
+	}
+	if nice < 0 || nice > MaxNice {
+		return fmt.Errorf("nice increment %d is outside 0 to %d", nice, MaxNice)
+	}
+	runtime.LockOSThread()
+	tid := unix.Gettid()
+	// getpriority's raw syscall returns 20 - nice (so that it is never negative).
+	cur, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return fmt.Errorf("read the nice value of thread %d: %w", tid, err)
+	}
+	to := min(20-cur+nice, 19)
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, to); err != nil {
+		return fmt.Errorf("set the nice value of thread %d to %d: %w", tid, to, err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(tid), ioprioLowestBE); errno != 0 {
+		return fmt.Errorf("set the I/O priority of thread %d: %w", tid, errno)
+	}
+	return nil
+}
+
+// Nice is the nice value of the calling goroutine's current OS thread (-20 to
+// 19). Lock the goroutine to its thread first for the answer to stay true.
+func Nice() (int, error) {
+	cur, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	if err != nil {
+		return 0, fmt.Errorf("read the thread's nice value: %w", err)
+	}
+	return 20 - cur, nil
+}
+
+// IOPriority is the I/O priority of the calling goroutine's current OS thread,
+// as ioprio_get returns it (class << 13 | level; 0: none set, the thread
+// follows its nice value).
+func IOPriority() (int, error) {
+	v, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(unix.Gettid()), 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("read the thread's I/O priority: %w", errno)
+	}
+	return int(v), nil
+}

@@ -1,0 +1,172 @@
+//go:build linux
+
+package osthread
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadNices reads the nice value of every thread of this process from
+// /proc/self/task/TID/stat (field 19).
+func threadNices(t *testing.T) map[int]int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 on
+		nice, err := strconv.Atoi(fields[19-3])
+		if err != nil {
+			t.Fatalf("thread %d: nice field %q: %v", tid, fields[19-3], err)
+		}
+		out[tid] = nice
+	}
+	return out
+}
+
+func TestLowerSetsOnlyTheCallingThreadsPriorities(t *testing.T) {
+	runtime.LockOSThread() // the test's own thread stands for a foreground thread
+	defer runtime.UnlockOSThread()
+	base, err := Nice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseIO, err := IOPriority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base >= 19 {
+		t.Skipf("the test runs at nice %d: no room to lower a thread", base)
+	}
+	type got struct {
+		tid, nice, io int
+		err           error
+	}
+	ch := make(chan got)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := Lower(5)
+		g := got{tid: unix.Gettid(), err: err}
+		if err == nil {
+			g.nice, g.err = Nice()
+		}
+		if g.err == nil {
+			g.io, g.err = IOPriority()
+		}
+		// Start work on other threads while this one is lowered: threads Go creates
+		// meanwhile must not inherit its priority.
+		var inner sync.WaitGroup
+		for range 4 {
+			inner.Add(1)
+			go func() {
+				defer inner.Done()
+				runtime.LockOSThread() // forces a thread of its own
+				time.Sleep(10 * time.Millisecond)
+			}()
+		}
+		inner.Wait()
+		ch <- g
+		<-release
+		// Exits locked: the thread ends with it.
+	}()
+	g := <-ch
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if want := min(base+5, 19); g.nice != want {
+		t.Errorf("lowered thread's nice = %d, want %d", g.nice, want)
+	}
+	if g.io != ioprioLowestBE {
+		t.Errorf("lowered thread's I/O priority = %#x, want %#x", g.io, ioprioLowestBE)
+	}
+	nices := threadNices(t)
+	if nices[g.tid] != g.nice {
+		t.Errorf("/proc says thread %d has nice %d, want %d", g.tid, nices[g.tid], g.nice)
+	}
+	for tid, n := range nices {
+		if tid != g.tid && n != base {
+			t.Errorf("thread %d has nice %d, want the process's %d: only the lowered thread may change", tid, n, base)
+		}
+	}
+	if n, err := Nice(); err != nil || n != base {
+		t.Errorf("the test's own thread: nice %d (%v), want %d", n, err, base)
+	}
+	if io, err := IOPriority(); err != nil || io != baseIO {
+		t.Errorf("the test's own thread: I/O priority %#x (%v), want %#x", io, err, baseIO)
+	}
+	close(release)
+	wg.Wait()
+	if g.tid == os.Getpid() {
+		// The lowered goroutine ran on the main thread, which Go wedges instead of ending
+		// (an exited main thread leaves a zombie process on Linux): it still never runs
+		// another goroutine.
+		return
+	}
+	// Go ends the thread of a goroutine that exits locked; it does so soon after.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", g.tid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still exists 5 s after its locked goroutine ended", g.tid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for tid, n := range threadNices(t) {
+		if n != base {
+			t.Errorf("after the lowered goroutine ended, thread %d has nice %d, want %d", tid, n, base)
+		}
+	}
+}
+
+func TestLowerCapsTheNiceValueAt19(t *testing.T) {
+	done := make(chan error)
+	go func() {
+		err := Lower(MaxNice)
+		if err == nil {
+			var n int
+			if n, err = Nice(); err == nil && n != 19 {
+				err = fmt.Errorf("nice = %d, want 19", n)
+			}
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLowerRefusesOutOfRangeIncrements(t *testing.T) {
+	for _, n := range []int{-1, MaxNice + 1} {
+		if err := Lower(n); err == nil {
+			t.Errorf("Lower(%d) = nil, want an error", n)
+		}
+	}
+	if err := Lower(0); err != nil {
+		t.Errorf("Lower(0) = %v, want nil", err)
+	}
+}

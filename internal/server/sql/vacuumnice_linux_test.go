@@ -1,0 +1,84 @@
+//go:build linux
+
+package sql
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
+)
+
+// mostLoweredThread is how many nice steps the most lowered thread of this process is
+// below base (/proc/self/task/TID/stat, field 19), leaving out the main thread: Go wedges
+// it, rather than ending it, when a lowered goroutine that ran there ends.
+func mostLoweredThread(base int) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	most := 0
+	main := strconv.Itoa(os.Getpid())
+	for _, e := range ents {
+		if e.Name() == main {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%s/stat", e.Name()))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if n, err := strconv.Atoi(f[19-3]); err == nil {
+			most = max(most, n-base)
+		}
+	}
+	return most
+}
+
+// TestVacuumRunsOnThreadsLoweredByTheServersSetting: the registry's SetThreadNice (serve
+// --vacuum-nice) reaches every VACUUM's workers, and 0 leaves their threads alone.
+func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
+	base, err := osthread.Nice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base > 16 {
+		t.Skipf("the test runs at nice %d: no room to lower a thread by 3", base)
+	}
+	_, s, v := newStandbyTestServer(t, 6000)
+	for _, nice := range []int{3, 0} {
+		mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
+		v.SetThreadNice(nice)
+		stop, seen := make(chan struct{}), make(chan int, 1)
+		go func() {
+			most := 0
+			defer func() { seen <- most }()
+			for {
+				most = max(most, mostLoweredThread(base))
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}()
+		err := s.Query(context.Background(), "VACUUM t", func(*Result) error { return nil })
+		close(stop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if most := <-seen; most != nice {
+			t.Errorf("--vacuum-nice %d: the most lowered thread during the VACUUM was %d steps down, want %d", nice, most, nice)
+		}
+		// Let the lowered threads end before the next round looks.
+		for deadline := time.Now().Add(5 * time.Second); mostLoweredThread(base) > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
