@@ -222,7 +222,12 @@ type fakeRunner struct {
 }
 
 func startFakeRunner(ip string, run *vacuumv1alpha1.VacuumRun) *fakeRunner {
-	Expect(run.Status.TokenSecret).NotTo(BeNil(), "the manager made no token Secret for %s", run.Name)
+	// The manager records the token Secret in the same status patch as the run's first pod,
+	// just after creating the pod: a test that saw the pod may still read the run without it.
+	Eventually(func() *vacuumv1alpha1.OwnedObject {
+		run = getRun(run.Namespace, run.Name)
+		return run.Status.TokenSecret
+	}).WithTimeout(10*time.Second).ShouldNot(BeNil(), "the manager made no token Secret for %s", run.Name)
 	var secret corev1.Secret
 	Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: run.Namespace, Name: run.Status.TokenSecret.Name}, &secret)).To(Succeed())
 	token := string(secret.Data["token"])
