@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -243,32 +244,64 @@ func adaptiveRules(ts tables) []Rule {
 		if c.err != nil {
 			return nil
 		}
+		bracketed := bracketsTarget(alone, un)
 		out = append(out, Rule{
 			Statement: sentence("%s target: the start's measurements bracket a target when the load's figure beside the "+
-				"unthrottled VACUUM is above its figure alone", part),
-			Holds: un > alone,
-			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM.", alone, un),
-			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM): the unthrottled VACUUM did not "+
-				"raise the figure on this run, so the target and what follows from it say nothing of throttling.", alone, un),
+				"unthrottled VACUUM is at least %gx its figure alone (the target, their geometric mean, is then at least "+
+				"%.2fx the figure alone: a narrower bracket puts it within the load's own run-to-run noise, and the "+
+				"figure is not the VACUUM's)", part, exp10MinBracket, math.Sqrt(exp10MinBracket)),
+			Holds: bracketed,
+			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM (%.2fx).", alone, un, ratioOf(un, alone)),
+			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM, %.2fx): the unthrottled VACUUM "+
+				"barely raised the figure on this run, so the target and what follows from it say nothing of throttling.",
+				alone, un, ratioOf(un, alone)),
 		})
 		met, why := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
 		if f.found && f.capped > 0 {
 			why += sentence(" (the best fixed delay's time is a lower bound: %.0f of its runs stopped at the cap)", f.capped)
 		}
+		heldThen := sentence("Met: %.1f %% of %.0f windows.", 100*a.share, a.windows)
+		heldElse := sentence("NOT met: %.1f %% of %.0f windows.", 100*a.share, a.windows)
+		goalThen, goalElse := "Met: "+why+".", "NOT met: "+why+"."
+		if !bracketed {
+			// No target worth the name: the figures are printed, no verdict is drawn from them.
+			goalElse = sentence("Not judged, no bracket (%s).", why)
+			heldElse = sentence("Not judged, no bracket (%.1f %% of %.0f windows).", 100*a.share, a.windows)
+		}
 		out = append(out,
 			Rule{
 				Statement: sentence("%s target: the goal is met when the adaptive runs' median figure is within the target and "+
 					"their median time is below the best fixed cost delay's on the engine server", part),
-				Holds: met, Then: "Met: " + why + ".", Else: "NOT met: " + why + ".",
+				Holds: bracketed && met, Then: goalThen, Else: goalElse,
 			},
 			Rule{
 				Statement: sentence("%s target: the adaptive runs held the target in at least %.0f %% of their 1-second windows", part, 100*exp10Goal),
-				Holds:     a.windows > 0 && a.share >= exp10Goal,
-				Then:      sentence("Met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
-				Else:      sentence("NOT met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
+				Holds:     bracketed && a.windows > 0 && a.share >= exp10Goal,
+				Then:      heldThen,
+				Else:      heldElse,
 			})
 	}
 	return out
+}
+
+// exp10MinBracket is the least ratio of the load's figure beside the unthrottled VACUUM to
+// its figure alone at which the start's measurements bracket a target: below it the
+// unthrottled VACUUM barely moves the figure (a foreground p99 that is the disk's, or a
+// noisy start), and the section draws no verdict from the target.
+const exp10MinBracket = 2.0
+
+// bracketsTarget reports whether the start's figures alone and beside the unthrottled
+// VACUUM are far enough apart for a target between them to say something of throttling.
+func bracketsTarget(alone, unthrottled float64) bool {
+	return alone > 0 && unthrottled >= exp10MinBracket*alone
+}
+
+// ratioOf is a/b, or 0 when b is not above 0.
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 func adaptiveHeadline(ts tables) (string, error) {
@@ -292,10 +325,18 @@ func adaptiveHeadline(ts tables) (string, error) {
 		}
 		// The goal is both rules of the section: sooner than the best fixed delay within
 		// the target, and the target held in exp10Goal of the adaptive runs' windows.
+		tg := c.row("exp10_targets", part)
+		alone, un := c.num("exp10_targets", tg, "alone"), c.num("exp10_targets", tg, "beside_unthrottled")
+		if c.err != nil {
+			return "", c.err
+		}
 		sooner, _ := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
 		held := a.windows > 0 && a.share >= exp10Goal
 		verdict := "met"
 		switch {
+		case !bracketsTarget(alone, un):
+			verdict = sentence("not judged (beside the unthrottled VACUUM the figure was %.2fx its figure alone, under %gx: "+
+				"the target says nothing of throttling)", ratioOf(un, alone), exp10MinBracket)
 		case !sooner && !held:
 			verdict = sentence("NOT met (neither sooner than the best fixed delay within the target nor %.0f %% of windows held)", 100*exp10Goal)
 		case !sooner:

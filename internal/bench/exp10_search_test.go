@@ -481,3 +481,53 @@ func TestLagSeriesListsTheSamplesFromItsStartWithSlowRoundTrips(t *testing.T) {
 		t.Errorf("lagSeries = %q, want %q", got, want)
 	}
 }
+
+// TestExperiment10DrawsNoVerdictFromATargetTheUnthrottledVacuumBarelyMoves: when the load's p99
+// beside the unthrottled VACUUM is under exp10MinBracket times its p99 alone (the last session's
+// 6.47 ms against 6.81 ms, a foreground whose latency was the disk's), the rules and the headline
+// print the figures but neither "met" nor "NOT met"; a wide bracket gets its verdict.
+func TestExperiment10DrawsNoVerdictFromATargetTheUnthrottledVacuumBarelyMoves(t *testing.T) {
+	t.Setenv(Exp10PartsEnv, "latency")
+	r := &runner{sz: Sizes{AdaptDelays: []time.Duration{1 * msec, 20 * msec}, AdaptCeiling: 500 * time.Microsecond, AdaptRuns: 1}, logf: t.Logf}
+	for _, tc := range []struct {
+		name          string
+		alone, beside float64
+		wantBracket   bool
+		wantHeadline  string
+	}{
+		{"narrow", 6.47, 6.81, false, "goal not judged (beside the unthrottled VACUUM the figure was 1.05x its figure alone, under 2x"},
+		{"wide", 1.2, 6.0, true, "goal met"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			goal := chooseTarget(tc.alone, tc.beside, 0)
+			part := &exp10Part{name: exp10Latency, ceiling: 500 * time.Microsecond, alone: tc.alone, unthrottled: tc.beside, goal: goal, runs: []exp10Run{
+				{exp10Setting: exp10Setting{adaptive: true, delay: 500 * time.Microsecond, round: 1}, system: sysOurs, seconds: 5, figure: goal * 0.9, held: 5, total: 5},
+				{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 9, figure: goal * 0.8, held: 9, total: 9},
+			}}
+			sec, err := exp10Section(r, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sec.Rules) != 3 {
+				t.Fatalf("%d rules, want 3", len(sec.Rules))
+			}
+			if sec.Rules[0].Holds != tc.wantBracket {
+				t.Errorf("bracket rule holds %v, want %v: %s", sec.Rules[0].Holds, tc.wantBracket, sec.Rules[0].Conclusion())
+			}
+			for _, rule := range sec.Rules[1:] {
+				c := rule.Conclusion()
+				judged := strings.HasPrefix(c, "Met") || strings.HasPrefix(c, "NOT met")
+				if judged != tc.wantBracket {
+					t.Errorf("rule %q concludes %q: judged %v, want %v", rule.Statement, c, judged, tc.wantBracket)
+				}
+			}
+			h, err := adaptiveHeadline(tablesOf(sec.Tables))
+			if err != nil {
+				t.Fatalf("headline: %v", err)
+			}
+			if !strings.Contains(h, tc.wantHeadline) {
+				t.Errorf("headline %q, want it to contain %q", h, tc.wantHeadline)
+			}
+		})
+	}
+}
