@@ -132,9 +132,10 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				sz.FullLoadRate, sz.FullLoadClients, sz.FullLoadScale, sz.AdaptChunk, exp10Full, sz.AdaptFullRows, sz.FullPayload,
 				sz.AdaptSettle, exp10Full, sz.LagSample),
 			sentence("the targets, from the start's measurements on the engine server: the geometric mean of the load's figure "+
-				"alone and its median beside %d unthrottled VACUUMs (latency: pgbench's p99 over %s alone; lag: the largest "+
+				"alone and its median beside %d unthrottled VACUUMs (latency: the median of pgbench's p99 over %d stretches of %s "+
+				"alone, one before each of those VACUUMs; lag: the largest "+
 				"lag sampled alone, at least one 8 KiB WAL page, and each unthrottled FULL's peak lag); exp10_targets",
-				sz.AdaptRuns, sz.AdaptAlone),
+				sz.AdaptRuns, sz.AdaptRuns, sz.AdaptAlone),
 			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
