@@ -338,21 +338,25 @@ func heldFaster(runs []exp10Run, system string, d time.Duration, target float64)
 
 func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	ours, err := r.startOurs(ctx, "exp10-engine-server")
+	// Both servers get AdaptPoolBytes, a pool that holds pgbench_accounts and its index, so
+	// that the load's latency is the CPU's and the VACUUM's, not the disk's.
+	ours, err := r.startOurs(ctx, "exp10-engine-server", "--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { ours.stop() }()
-	pg, err := r.startPostgres(ctx)
+	pg, err := r.startPostgres(ctx, fmt.Sprintf("shared_buffers=%dkB", sz.AdaptPoolBytes>>10))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { pg.stop() }()
 	systems := map[string]*srvSystem{sysOurs: ours, sysPostgres: pg}
 	for _, s := range []*srvSystem{ours, pg} {
+		t0 := time.Now()
 		if _, err := r.pgbench(ctx, s, false, "-i", "-I", "dtgp", "-s", strconv.Itoa(sz.AdaptScale)); err != nil {
 			return nil, err
 		}
+		r.logf("  %s: pgbench -i -s %d took %.1f s", s.name, sz.AdaptScale, time.Since(t0).Seconds())
 	}
 	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.

@@ -121,7 +121,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
 				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
 				"%dth account and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
-				mib(sz.SrvPoolBytes), mib(sz.SrvPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
+				mib(sz.AdaptPoolBytes), mib(sz.AdaptPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
 				sz.AdaptChunk, sz.AdaptDeadEvery, sz.AdaptSettle),
 			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
 				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
@@ -154,8 +154,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"bound; its figure and windows are of the span it ran); the table is then vacuumed (or rewritten) unthrottled, unmeasured, so "+
 				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
-				"the static ceiling cost delay %s, below the grid (at it our VACUUM beside a load barely sleeps, so the law, "+
-				"not the ceiling, sets the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+
+				"the static ceiling cost delay %s, below the grid (so that, when the grid's fastest delay holds the target, the law, "+
+				"not the ceiling, has to find the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+
 				"the grid's fastest delay %s as the ceiling and vacuum_adaptive_floor_per_mille %d; each floor is the grid's "+
 				"slowest delay; sent by package online as session settings",
 				sz.AdaptCeiling, exp10Floor(sz.AdaptCeiling, sz.AdaptDelays), sz.AdaptDelays[0], exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)),
