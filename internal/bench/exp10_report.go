@@ -269,6 +269,15 @@ func adaptiveRules(ts tables) []Rule {
 			goalElse = sentence("Not judged, no bracket (%s).", why)
 			heldElse = sentence("Not judged, no bracket (%.1f %% of %.0f windows).", 100*a.share, a.windows)
 		}
+		share := lawShare(c, part)
+		out = append(out, Rule{
+			Statement: sentence("%s target: the law, not the ceiling, set the adaptive runs' rate: the target bound them for at "+
+				"least %.0f %% of their time (bound_by_target_s over vacuum_s); otherwise their time is mostly the ceiling's, "+
+				"below every fixed delay the search measures, and a goal met says little of what the law does", part, 100*exp10MinLawShare),
+			Holds: share >= exp10MinLawShare,
+			Then:  sentence("It did: %.0f %% of their time.", 100*share),
+			Else:  sentence("It did not: %.0f %% of their time.", 100*share),
+		})
 		out = append(out,
 			Rule{
 				Statement: sentence("%s target: the goal is met when the adaptive runs' median figure is within the target and "+
@@ -283,6 +292,27 @@ func adaptiveRules(ts tables) []Rule {
 			})
 	}
 	return out
+}
+
+// exp10MinLawShare is the least share of the adaptive runs' time bound by the target for the
+// law, not the ceiling, to have set their rate.
+const exp10MinLawShare = 0.5
+
+// lawShare is the share of the adaptive runs' time (of part, outside the calibration) that the
+// target bound, from exp10_runs; 0 without such runs.
+func lawShare(c *cells, part string) float64 {
+	const t = "exp10_runs"
+	var bound, total float64
+	for _, r := range c.rows(t, part) {
+		if c.text(t, r, "setting") == exp10Adaptive && c.text(t, r, "phase") != "calibration" {
+			bound += c.num(t, r, "bound_by_target_s")
+			total += c.num(t, r, "vacuum_s")
+		}
+	}
+	if total <= 0 {
+		return 0
+	}
+	return bound / total
 }
 
 // exp10MinBracket is the least ratio of the load's figure beside the unthrottled VACUUM to
@@ -344,6 +374,12 @@ func adaptiveHeadline(ts tables) (string, error) {
 			verdict = "NOT met (not sooner than the best fixed delay within the target)"
 		case !held:
 			verdict = sentence("NOT met (sooner, but under %.0f %% of windows held)", 100*exp10Goal)
+		}
+		if share := lawShare(c, part); share < exp10MinLawShare {
+			verdict += sentence(" (the target bound the adaptive runs for only %.0f %% of their time: their rate was mostly the ceiling's)", 100*share)
+		}
+		if c.err != nil {
+			return "", c.err
 		}
 		parts = append(parts, sentence("%s target %.3f %s: adaptive %.2f s (%.3f %s, %.0f %% of windows held), best fixed %s, "+
 			"PostgreSQL 15 best fixed %s; goal %s", part, a.goal, u, a.secs, a.fig, u, 100*a.share, fixed(f), fixed(p), verdict))
