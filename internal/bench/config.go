@@ -120,12 +120,14 @@ type Sizes struct {
 	WinSplits           []int // windows the table is split over (1 = one uninterrupted vacuum)
 	WinCycles           []int // dead-items cycles a window's cycles are sized for
 
-	// Experiment 10: adaptive throttling against the best fixed cost delay (the servers have
-	// experiment 7's buffer pool; the lag target's pair, load and sampling are experiment 5's).
+	// Experiment 10: adaptive throttling against the best fixed cost delay (the foreground p99
+	// target's servers have AdaptPoolBytes; the lag target's pair has experiment 7's buffer
+	// pool, and its load and sampling are experiment 5's).
 	AdaptDelays    []time.Duration // the fixed grid, increasing, above 0 (experiment 1's delays)
 	AdaptRuns      int             // interleaved runs of each setting (and of the start's unthrottled VACUUM)
 	AdaptBisect    int             // bisection steps inside the grid's bracket
 	AdaptScale     int             // pgbench -i -s of the foreground target's servers
+	AdaptPoolBytes int64           // the foreground target's servers' --buffer-pool and shared_buffers
 	AdaptRate      int             // pgbench -R of the select-only load
 	AdaptClients   int             // pgbench -c
 	AdaptThreads   int             // pgbench -j
@@ -205,16 +207,33 @@ func DefaultSizes() Sizes {
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
-		// Scale 16: at scale 8 the foreground target's VACUUM lasted about 2 s at 1 ms, two
-		// 1-second windows a run, which say nothing of a 95 % share. At 16 pgbench_accounts no
-		// longer fits the 128 MiB buffer pool (the load reads through O_DIRECT beside the
-		// VACUUM; at scale 15 PostgreSQL's VACUUM at 20 ms took 103 s): AdaptCap stops the slow
-		// fixed delays, so the half keeps to its 10 minutes.
-		// The ceiling: experiment 8's fastest sub-millisecond delay, at which our VACUUM
-		// beside a load barely sleeps (0.01 s slept in 0.39 s), so adaptive runs start about
-		// unthrottled and the law must find the rate itself.
+		// The foreground p99 target: scale 40 in a 1 GiB pool on both servers. At scale 16 in
+		// experiment 7's 128 MiB pool pgbench_accounts did not fit, the load read through
+		// O_DIRECT, and its p99 alone (6.47 ms) and beside the unthrottled VACUUM (6.81 ms) were
+		// the disk's, 3 % apart: no target between them meant anything. In a pool that holds the
+		// table the load's latency is the CPU's and the VACUUM's (the probe of 2026-12-07: the
+		// unthrottled VACUUM 1.4-2.4 s, p99 5.8 ms beside it), and at scale 40 the VACUUM at the
+		// adaptive ceiling (500 us) lasts 4.5-5.0 s, 5 windows a run and some 8 of the law's
+		// judgements, against about 1 s at scale 16 and 250 us, where 8 of 9 adaptive runs ended
+		// before the law had judged twice. pgbench -i -s 40 takes 17 s on the engine server, 6 s
+		// on PostgreSQL. -R 400 (from 200): a judgement of the p99 needs 169 statements (the
+		// server's judgementStatements), 0.42 s at 400 a second against 0.85 s at 200.
+		// The ceiling, 500 us: half the grid's fastest delay, so the law, not the ceiling, has to
+		// find the rate when 1 ms holds; no longer about unthrottled (250 us made the VACUUM last
+		// about what the unthrottled one does, with nothing left for the law to do before it
+		// ended). At 1 ms the VACUUM takes 9.1-9.8 s, PostgreSQL's 4.9 s to over 10 s: AdaptCapMin
+		// stops those beyond 10 s (a time then a lower bound) and the slower delays (2 ms
+		// takes about 19 s).
+		// Measured on this code (latency half alone, 2026-12-07, a machine at load 4-12 with
+		// 50 % steal at times): the half took 9m10s and 8m16s (the engine server's pgbench -i
+		// 15-37 s; the capped runs most of the rest), over the 6 minutes it was meant for.
+		// Adaptive runs 4.6-7.0 s, 5-7 windows each. But the load alone read a p99 of 7.5-47 ms
+		// (CPU pressure stall 700-900 ms/s from other work) and beside the unthrottled VACUUM
+		// 18-149 ms, so the targets were 48.06 and 41.16 ms, ten times what the VACUUM itself
+		// does to the load in a quieter stretch (p99 2-3 ms at 0.7-1.5 ms), and the law bound
+		// its runs for only 29 % and 35 % of their time: those runs say nothing of the law yet.
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
-		AdaptScale: 16, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
+		AdaptScale: 40, AdaptPoolBytes: 1 << 30, AdaptRate: 400, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
 		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
 		// 200,000 rows: at 50,000 the adaptive FULL lasted 1.2-1.8 s, one or two 1-second
 		// windows a run, which say nothing of a 95 % share (the make bench of 2026-12-06: 3
@@ -222,9 +241,10 @@ func DefaultSizes() Sizes {
 		// adaptive runs several windows each, and AdaptCap stops the slow fixed delays (37 s at
 		// 20 ms), so the half keeps to its 10 minutes.
 		AdaptFullRows: 200_000,
-		// AdaptCapMin: an adaptive run at about the unthrottled speed (1-2 s here) must not cap
-		// the fixed delays below what tells them apart (1 ms takes about 4 s at this scale).
-		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second,
+		// AdaptCapMin: an adaptive run at about the ceiling's speed must not cap the fixed
+		// delays below what tells them apart (for the lag target's FULLs, and for the foreground
+		// p99 target's 1 ms, about 9.4 s at scale 40).
+		AdaptCeiling: 500 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second,
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
@@ -276,7 +296,7 @@ func QuickSizes() Sizes {
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
 
 		AdaptDelays: []time.Duration{1 * ms, 20 * ms}, AdaptRuns: 1, AdaptBisect: 0,
-		AdaptScale: 1, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 1, AdaptDeadEvery: 10,
+		AdaptScale: 1, AdaptPoolBytes: 32 << 20, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 1, AdaptDeadEvery: 10,
 		AdaptChunk: time.Second, AdaptAlone: time.Second, AdaptSettle: 200 * ms, AdaptFullRows: 4_000,
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
 

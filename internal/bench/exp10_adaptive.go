@@ -338,21 +338,25 @@ func heldFaster(runs []exp10Run, system string, d time.Duration, target float64)
 
 func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	ours, err := r.startOurs(ctx, "exp10-engine-server")
+	// Both servers get AdaptPoolBytes, a pool that holds pgbench_accounts and its index, so
+	// that the load's latency is the CPU's and the VACUUM's, not the disk's.
+	ours, err := r.startOurs(ctx, "exp10-engine-server", "--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { ours.stop() }()
-	pg, err := r.startPostgres(ctx)
+	pg, err := r.startPostgres(ctx, fmt.Sprintf("shared_buffers=%dkB", sz.AdaptPoolBytes>>10))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { pg.stop() }()
 	systems := map[string]*srvSystem{sysOurs: ours, sysPostgres: pg}
 	for _, s := range []*srvSystem{ours, pg} {
+		t0 := time.Now()
 		if _, err := r.pgbench(ctx, s, false, "-i", "-I", "dtgp", "-s", strconv.Itoa(sz.AdaptScale)); err != nil {
 			return nil, err
 		}
+		r.logf("  %s: pgbench -i -s %d took %.1f s", s.name, sz.AdaptScale, time.Since(t0).Seconds())
 	}
 	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
 	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.
@@ -386,9 +390,10 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 }
 
 // latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and a
-// 1 s warm-up, measures alone (when above 0) the load's p99 alone, then runs each setting's
-// VACUUM in turn (each after a bloating UPDATE and AdaptSettle; a fixed one stopped at
-// part's cap), and judges each VACUUM's transactions against target (0: not judged).
+// 1 s warm-up, then runs each setting's VACUUM in turn (each after a bloating UPDATE and
+// AdaptSettle; a fixed one stopped at part's cap), and judges each VACUUM's transactions
+// against target (0: not judged). With alone above 0 it measures, before each VACUUM, a
+// stretch of alone of the load alone, and returns the median of their p99s.
 func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part, target, alone time.Duration, set []exp10Setting) (time.Duration, []exp10Run, error) {
 	sz := r.sz
 	c, err := pgx.Connect(ctx, s.url())
@@ -408,11 +413,21 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	sched := startSched(exp10SchedPeriod)
 	defer sched.Stop()
 	sleepCtx(ctx, time.Second)
-	aloneFrom := time.Now()
-	sleepCtx(ctx, alone)
-	aloneTo := time.Now()
+	var aloneSpans [][2]time.Time
 	var runs []exp10Run
-	for _, st := range set {
+	for i, st := range set {
+		if alone > 0 {
+			// A stretch of the load alone before each VACUUM (after the last one's tail has
+			// settled): the figure alone is the median of their p99s, as the figure beside the
+			// unthrottled VACUUM is the median of its runs', so that one stall of a busy
+			// machine in a single stretch does not set the target.
+			if i > 0 {
+				sleepCtx(ctx, sz.AdaptSettle)
+			}
+			from := time.Now()
+			sleepCtx(ctx, alone)
+			aloneSpans = append(aloneSpans, [2]time.Time{from, time.Now()})
+		}
 		var limit time.Duration
 		if !st.adaptive && st.phase != "calibration" {
 			// The adaptive runs of this block count too: the round's adaptive run comes first.
@@ -431,9 +446,14 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		return 0, nil, err
 	}
 	var aloneP99 time.Duration
-	if alone > 0 {
-		aloneP99, _ = all.between(aloneFrom, aloneTo)
-		r.logf("  %s load alone: p99 %.2f ms; %s", s.name, ms(aloneP99), sched.cpuSummary(aloneFrom, aloneTo))
+	if len(aloneSpans) > 0 {
+		var p99s []float64
+		for i, sp := range aloneSpans {
+			p99, n := all.between(sp[0], sp[1])
+			p99s = append(p99s, ms(p99))
+			r.logf("  %s load alone, stretch %d: p99 %.2f ms (%d transactions); %s", s.name, i+1, ms(p99), n, sched.cpuSummary(sp[0], sp[1]))
+		}
+		aloneP99 = time.Duration(medianF(p99s) * float64(time.Millisecond))
 	}
 	pts := make([]point, len(all.lat))
 	for i := range all.lat {

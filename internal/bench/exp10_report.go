@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -120,7 +121,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
 				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
 				"%dth account and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
-				mib(sz.SrvPoolBytes), mib(sz.SrvPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
+				mib(sz.AdaptPoolBytes), mib(sz.AdaptPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
 				sz.AdaptChunk, sz.AdaptDeadEvery, sz.AdaptSettle),
 			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
 				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
@@ -131,9 +132,10 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				sz.FullLoadRate, sz.FullLoadClients, sz.FullLoadScale, sz.AdaptChunk, exp10Full, sz.AdaptFullRows, sz.FullPayload,
 				sz.AdaptSettle, exp10Full, sz.LagSample),
 			sentence("the targets, from the start's measurements on the engine server: the geometric mean of the load's figure "+
-				"alone and its median beside %d unthrottled VACUUMs (latency: pgbench's p99 over %s alone; lag: the largest "+
+				"alone and its median beside %d unthrottled VACUUMs (latency: the median of pgbench's p99 over %d stretches of %s "+
+				"alone, one before each of those VACUUMs; lag: the largest "+
 				"lag sampled alone, at least one 8 KiB WAL page, and each unthrottled FULL's peak lag); exp10_targets",
-				sz.AdaptRuns, sz.AdaptAlone),
+				sz.AdaptRuns, sz.AdaptRuns, sz.AdaptAlone),
 			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
@@ -152,8 +154,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"bound; its figure and windows are of the span it ran); the table is then vacuumed (or rewritten) unthrottled, unmeasured, so "+
 				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
-				"the static ceiling cost delay %s, below the grid (at it our VACUUM beside a load barely sleeps, so the law, "+
-				"not the ceiling, sets the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+
+				"the static ceiling cost delay %s, below the grid (so that, when the grid's fastest delay holds the target, the law, "+
+				"not the ceiling, has to find the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+
 				"the grid's fastest delay %s as the ceiling and vacuum_adaptive_floor_per_mille %d; each floor is the grid's "+
 				"slowest delay; sent by package online as session settings",
 				sz.AdaptCeiling, exp10Floor(sz.AdaptCeiling, sz.AdaptDelays), sz.AdaptDelays[0], exp10Floor(sz.AdaptDelays[0], sz.AdaptDelays)),
@@ -243,32 +245,94 @@ func adaptiveRules(ts tables) []Rule {
 		if c.err != nil {
 			return nil
 		}
+		bracketed := bracketsTarget(alone, un)
 		out = append(out, Rule{
 			Statement: sentence("%s target: the start's measurements bracket a target when the load's figure beside the "+
-				"unthrottled VACUUM is above its figure alone", part),
-			Holds: un > alone,
-			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM.", alone, un),
-			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM): the unthrottled VACUUM did not "+
-				"raise the figure on this run, so the target and what follows from it say nothing of throttling.", alone, un),
+				"unthrottled VACUUM is at least %gx its figure alone (the target, their geometric mean, is then at least "+
+				"%.2fx the figure alone: a narrower bracket puts it within the load's own run-to-run noise, and the "+
+				"figure is not the VACUUM's)", part, exp10MinBracket, math.Sqrt(exp10MinBracket)),
+			Holds: bracketed,
+			Then:  sentence("They do: %.3f alone, %.3f beside the unthrottled VACUUM (%.2fx).", alone, un, ratioOf(un, alone)),
+			Else: sentence("They do not (%.3f alone, %.3f beside the unthrottled VACUUM, %.2fx): the unthrottled VACUUM "+
+				"barely raised the figure on this run, so the target and what follows from it say nothing of throttling.",
+				alone, un, ratioOf(un, alone)),
 		})
 		met, why := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
 		if f.found && f.capped > 0 {
 			why += sentence(" (the best fixed delay's time is a lower bound: %.0f of its runs stopped at the cap)", f.capped)
 		}
+		heldThen := sentence("Met: %.1f %% of %.0f windows.", 100*a.share, a.windows)
+		heldElse := sentence("NOT met: %.1f %% of %.0f windows.", 100*a.share, a.windows)
+		goalThen, goalElse := "Met: "+why+".", "NOT met: "+why+"."
+		if !bracketed {
+			// No target worth the name: the figures are printed, no verdict is drawn from them.
+			goalElse = sentence("Not judged, no bracket (%s).", why)
+			heldElse = sentence("Not judged, no bracket (%.1f %% of %.0f windows).", 100*a.share, a.windows)
+		}
+		share := lawShare(c, part)
+		out = append(out, Rule{
+			Statement: sentence("%s target: the law, not the ceiling, set the adaptive runs' rate: the target bound them for at "+
+				"least %.0f %% of their time (bound_by_target_s over vacuum_s); otherwise their time is mostly the ceiling's, "+
+				"below every fixed delay the search measures, and a goal met says little of what the law does", part, 100*exp10MinLawShare),
+			Holds: share >= exp10MinLawShare,
+			Then:  sentence("It did: %.0f %% of their time.", 100*share),
+			Else:  sentence("It did not: %.0f %% of their time.", 100*share),
+		})
 		out = append(out,
 			Rule{
 				Statement: sentence("%s target: the goal is met when the adaptive runs' median figure is within the target and "+
 					"their median time is below the best fixed cost delay's on the engine server", part),
-				Holds: met, Then: "Met: " + why + ".", Else: "NOT met: " + why + ".",
+				Holds: bracketed && met, Then: goalThen, Else: goalElse,
 			},
 			Rule{
 				Statement: sentence("%s target: the adaptive runs held the target in at least %.0f %% of their 1-second windows", part, 100*exp10Goal),
-				Holds:     a.windows > 0 && a.share >= exp10Goal,
-				Then:      sentence("Met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
-				Else:      sentence("NOT met: %.1f %% of %.0f windows.", 100*a.share, a.windows),
+				Holds:     bracketed && a.windows > 0 && a.share >= exp10Goal,
+				Then:      heldThen,
+				Else:      heldElse,
 			})
 	}
 	return out
+}
+
+// exp10MinLawShare is the least share of the adaptive runs' time bound by the target for the
+// law, not the ceiling, to have set their rate.
+const exp10MinLawShare = 0.5
+
+// lawShare is the share of the adaptive runs' time (of part, outside the calibration) that the
+// target bound, from exp10_runs; 0 without such runs.
+func lawShare(c *cells, part string) float64 {
+	const t = "exp10_runs"
+	var bound, total float64
+	for _, r := range c.rows(t, part) {
+		if c.text(t, r, "setting") == exp10Adaptive && c.text(t, r, "phase") != "calibration" {
+			bound += c.num(t, r, "bound_by_target_s")
+			total += c.num(t, r, "vacuum_s")
+		}
+	}
+	if total <= 0 {
+		return 0
+	}
+	return bound / total
+}
+
+// exp10MinBracket is the least ratio of the load's figure beside the unthrottled VACUUM to
+// its figure alone at which the start's measurements bracket a target: below it the
+// unthrottled VACUUM barely moves the figure (a foreground p99 that is the disk's, or a
+// noisy start), and the section draws no verdict from the target.
+const exp10MinBracket = 2.0
+
+// bracketsTarget reports whether the start's figures alone and beside the unthrottled
+// VACUUM are far enough apart for a target between them to say something of throttling.
+func bracketsTarget(alone, unthrottled float64) bool {
+	return alone > 0 && unthrottled >= exp10MinBracket*alone
+}
+
+// ratioOf is a/b, or 0 when b is not above 0.
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 func adaptiveHeadline(ts tables) (string, error) {
@@ -292,16 +356,30 @@ func adaptiveHeadline(ts tables) (string, error) {
 		}
 		// The goal is both rules of the section: sooner than the best fixed delay within
 		// the target, and the target held in exp10Goal of the adaptive runs' windows.
+		tg := c.row("exp10_targets", part)
+		alone, un := c.num("exp10_targets", tg, "alone"), c.num("exp10_targets", tg, "beside_unthrottled")
+		if c.err != nil {
+			return "", c.err
+		}
 		sooner, _ := goalVerdict(a.secs, a.fig, f.secs, f.found, a.goal)
 		held := a.windows > 0 && a.share >= exp10Goal
 		verdict := "met"
 		switch {
+		case !bracketsTarget(alone, un):
+			verdict = sentence("not judged (beside the unthrottled VACUUM the figure was %.2fx its figure alone, under %gx: "+
+				"the target says nothing of throttling)", ratioOf(un, alone), exp10MinBracket)
 		case !sooner && !held:
 			verdict = sentence("NOT met (neither sooner than the best fixed delay within the target nor %.0f %% of windows held)", 100*exp10Goal)
 		case !sooner:
 			verdict = "NOT met (not sooner than the best fixed delay within the target)"
 		case !held:
 			verdict = sentence("NOT met (sooner, but under %.0f %% of windows held)", 100*exp10Goal)
+		}
+		if share := lawShare(c, part); share < exp10MinLawShare {
+			verdict += sentence(" (the target bound the adaptive runs for only %.0f %% of their time: their rate was mostly the ceiling's)", 100*share)
+		}
+		if c.err != nil {
+			return "", c.err
 		}
 		parts = append(parts, sentence("%s target %.3f %s: adaptive %.2f s (%.3f %s, %.0f %% of windows held), best fixed %s, "+
 			"PostgreSQL 15 best fixed %s; goal %s", part, a.goal, u, a.secs, a.fig, u, 100*a.share, fixed(f), fixed(p), verdict))

@@ -88,15 +88,17 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 
 // startDurablePostgres starts PostgreSQL 15 with its durable defaults back (pgtest turns fsync,
 // synchronous_commit and full_page_writes off for tests), the engine server's buffer pool and
-// its connection limit, so the two servers compare on the same terms.
-func (r *runner) startDurablePostgres(ctx context.Context) (*pgtest.Server, error) {
-	return pgtest.Start(ctx, "fsync=on", "synchronous_commit=on", "full_page_writes=on",
-		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64")
+// its connection limit, so the two servers compare on the same terms. extra settings come
+// last, so they override these (experiment 10's latency half gives both servers its own pool).
+func (r *runner) startDurablePostgres(ctx context.Context, extra ...string) (*pgtest.Server, error) {
+	return pgtest.Start(ctx, append([]string{"fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64"}, extra...)...)
 }
 
-// startPostgres starts PostgreSQL 15 as startDurablePostgres does, for experiment 7 and 8.
-func (r *runner) startPostgres(ctx context.Context) (*srvSystem, error) {
-	pg, err := r.startDurablePostgres(ctx)
+// startPostgres starts PostgreSQL 15 as startDurablePostgres does (with extra settings), for
+// experiments 7, 8 and 10.
+func (r *runner) startPostgres(ctx context.Context, extra ...string) (*srvSystem, error) {
+	pg, err := r.startDurablePostgres(ctx, extra...)
 	if err != nil {
 		return nil, err
 	}
