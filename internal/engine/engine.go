@@ -186,7 +186,8 @@ func Init(dir string, opts Options) error {
 	if err := catalog.Save(fsys, dir, cat); err != nil {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}
-	log, err := wal.Open(fsys, dir, 0, wal.Options{SegmentSize: opts.WALSegmentSize, Logf: opts.Logf})
+	log, err := wal.Open(fsys, dir, 0, wal.Options{SegmentSize: opts.WALSegmentSize, Logf: opts.Logf,
+		RecycleSegments: wal.SpareSegmentsFor(opts.CheckpointWALBytes, opts.WALSegmentSize)})
 	if err != nil {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
+	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
 // Defaults of Options' zero fields.
@@ -78,4 +79,12 @@ func (o Options) withDefaults() Options {
 
 func (o Options) frames() int {
 	return max(int(o.BufferPoolBytes/page.Size), minPoolFrames)
+}
+
+// walOptions are the WAL options every Open of the log uses: the segment
+// size, and as many spare segments kept at checkpoints as two checkpoint
+// distances of WAL (wal.SpareSegmentsFor).
+func (db *DB) walOptions() wal.Options {
+	return wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf,
+		RecycleSegments: wal.SpareSegmentsFor(db.opts.CheckpointWALBytes, db.opts.WALSegmentSize)}
 }

@@ -110,7 +110,8 @@ func (db *DB) start() error {
 	}
 	t0 := time.Now()
 	info.CleanShutdown, info.StartLSN = ctl.State == wal.StateShutdown, ctl.RedoLSN
-	if err := db.replay(ctl.RedoLSN, &info); err != nil {
+	lastStart, err := db.replay(ctl.RedoLSN, &info)
+	if err != nil {
 		return err
 	}
 	// The control file is written after its checkpoint record was flushed:
@@ -136,7 +137,11 @@ func (db *DB) start() error {
 	if db.opts.Standby {
 		return db.startStandby(&info)
 	}
-	wopts := wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf}
+	wopts := db.walOptions()
+	// After a clean shutdown whose checkpoint record is the last one, the
+	// segments after the end are spares (zero or recycled) and are kept,
+	// so the next writes reuse them instead of creating new ones.
+	wopts.KeepSpares = info.CleanShutdown && info.TornTail == nil && lastStart == ctl.CheckpointLSN
 	if info.TornTail != nil {
 		// The bytes after the end are discarded: keep them for forensics.
 		if wopts.TailAside, err = db.makeQuarantineDir(fmt.Sprintf("wal-%016X", uint64(info.EndLSN))); err != nil {
@@ -187,11 +192,13 @@ func (db *DB) start() error {
 	return db.checkpoint(false, db.cat.NextOID)
 }
 
-// replay applies the WAL from start to its end.
-func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
+// replay applies the WAL from start to its end and returns the start LSN
+// of the last record it read (0 if none).
+func (db *DB) replay(start wal.LSN, info *RecoveryInfo) (wal.LSN, error) {
+	var lastStart wal.LSN
 	rd, err := wal.NewReader(db.fs, db.dir, start, wal.Options{SegmentSize: db.opts.WALSegmentSize, Logf: db.opts.Logf})
 	if err != nil {
-		return fmt.Errorf("recovery: %w", err)
+		return 0, fmt.Errorf("recovery: %w", err)
 	}
 	defer func() { _ = rd.Close() }() // read-only: nothing to lose
 	skip := newReplaySkip(db.cat, db.st)
@@ -210,11 +217,11 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("recovery: read WAL after LSN %X: %w", uint64(info.EndLSN), err)
+			return 0, fmt.Errorf("recovery: read WAL after LSN %X: %w", uint64(info.EndLSN), err)
 		}
 		if rec.XID != 0 {
 			if err := checkReplayXID(rec.XID, xidLimit, rec.StartLSN); err != nil {
-				return err
+				return 0, err
 			}
 			db.txns.AdvanceNextXID(txn.XID(rec.XID) + 1)
 			if rec.Rmgr != wal.RmgrXact {
@@ -223,12 +230,12 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 		}
 		counted, err := db.redoRecord(env, skip, rec, xidLimit)
 		if err != nil {
-			return fmt.Errorf("recovery: %w", err)
+			return 0, fmt.Errorf("recovery: %w", err)
 		}
 		if counted {
 			info.Replayed++
 		}
-		info.EndLSN = rec.EndLSN
+		info.EndLSN, lastStart = rec.EndLSN, rec.StartLSN
 	}
 	if e := rd.EndLSN(); e > info.EndLSN {
 		info.EndLSN = e
@@ -238,17 +245,17 @@ func (db *DB) replay(start wal.LSN, info *RecoveryInfo) error {
 	// as the end would drop every later committed transaction.
 	resume, err := rd.ResumeAfterEnd()
 	if err != nil {
-		return fmt.Errorf("recovery: look past the end of the WAL at LSN %X: %w", uint64(info.EndLSN), err)
+		return 0, fmt.Errorf("recovery: look past the end of the WAL at LSN %X: %w", uint64(info.EndLSN), err)
 	}
 	if resume != 0 {
 		what := "ends"
 		if info.TornTail != nil {
 			what = "is damaged (" + info.TornTail.Error() + ")"
 		}
-		return &corruptError{msg: fmt.Sprintf("%v: the WAL %s at LSN %X, but a valid record follows at LSN %X: damage in the middle of the log, not a torn end",
+		return 0, &corruptError{msg: fmt.Sprintf("%v: the WAL %s at LSN %X, but a valid record follows at LSN %X: damage in the middle of the log, not a torn end",
 			ErrCorrupt, what, uint64(info.EndLSN), uint64(resume))}
 	}
-	return nil
+	return lastStart, nil
 }
 
 // redoRecord dispatches one record to its resource manager. It reports

@@ -102,6 +102,17 @@
 // records link normally. A self-link cannot be forged by stale data: an old
 // record's self-link names the position it was written at in its own cycle.
 //
+// Open(end) with Options.KeepSpares, which the engine sets only when end is
+// a clean shutdown's end, keeps the segments after end: nothing was written
+// past a clean end, so they are spares, all zero or recycled at a
+// checkpoint, and a recycled segment holds only records of segments that
+// ended before a redo pointer. Their prev links point before that redo
+// pointer, so they can neither continue the chain read from the current
+// redo pointer nor pass ResumeAfterEnd's check (a link at or after the
+// stop). After a crash the end is not clean (records of the same cycle may
+// lie past the durable end), and Open removes them as above.
+// SpareSegmentsFor sizes RecycleSegments from the checkpoint distance.
+//
 // # Full-page images
 //
 // Insert stores an image of BlockRef.Page when the page's LSN (before the

@@ -61,7 +61,9 @@ type Log struct {
 // destroyed before Open returns: the rest of end's segment is zeroed and
 // fsynced and later segments are removed (all-zero ones, created ahead of
 // need, are kept), so no reader can ever see a stale record past the new
-// end. With Options.TailAside, end's segment is first copied there and
+// end. With Options.KeepSpares (end is a clean shutdown's end) the later
+// segments are kept as spares: recycled ones hold only records that can
+// never link into the log. With Options.TailAside, end's segment is first copied there and
 // the later segments are moved there instead of removed. The redo pointer
 // starts at end.
 func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
@@ -99,6 +101,9 @@ func Open(fsys vfs.FS, dir string, end LSN, opts Options) (*Log, error) {
 	removed := 0
 	for _, segno := range present {
 		if segno > endSeg {
+			if opts.KeepSpares && opts.TailAside == "" {
+				continue // a spare of a clean log: fresh or recycled, nothing that links in
+			}
 			if fresh, err := s.isFresh(segno); err != nil {
 				return nil, err
 			} else if fresh {

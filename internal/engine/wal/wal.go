@@ -91,7 +91,16 @@ type Options struct {
 	// end's segment as it was, and the later segments moved there. The
 	// engine sets it when recovery ended at a damaged record.
 	TailAside string
-	Logf      func(format string, args ...any)
+	// KeepSpares, for Open: end is the end of a clean shutdown, so every
+	// segment after it is a spare, either created ahead of need (all zero)
+	// or recycled at a checkpoint (stale records of segments wholly before
+	// a redo pointer, which never link into the log: see the package
+	// documentation). Open keeps them for reuse instead of removing the
+	// recycled ones. The caller must not set it after a crash: a segment
+	// after a crash's end may hold records of the same cycle written past
+	// the durable end, which could link into the records written next.
+	KeepSpares bool
+	Logf       func(format string, args ...any)
 }
 
 // Stats are the log-wide counters.
@@ -132,6 +141,33 @@ func (o Options) segmentSize() (int64, error) {
 // DefaultRecycleSegments is the number of segments kept for reuse when
 // Options.RecycleSegments is 0.
 const DefaultRecycleSegments = 4
+
+// Bounds of SpareSegmentsFor.
+const (
+	// MaxSpareSegments caps the spares kept for reuse whatever the
+	// checkpoint distance: 64 segments of 16 MiB are 1 GiB, PostgreSQL's
+	// default max_wal_size, past which PostgreSQL removes rather than
+	// recycles too.
+	MaxSpareSegments = 64
+)
+
+// SpareSegmentsFor is Options.RecycleSegments for a log checkpointed every
+// checkpointBytes of WAL (<= 0: no automatic checkpoints): enough spares
+// for the WAL of two checkpoint distances, as PostgreSQL keeps about
+// (1 + checkpoint_completion_target) distances' worth (XLOGfileslop), so
+// that a writer between two checkpoints writes into recycled segments and
+// rarely zero-fills and fsyncs a new one. At least DefaultRecycleSegments,
+// at most MaxSpareSegments.
+func SpareSegmentsFor(checkpointBytes, segmentSize int64) int {
+	if segmentSize <= 0 {
+		segmentSize = DefaultSegmentSize
+	}
+	if checkpointBytes <= 0 {
+		return DefaultRecycleSegments
+	}
+	n := 2 * ((checkpointBytes + segmentSize - 1) / segmentSize)
+	return int(min(max(n, DefaultRecycleSegments), MaxSpareSegments))
+}
 
 func (o Options) recycleSegments() int {
 	switch {
