@@ -140,10 +140,11 @@ type Sizes struct {
 	// grid's fastest, so that the law, not the ceiling, sets the rate.
 	AdaptCeiling time.Duration
 	// AdaptCap stops a fixed-delay VACUUM (or FULL) of either target at this multiple of
-	// the longest adaptive run of its target before it, or at AdaptCapMin if that is longer:
-	// that run is "slower than the cap".
+	// the longest adaptive run of its target before it, or at AdaptCapMin if that is longer,
+	// but never later than AdaptCapMax (0: no such bound): that run is "slower than the cap".
 	AdaptCap    float64
 	AdaptCapMin time.Duration
+	AdaptCapMax time.Duration
 
 	// Experiment 11: the vacuum against PostgreSQL 15 and against the machine's limit.
 	LimRows int64 // bulkdata's table, both hint-bit states
@@ -244,7 +245,11 @@ func DefaultSizes() Sizes {
 		// AdaptCapMin: an adaptive run at about the ceiling's speed must not cap the fixed
 		// delays below what tells them apart (for the lag target's FULLs, and for the foreground
 		// p99 target's 1 ms, about 9.4 s at scale 40).
-		AdaptCeiling: 500 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second,
+		// AdaptCapMax: the make bench of 2026-12-07 had one adaptive run of 36 s in the
+		// foreground p99 target's half, which let its slow fixed delays run up to 54 s each
+		// and the half more than 15 minutes; at 20 s the slow fixed runs cost at most
+		// 20 s each, and a fixed run stopped there is compared as a lower bound.
+		AdaptCeiling: 500 * time.Microsecond, AdaptCap: 1.5, AdaptCapMin: 10 * time.Second, AdaptCapMax: 20 * time.Second,
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,

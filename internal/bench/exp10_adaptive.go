@@ -186,15 +186,20 @@ type exp10Part struct {
 	// bisection's fast end when that delay holds.
 	ceiling time.Duration
 	// capFactor, when above 0, stops each fixed run at that multiple of the longest adaptive
-	// run of the part before it, or at capMin if that is longer (capAt).
-	capFactor float64
-	capMin    time.Duration
+	// run of the part before it, or at capMin if that is longer, and never later than capMax
+	// when that is above 0 (capAt).
+	capFactor      float64
+	capMin, capMax time.Duration
 }
 
 // capAt is the time a fixed run of p may take before it is stopped: capFactor times the
-// longest adaptive run so far, or capMin if that is longer (0: no cap). A run stopped there
-// took longer than every adaptive run measured before it, so it is slower than the adaptive
-// runs' median whenever the later adaptive runs are no longer than capAt.
+// longest adaptive run so far, or capMin if that is longer, but at most capMax (0: no cap).
+// A run stopped there took longer than every adaptive run measured before it, so it is slower
+// than the adaptive runs' median whenever the later adaptive runs are no longer than capAt.
+// capMax keeps one long adaptive run from stretching every later fixed run (the make bench of
+// 2026-12-07: one adaptive run of 36 s let the slow fixed delays run 54 s each); a run
+// stopped there may be faster than the adaptive runs, and the verdict, which compares their
+// median time with the capped runs' lower bound, then finds the adaptive runs not sooner.
 func (p *exp10Part) capAt() time.Duration {
 	if p.capFactor <= 0 {
 		return 0
@@ -205,7 +210,11 @@ func (p *exp10Part) capAt() time.Duration {
 			longest = max(longest, x.seconds)
 		}
 	}
-	return max(p.capMin, time.Duration(p.capFactor*longest*float64(time.Second)))
+	c := max(p.capMin, time.Duration(p.capFactor*longest*float64(time.Second)))
+	if p.capMax > 0 {
+		c = min(c, p.capMax)
+	}
+	return c
 }
 
 // medianOf is the median figure and time of the runs of one system and setting at delay d.
@@ -358,7 +367,7 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 		}
 		r.logf("  %s: pgbench -i -s %d took %.1f s", s.name, sz.AdaptScale, time.Since(t0).Seconds())
 	}
-	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
+	part := &exp10Part{name: exp10Latency, ceiling: sz.AdaptCeiling, capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin, capMax: sz.AdaptCapMax}
 	// The start: the load alone, then beside the unthrottled VACUUM, on the engine server.
 	var cal []exp10Setting
 	for i := range sz.AdaptRuns {
@@ -431,7 +440,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		var limit time.Duration
 		if !st.adaptive && st.phase != "calibration" {
 			// The adaptive runs of this block count too: the round's adaptive run comes first.
-			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin, capMax: part.capMax}).capAt()
 		}
 		run, err := r.latencyVacuum(ctx, c, s, part, target, limit, st)
 		if err != nil {
@@ -607,7 +616,7 @@ func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, p
 
 func (r *runner) exp10Lag(ctx context.Context) (*exp10Part, error) {
 	sz := r.sz
-	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0], capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin}
+	part := &exp10Part{name: exp10Lag, ceiling: sz.AdaptDelays[0], capFactor: sz.AdaptCap, capMin: sz.AdaptCapMin, capMax: sz.AdaptCapMax}
 	ours, err := r.startOursPair(ctx)
 	if err != nil {
 		return nil, err
@@ -744,7 +753,7 @@ func (r *runner) lagBlockUntil(ctx context.Context, p *replicaPair, part *exp10P
 		var limit time.Duration
 		if !st.adaptive && st.phase != "calibration" {
 			// The adaptive runs of this block count too: the round's adaptive run comes first.
-			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin}).capAt()
+			limit = (&exp10Part{runs: append(slices.Clone(part.runs), runs...), capFactor: part.capFactor, capMin: part.capMin, capMax: part.capMax}).capAt()
 		}
 		run, err := r.onlineVacuum(ctx, p.primary, exp10Full, true, st, a, limit)
 		if err != nil {

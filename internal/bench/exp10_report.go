@@ -150,9 +150,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"between the ceiling %s and it)",
 				sz.CostLimit, joinComma(grid), sz.AdaptRuns, sz.AdaptBisect, sz.AdaptRuns, bisectResolution, sz.AdaptCeiling),
 			sentence("the cap, for both targets: a fixed-delay VACUUM or FULL (either system) still running %.1fx the longest adaptive run "+
-				"of its target before it, or %s if that is longer, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
+				"of its target before it, or %s if that is longer, but at most %s, is cancelled and counted as taking that long (capped, capped_runs: slower than the cap, its time a lower "+
 				"bound; its figure and windows are of the span it ran); the table is then vacuumed (or rewritten) unthrottled, unmeasured, so "+
-				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin),
+				"the next run starts from the same state", sz.AdaptCap, sz.AdaptCapMin, sz.AdaptCapMax),
 			sentence("adaptive: vacuum_adaptive_latency_target (p99, vacuum_adaptive_latency_percentile_per_mille 990) with "+
 				"the static ceiling cost delay %s, below the grid (so that, when the grid's fastest delay holds the target, the law, "+
 				"not the ceiling, has to find the rate), and vacuum_adaptive_floor_per_mille %d; or vacuum_adaptive_max_lag_bytes with "+

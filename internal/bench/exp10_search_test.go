@@ -407,8 +407,8 @@ func TestWhenTheGridsFastestDelayHoldsTheBisectionStartsAtTheAdaptiveCeiling(t *
 }
 
 // TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt: the cap follows the
-// longest adaptive run measured so far, never under its least cap, and there is none without
-// a factor or before any adaptive run.
+// longest adaptive run measured so far, never under its least cap nor over its bound, and
+// there is none without a factor or before any adaptive run.
 func TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt(t *testing.T) {
 	p := &exp10Part{capFactor: 1.5}
 	if c := p.capAt(); c != 0 {
@@ -425,6 +425,10 @@ func TestAFixedRunIsCappedAtAMultipleOfTheLongestAdaptiveRunBeforeIt(t *testing.
 	p.capMin = 40 * time.Second
 	if c := p.capAt(); c != 40*time.Second {
 		t.Errorf("cap %s with a 40 s least cap above 1.5 x 24 s, want 40s", c)
+	}
+	p.capMax = 30 * time.Second
+	if c := p.capAt(); c != 30*time.Second {
+		t.Errorf("cap %s with a 30 s bound under the 40 s least cap, want 30s", c)
 	}
 	p.capFactor = 0
 	if c := p.capAt(); c != 0 {
