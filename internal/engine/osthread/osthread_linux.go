@@ -4,7 +4,10 @@ package osthread
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,4 +70,37 @@ func IOPriority() (int, error) {
 		return 0, fmt.Errorf("read the thread's I/O priority: %w", errno)
 	}
 	return int(v), nil
+}
+
+// Nices returns the nice value of every thread of this process, by thread id, from
+// /proc/self/task/TID/stat (field 19); a thread that ends while it is read is left out.
+func Nices() (map[int]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("list this process's threads: %w", err)
+	}
+	out := make(map[int]int, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 > len(s) {
+			return nil, fmt.Errorf("thread %d: stat %q has no command name", tid, s)
+		}
+		f := strings.Fields(s[i+2:]) // fields from 3 on
+		if len(f) <= 19-3 {
+			return nil, fmt.Errorf("thread %d: stat has %d fields, want at least 19", tid, len(f)+2)
+		}
+		if out[tid], err = strconv.Atoi(f[19-3]); err != nil {
+			return nil, fmt.Errorf("thread %d: nice field %q: %w", tid, f[19-3], err)
+		}
+	}
+	return out, nil
 }

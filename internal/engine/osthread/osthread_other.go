@@ -21,3 +21,6 @@ func Nice() (int, error) { return 0, ErrUnsupported }
 
 // IOPriority returns ErrUnsupported on this system.
 func IOPriority() (int, error) { return 0, ErrUnsupported }
+
+// Nices returns ErrUnsupported on this system.
+func Nices() (map[int]int, error) { return nil, ErrUnsupported }

@@ -8,8 +8,6 @@ import (
 	"math/rand"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,39 +15,14 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 )
 
-// niceOfThreads is the nice value of each thread of this process (/proc's
-// stat, field 19).
+// niceOfThreads is osthread.Nices, failing the test on an error.
 func niceOfThreads(t *testing.T) map[int]int {
 	t.Helper()
-	m, err := readThreadNices()
+	m, err := osthread.Nices()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func readThreadNices() (map[int]int, error) {
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil, err
-	}
-	out := map[int]int{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if out[tid], err = strconv.Atoi(f[19-3]); err != nil {
-			return nil, fmt.Errorf("thread %d: nice field %q: %w", tid, f[19-3], err)
-		}
-	}
-	return out, nil
 }
 
 // TestThreadNiceLowersTheBatchsThreadsAndNoOthers: with Options.ThreadNice a
@@ -83,7 +56,7 @@ func TestThreadNiceLowersTheBatchsThreadsAndNoOthers(t *testing.T) {
 		most := 0
 		defer func() { seen <- most }()
 		for {
-			m, _ := readThreadNices() // an unreadable sample just counts for nothing
+			m, _ := osthread.Nices() // an unreadable sample just counts for nothing
 			for _, nice := range m {
 				most = max(most, nice-base)
 			}

@@ -4,10 +4,7 @@ package sql
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,26 +12,16 @@ import (
 )
 
 // mostLoweredThread is how many nice steps the most lowered thread of this process is
-// below base (/proc/self/task/TID/stat, field 19), leaving out the main thread: Go wedges
+// below base (osthread.Nices), leaving out the main thread: Go wedges
 // it, rather than ending it, when a lowered goroutine that ran there ends.
 func mostLoweredThread(base int) int {
-	ents, err := os.ReadDir("/proc/self/task")
+	nices, err := osthread.Nices()
 	if err != nil {
 		return 0
 	}
 	most := 0
-	main := strconv.Itoa(os.Getpid())
-	for _, e := range ents {
-		if e.Name() == main {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%s/stat", e.Name()))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if n, err := strconv.Atoi(f[19-3]); err == nil {
+	for tid, n := range nices {
+		if tid != os.Getpid() {
 			most = max(most, n-base)
 		}
 	}
