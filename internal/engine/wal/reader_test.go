@@ -283,17 +283,7 @@ func TestReopenAfterTornTailAppendsAndReadsCleanly(t *testing.T) {
 func TestRecycledSegmentsAreReusedWithoutResurrectingTheirOldRecords(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, vfs.OS(), dir, 0)
-	insert := func(n int, xid uint64) {
-		t.Helper()
-		for i := range n {
-			if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: xid + uint64(i), Main: make([]byte, 700)}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := l.Flush(l.InsertLSN(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(n int, xid uint64) { insertFlushed(t, l, n, xid) }
 	insert(800, 1) // ~8.5 segments
 	redo := l.SetRedoPtr()
 	oldRecs, err := readAll(t, vfs.OS(), dir, FirstLSN)
@@ -515,5 +505,19 @@ func TestResumeAfterEndDismissesHugeCandidatesCheaply(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("ResumeAfterEnd took %v over %d fake headers", took, len(stale)/16)
+	}
+}
+
+// insertFlushed inserts n heap records of 700 bytes into l, with XIDs from xid on, and
+// flushes them.
+func insertFlushed(t *testing.T, l *Log, n int, xid uint64) {
+	t.Helper()
+	for i := range n {
+		if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: xid + uint64(i), Main: make([]byte, 700)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Flush(l.InsertLSN(), nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -42,18 +42,7 @@ func TestSpareSegmentsForCoversTwoCheckpointDistancesWithinBounds(t *testing.T) 
 func TestOpenKeepingSparesReusesRecycledSegmentsAndNeverReadsTheirStaleRecords(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, vfs.OS(), dir, 0)
-	insert := func(l *Log, n int, xid uint64) {
-		t.Helper()
-		for i := range n {
-			if _, err := l.Insert(&Record{Rmgr: RmgrHeap, XID: xid + uint64(i), Main: make([]byte, 700)}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := l.Flush(l.InsertLSN(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	insert(l, 800, 1) // ~8.5 segments
+	insertFlushed(t, l, 800, 1) // ~8.5 segments
 	redo := l.SetRedoPtr()
 	oldRecs, err := readAll(t, vfs.OS(), dir, FirstLSN)
 	if err != io.EOF {
@@ -88,7 +77,7 @@ func TestOpenKeepingSparesReusesRecycledSegmentsAndNeverReadsTheirStaleRecords(t
 	}
 	n := 0
 	for l.InsertLSN() < next+1000 {
-		insert(l, 1, uint64(100_000+n))
+		insertFlushed(t, l, 1, uint64(100_000+n))
 		n++
 	}
 	end := l.InsertLSN()
