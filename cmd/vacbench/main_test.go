@@ -204,7 +204,7 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 			t.Errorf("lag bounds %.3f and %.3f MB: want the limit alone, then the limit with a bound", bound[len(want)-3], bound[len(want)-2])
 		}
 		// At quick sizes a FULL can be shorter than the gap between the load's commits
-		// (-R 50 over two clients: PostgreSQL's quick FULL once had none), so only the
+		// (PostgreSQL's quick FULL once had none at -R 50), so only the
 		// counting itself is checked: some run saw the load's transactions.
 		if total := slices.Max(tx); total < 1 {
 			t.Errorf("no transaction of the load ended during any FULL: %v", tx)
