@@ -274,7 +274,7 @@ func (r *Batch) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool
 // goroutine must then not unlock its thread, so that the thread ends with it
 // and never serves a foreground goroutine. A thread that cannot be lowered
 // (ErrUnsupported off Linux) does the work at its priority: the error is kept
-// (LowerThreadErr), the vacuum goes on.
+// (LoweredThreads), the vacuum goes on.
 func (r *Batch) lowerThread() {
 	if r.opts.ThreadNice == 0 {
 		return

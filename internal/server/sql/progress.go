@@ -29,17 +29,40 @@ type Vacuums struct {
 	// replay is the slowest standby's replay position, for the WAL lag bound (walgate.go).
 	replay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
 	nice   int // vacuum.Options.ThreadNice of every VACUUM (SetThreadNice)
+	// logf tells the server's log, once (lowerWarn), that VACUUM threads could not be lowered.
+	logf      func(format string, args ...any)
+	lowerWarn sync.Once
 }
 
 // SetThreadNice makes every VACUUM of the server run its workers on OS threads
-// lowered by nice steps (vacuum.Options.ThreadNice; 0: unchanged).
-func (v *Vacuums) SetThreadNice(nice int) {
+// lowered by nice steps (vacuum.Options.ThreadNice; 0: unchanged). The first
+// VACUUM whose threads could not be lowered (off Linux, or a setpriority the
+// kernel refused) is reported through logf, once for the server's life; the
+// VACUUM itself goes on at the foreground's priority. logf may be nil.
+func (v *Vacuums) SetThreadNice(nice int, logf func(format string, args ...any)) {
 	if v == nil {
 		return
 	}
 	v.mu.Lock()
-	v.nice = nice
+	v.nice, v.logf = nice, logf
 	v.mu.Unlock()
+}
+
+// noteLowering reports err, the first thread of a VACUUM that could not be lowered
+// (vacuum.Batch.LoweredThreads), once per server; nil says nothing.
+func (v *Vacuums) noteLowering(err error) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	logf := v.logf
+	v.mu.Unlock()
+	if err == nil || logf == nil {
+		return
+	}
+	v.lowerWarn.Do(func() {
+		logf("VACUUM threads run at the foreground's priority (reported once): %v", err)
+	})
 }
 
 func (v *Vacuums) threadNice() int {

@@ -135,6 +135,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		defer func() { stopSteering(); rv.adapt.stop() }()
 		s.vacuums.add(rv)
 		defer s.vacuums.remove(s.pid)
+		defer func() { _, err := run.LoweredThreads(); s.vacuums.noteLowering(err) }()
 		res := &Result{Tag: "VACUUM"}
 		for _, name := range names {
 			rep, err := s.vacuumTable(x, rv, name)

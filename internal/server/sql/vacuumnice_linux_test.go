@@ -4,7 +4,10 @@ package sql
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +44,7 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	_, s, v := newStandbyTestServer(t, 6000)
 	for _, nice := range []int{3, 0} {
 		mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
-		v.SetThreadNice(nice)
+		v.SetThreadNice(nice, t.Logf)
 		stop, seen := make(chan struct{}), make(chan int, 1)
 		go func() {
 			most := 0
@@ -67,5 +70,23 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 		for deadline := time.Now().Add(5 * time.Second); mostLoweredThread(base) > 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestAThreadThatCannotBeLoweredIsReportedOncePerServer: the server's log hears of the
+// first VACUUM whose threads kept the foreground's priority, and of no later one.
+func TestAThreadThatCannotBeLoweredIsReportedOncePerServer(t *testing.T) {
+	v := NewVacuums()
+	var lines []string
+	v.SetThreadNice(5, func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
+	v.noteLowering(nil)
+	if len(lines) != 0 {
+		t.Fatalf("logged %q for a VACUUM whose threads were lowered", lines)
+	}
+	for range 3 {
+		v.noteLowering(errors.New("set the nice value of thread 7 to 5: operation not permitted"))
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "operation not permitted") {
+		t.Fatalf("log lines %q, want the error once", lines)
 	}
 }

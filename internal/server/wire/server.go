@@ -103,7 +103,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.vacuums.SetReplicationLag(cfg.ReplicationLag)
-	s.vacuums.SetThreadNice(cfg.VacuumNice)
+	s.vacuums.SetThreadNice(cfg.VacuumNice, cfg.Logf)
 	s.vacuums.SetStandbyReplay(cfg.StandbyReplay)
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
