@@ -117,11 +117,12 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			"of its 1-second windows hold the target; PostgreSQL 15 at its best fixed setting is the third column.",
 		Tables: []*Table{sum, targets, runs},
 		Setup: []string{
-			sentence("foreground p99 target: the engine server in this process (--buffer-pool %s) and PostgreSQL 15 (shared_buffers %s, "+
+			sentence("foreground p99 target: the engine server in this process (--buffer-pool %s, --checkpoint-wal-size %s: where "+
+				"PostgreSQL's default max_wal_size requests a checkpoint) and PostgreSQL 15 (shared_buffers %s, "+
 				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
 				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
-				"%dth account and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
-				mib(sz.AdaptPoolBytes), mib(sz.AdaptPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
+				"%dth account, a scan that sets the new versions' hint bits, a CHECKPOINT and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",
+				mib(sz.AdaptPoolBytes), exp8CheckpointWAL, mib(sz.AdaptPoolBytes), sz.AdaptScale, sz.AdaptRate, sz.AdaptClients, sz.AdaptThreads,
 				sz.AdaptChunk, sz.AdaptDeadEvery, sz.AdaptSettle),
 			sentence("replication-lag target: experiment 5's pair (an engine-server primary with --synchronous-standby and its "+
 				"standby, two processes; PostgreSQL 15 with a pg_basebackup standby in synchronous_standby_names); the load "+
