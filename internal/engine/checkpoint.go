@@ -73,7 +73,15 @@ func insertCheckpoint(log *wal.Log, ck checkpointRecord) (start, end wal.LSN, er
 // flush every dirty buffer; fsync every relation file; write the clog;
 // insert and flush a checkpoint record; write the control file; remove WAL
 // segments wholly before the redo pointer.
-func (db *DB) Checkpoint() error {
+func (db *DB) Checkpoint() error { return db.checkpointOpen(false) }
+
+// checkpointSpread is the checkpoint the engine starts by itself (after
+// CheckpointWALBytes of WAL): Checkpoint with its buffer writes paced over
+// the WAL and time that follow (spread.go) instead of written at once.
+func (db *DB) checkpointSpread() error { return db.checkpointOpen(true) }
+
+// checkpointOpen is Checkpoint (spread: checkpointSpread) of an open primary.
+func (db *DB) checkpointOpen(spread bool) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed.Load() {
@@ -82,10 +90,23 @@ func (db *DB) Checkpoint() error {
 	if db.opts.Standby {
 		return ErrReadOnly
 	}
+	if spread {
+		return db.checkpointPaced(false, db.cat.NextOID, true)
+	}
 	return db.checkpoint(false, db.cat.NextOID)
 }
 
+// checkpoint is an immediate checkpoint: a spread one running meanwhile
+// stops pacing (ckptHurry) so that this one starts as soon as it can.
 func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
+	db.ckptHurry.Add(1)
+	defer db.ckptHurry.Add(-1)
+	return db.checkpointPaced(shutdown, nextOID, false)
+}
+
+// checkpointPaced is a checkpoint; spread paces its buffer writes, and then
+// the caller holds db.mu shared, which the pacing lets go of while it sleeps.
+func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
 	// After a sticky failure a checkpoint would move the redo pointer past
@@ -99,8 +120,18 @@ func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
 	nextXID := uint64(db.txns.NextXID())
 	unlock()
 
-	if err := db.pool.FlushAll(); err != nil {
+	var pace func(done, total int) error
+	if spread && db.opts.CheckpointSpread > 0 {
+		pace = db.newCheckpointPace(redo).pace
+	}
+	if err := db.pool.FlushAllPaced(pace); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if spread {
+		// db.mu was let go of while the writes were paced: an OID allocated
+		// meanwhile logged its record before this checkpoint's, which must
+		// count it (a checkpoint's NextOID may only be larger than needed).
+		nextOID = max(nextOID, db.cat.NextOID)
 	}
 	if err := db.st.SyncAll(); err != nil {
 		db.fail(err)
@@ -170,7 +201,7 @@ func (db *DB) checkpointer() {
 		case <-tick.C:
 			db.maybeCheckpoint()
 		case <-db.ckptReq:
-			if err := db.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+			if err := db.checkpointSpread(); err != nil && !errors.Is(err, ErrClosed) {
 				db.opts.Logf("automatic checkpoint failed: %v", err)
 				db.bgErr.Store(&err)
 			}

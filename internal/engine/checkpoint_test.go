@@ -15,6 +15,9 @@ func TestCheckpointRunsAutomaticallyAndRecyclesWAL(t *testing.T) {
 	opts := testOpts()
 	opts.WALSegmentSize = 64 << 10
 	opts.CheckpointWALBytes = 128 << 10
+	// The last checkpoint the WAL asks for has less than its distance of WAL
+	// after it: spread over at most 1 s of time (spread.go), not the default 30.
+	opts.CheckpointSpread = time.Second
 	db, dir := newDB(t, opts)
 	if err := db.CreateTable("t", accountCols); err != nil {
 		t.Fatal(err)

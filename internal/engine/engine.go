@@ -80,9 +80,12 @@ type DB struct {
 	vlocks  map[string]chan struct{}    // per-table vacuum locks by name, see vacuumLock
 	uses    tableUses                   // open transactions per table, for DROP and TRUNCATE
 
-	sysID       uint64 // the directory's system identifier (control file)
-	closed      atomic.Bool
-	ckptMu      sync.Mutex // one checkpoint at a time
+	sysID  uint64 // the directory's system identifier (control file)
+	closed atomic.Bool
+	ckptMu sync.Mutex // one checkpoint at a time
+	// ckptHurry counts callers waiting for an immediate checkpoint: a spread
+	// checkpoint running meanwhile stops pacing its writes (spread.go).
+	ckptHurry   atomic.Int32
 	lastRedo    atomic.Uint64
 	lastCkptLSN atomic.Uint64 // a standby's last restartpoint's checkpoint record
 	lastCkptXID atomic.Uint64 // next xid at the last checkpoint

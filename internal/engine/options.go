@@ -12,6 +12,7 @@ import (
 const (
 	DefaultBufferPoolBytes    = 128 << 20
 	DefaultCheckpointWALBytes = 64 << 20
+	DefaultCheckpointSpread   = 30 * time.Second
 	minPoolFrames             = 16
 )
 
@@ -34,6 +35,12 @@ type Options struct {
 	// CheckpointWALBytes triggers an automatic checkpoint once this much
 	// WAL has been written since the last one began (0 = 64 MiB, < 0 = never).
 	CheckpointWALBytes int64
+	// CheckpointSpread is the longest a checkpoint the engine starts by itself
+	// spreads its buffer writes over when little WAL follows it (0 = 30 s,
+	// < 0 = none: every checkpoint writes at once). With WAL coming, it
+	// finishes its writes by the time 0.9 of CheckpointWALBytes more was
+	// written (spread.go); Checkpoint and Close are never spread.
+	CheckpointSpread time.Duration
 	// LockTimeout is how long Open waits for another holder of the data
 	// directory to let go (0 = fail at once with ErrInUse).
 	LockTimeout time.Duration
@@ -70,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointWALBytes == 0 {
 		o.CheckpointWALBytes = DefaultCheckpointWALBytes
+	}
+	if o.CheckpointSpread == 0 {
+		o.CheckpointSpread = DefaultCheckpointSpread
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

@@ -86,7 +86,14 @@ func (p *Pool) writePage(tag Tag, img page.Page, u *usage.Counters, ring bool) e
 // block) order so that each file is written sequentially; each under a
 // share content lock, so readers are not blocked. It stops at the first
 // failed write.
-func (p *Pool) FlushAll() error {
+func (p *Pool) FlushAll() error { return p.FlushAllPaced(nil) }
+
+// FlushAllPaced is FlushAll with pace called after each of the buffers that
+// were dirty when it began (done of total, written or found clean or evicted
+// meanwhile): a spread checkpoint sleeps there while it is ahead of its
+// schedule and asks the kernel to write back what it wrote. An error from
+// pace stops the flush. A nil pace is FlushAll.
+func (p *Pool) FlushAllPaced(pace func(done, total int) error) error {
 	type dirtyBuf struct {
 		id  int32
 		tag Tag
@@ -104,24 +111,37 @@ func (p *Pool) FlushAll() error {
 		return cmp.Or(cmp.Compare(x.tag.Rel, y.tag.Rel), cmp.Compare(x.tag.Fork, y.tag.Fork),
 			cmp.Compare(x.tag.Block, y.tag.Block))
 	})
-	for _, d := range dirty {
-		b := &p.bufs[d.id]
-		b.mu.Lock()
-		still := b.tagValid && b.tag == d.tag && b.dirty && b.valid
-		if still {
-			b.refcount++
+	for i, d := range dirty {
+		if err := p.flushOne(d.id, d.tag); err != nil {
+			return err
 		}
-		b.mu.Unlock()
-		if !still {
-			continue // evicted (and so written) or dropped meanwhile
+		if pace != nil {
+			if err := pace(i+1, len(dirty)); err != nil {
+				return fmt.Errorf("flush buffers: %w", err)
+			}
 		}
-		b.content.RLock()
-		err := p.write(b, nil, false)
-		b.content.RUnlock()
-		b.Release()
-		if err != nil {
-			return fmt.Errorf("flush buffers: %w", err)
-		}
+	}
+	return nil
+}
+
+// flushOne writes buffer id if it still holds tag and is dirty.
+func (p *Pool) flushOne(id int32, tag Tag) error {
+	b := &p.bufs[id]
+	b.mu.Lock()
+	still := b.tagValid && b.tag == tag && b.dirty && b.valid
+	if still {
+		b.refcount++
+	}
+	b.mu.Unlock()
+	if !still {
+		return nil // evicted (and so written) or dropped meanwhile
+	}
+	b.content.RLock()
+	err := p.write(b, nil, false)
+	b.content.RUnlock()
+	b.Release()
+	if err != nil {
+		return fmt.Errorf("flush buffers: %w", err)
 	}
 	return nil
 }

@@ -169,19 +169,49 @@ func (m *Manager) SyncAll() error {
 	if err := m.check(true); err != nil {
 		return fmt.Errorf("sync all: %w", err)
 	}
-	m.stateMu.Lock()
-	todo := make(map[segKey]vfs.File, len(m.dirty))
-	for k, f := range m.dirty {
-		todo[k] = f
-	}
-	clear(m.dirty)
-	m.stateMu.Unlock()
-	for _, f := range todo {
+	for _, f := range m.dirtyFiles(true) {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("sync all: sync %s: %w", f.Name(), m.fail(err))
 		}
 	}
 	return m.syncDirIfDirty()
+}
+
+// StartWriteback asks the system to start writing back every segment file
+// written since the last SyncAll (vfs.WritebackStarter), without waiting and
+// without making anything durable: a spread checkpoint calls it as it
+// writes, so that the SyncAll at its end does not meet all of its writes at
+// once (a long fsync of a large dirty set stalls the whole machine). The
+// files stay due for SyncAll.
+func (m *Manager) StartWriteback() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(true); err != nil {
+		return fmt.Errorf("start writeback: %w", err)
+	}
+	for _, f := range m.dirtyFiles(false) {
+		if w, ok := f.(vfs.WritebackStarter); ok {
+			if err := w.StartWriteback(); err != nil {
+				return fmt.Errorf("start writeback: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// dirtyFiles lists the segment files written since the last SyncAll,
+// taking them off that list when take is set (SyncAll's).
+func (m *Manager) dirtyFiles(take bool) []vfs.File {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	files := make([]vfs.File, 0, len(m.dirty))
+	for _, f := range m.dirty {
+		files = append(files, f)
+	}
+	if take {
+		clear(m.dirty)
+	}
+	return files
 }
 
 func (m *Manager) syncDirIfDirty() error {

@@ -281,3 +281,26 @@ func TestFreeBytesMatchesStatfs(t *testing.T) {
 		t.Fatal("FreeBytes of missing path succeeded")
 	}
 }
+
+// TestOSFileStartsWritebackOfWhatItWrote: the request (sync_file_range) is
+// accepted for a file with dirty pages and for an empty one.
+func TestOSFileStartsWritebackOfWhatItWrote(t *testing.T) {
+	f, err := NewOS(t.Logf).OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	w, ok := f.(WritebackStarter)
+	if !ok {
+		t.Fatal("the operating system's file is no WritebackStarter")
+	}
+	if err := w.StartWriteback(); err != nil {
+		t.Fatalf("StartWriteback of an empty file: %v", err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StartWriteback(); err != nil {
+		t.Fatalf("StartWriteback: %v", err)
+	}
+}

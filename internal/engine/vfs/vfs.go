@@ -50,6 +50,13 @@ type File interface {
 	Direct() bool
 }
 
+// WritebackStarter is a File that can ask its system to start writing its
+// dirty data back without waiting (the operating system's files do). Callers
+// check for it; a File without it simply has nothing started early.
+type WritebackStarter interface {
+	StartWriteback() error
+}
+
 // AlignedBuffer returns a zeroed slice of n bytes whose first byte is
 // aligned to Alignment (Go does not align slices by itself).
 func AlignedBuffer(n int) []byte {
