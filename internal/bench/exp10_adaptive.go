@@ -86,7 +86,10 @@ type exp10Run struct {
 	floor       float64   // seconds bound by the floor or HardStop (adaptive runs)
 	failed      int64
 	law         []lawPoint // what the adaptive throttle reported at each poll (adaptive runs)
-	marks       []mark     // when each step before the VACUUM ended (lag runs)
+	// server is the engine server's own p99 of the load's statements over the VACUUM, in ms
+	// (its /metrics histogram, serverView); -1 where there is none (PostgreSQL, the lag half).
+	server float64
+	marks  []mark // when each step before the VACUUM ended (lag runs)
 	// capped: a fixed run stopped at its part's cap (seconds is then the cap, a lower bound
 	// of its time; figure and windows are of the span it ran).
 	capped bool
@@ -181,7 +184,11 @@ func exp10PartWanted(name string) bool {
 type exp10Part struct {
 	name                     string
 	alone, unthrottled, goal float64 // the start's figures and the target chosen from them
-	runs                     []exp10Run
+	// serverAlone and serverUnthrottled are the engine server's own view of the start's
+	// latency figures (-1: none), and lawGoal the target the adaptive runs are given
+	// (lawTarget); 0 for the lag half, whose law is given goal.
+	serverAlone, serverUnthrottled, lawGoal float64
+	runs                                    []exp10Run
 	// ceiling is the adaptive runs' static ceiling, at most the grid's fastest delay; the
 	// bisection's fast end when that delay holds.
 	ceiling time.Duration
@@ -354,12 +361,17 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	// started a checkpoint every 1.4 s of a VACUUM at 1.5 ms, and each stalled every
 	// statement of the load for 2-6 ms (the probe of 2026-12-07 in docs/benchmarks/online-cost.md):
 	// the fixed delays and the law were then judged on the checkpoints' stalls, not the VACUUM's.
+	metrics, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
 	ours, err := r.startOurs(ctx, "exp10-engine-server", "--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10),
-		"--checkpoint-wal-size", exp8CheckpointWAL)
+		"--checkpoint-wal-size", exp8CheckpointWAL, "--metrics-listen", metrics)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { ours.stop() }()
+	ours.metrics = "http://" + metrics + "/metrics"
 	pg, err := r.startPostgres(ctx, fmt.Sprintf("shared_buffers=%dkB", sz.AdaptPoolBytes>>10))
 	if err != nil {
 		return nil, err
@@ -384,15 +396,20 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 		return nil, err
 	}
 	part.runs = append(part.runs, runs...)
-	var un []float64
+	var un, serverUn []float64
 	for _, x := range runs {
 		un = append(un, x.figure)
+		serverUn = append(serverUn, x.server)
 	}
-	part.alone, part.unthrottled = ms(alone), medianF(un)
+	part.alone, part.unthrottled = alone.client, medianF(un)
 	part.goal = chooseTarget(part.alone, part.unthrottled, 0)
 	target := time.Duration(part.goal * float64(time.Millisecond))
 	r.logf("  foreground p99 alone %.2f ms, beside the unthrottled VACUUM %.2f ms (median of %d): target %.2f ms",
 		part.alone, part.unthrottled, len(un), part.goal)
+	part.serverAlone, part.serverUnthrottled = alone.server, medianF(serverUn)
+	part.lawGoal = lawTarget(part.alone, part.unthrottled, part.goal, part.serverAlone, part.serverUnthrottled)
+	r.logf("  the server's own view: p99 alone %.3f ms, beside the unthrottled VACUUM %.3f ms: the law's target %.3f ms",
+		part.serverAlone, part.serverUnthrottled, part.lawGoal)
 	measure := func(ctx context.Context, sys string, set []exp10Setting) ([]exp10Run, error) {
 		_, runs, err := r.latencyBlock(ctx, systems[sys], part, target, 0, set)
 		return runs, err
@@ -409,18 +426,18 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 // AdaptSettle; a fixed one stopped at part's cap), and judges each VACUUM's transactions
 // against target (0: not judged). With alone above 0 it measures, before each VACUUM, a
 // stretch of alone of the load alone, and returns the median of their p99s.
-func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part, target, alone time.Duration, set []exp10Setting) (time.Duration, []exp10Run, error) {
+func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part, target, alone time.Duration, set []exp10Setting) (aloneFigures, []exp10Run, error) {
 	sz := r.sz
 	c, err := pgx.Connect(ctx, s.url())
 	if err != nil {
-		return 0, nil, err
+		return aloneFigures{}, nil, err
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	ld := r.startChunkedLoad(ctx, s, sz.AdaptChunk, "-b", "select-only", "-M", "prepared", "-R", strconv.Itoa(sz.AdaptRate),
 		"-c", strconv.Itoa(sz.AdaptClients), "-j", strconv.Itoa(sz.AdaptThreads))
-	fail := func(err error) (time.Duration, []exp10Run, error) {
+	fail := func(err error) (aloneFigures, []exp10Run, error) {
 		_, lerr := ld.Stop()
-		return 0, nil, errors.Join(err, lerr)
+		return aloneFigures{}, nil, errors.Join(err, lerr)
 	}
 	if err := waitPgbench(ctx, s, sz.AdaptClients); err != nil {
 		return fail(err)
@@ -429,6 +446,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	defer sched.Stop()
 	sleepCtx(ctx, time.Second)
 	var aloneSpans [][2]time.Time
+	var serverAlone []float64
 	var runs []exp10Run
 	for i, st := range set {
 		if alone > 0 {
@@ -439,9 +457,11 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 			if i > 0 {
 				sleepCtx(ctx, sz.AdaptSettle)
 			}
+			v := r.serverView(ctx, s)
 			from := time.Now()
 			sleepCtx(ctx, alone)
 			aloneSpans = append(aloneSpans, [2]time.Time{from, time.Now()})
+			serverAlone = append(serverAlone, v.p99(ctx))
 		}
 		var limit time.Duration
 		if !st.adaptive && st.phase != "calibration" {
@@ -458,17 +478,18 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	sleepCtx(ctx, 200*time.Millisecond)
 	all, err := ld.Stop()
 	if err != nil {
-		return 0, nil, err
+		return aloneFigures{}, nil, err
 	}
-	var aloneP99 time.Duration
+	var af aloneFigures
 	if len(aloneSpans) > 0 {
 		var p99s []float64
 		for i, sp := range aloneSpans {
 			p99, n := all.between(sp[0], sp[1])
 			p99s = append(p99s, ms(p99))
-			r.logf("  %s load alone, stretch %d: p99 %.2f ms (%d transactions); %s", s.name, i+1, ms(p99), n, sched.cpuSummary(sp[0], sp[1]))
+			r.logf("  %s load alone, stretch %d: p99 %.2f ms (%d transactions), the server's view %s; %s", s.name, i+1, ms(p99), n,
+				serverName(serverAlone[i]), sched.cpuSummary(sp[0], sp[1]))
 		}
-		aloneP99 = time.Duration(medianF(p99s) * float64(time.Millisecond))
+		af = aloneFigures{client: medianF(p99s), server: medianF(serverAlone)}
 	}
 	pts := make([]point, len(all.lat))
 	for i := range all.lat {
@@ -485,8 +506,9 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 		if x.capped {
 			capped = " (stopped at the cap: slower than the cap)"
 		}
-		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions), %d of %d windows held; %s",
-			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, x.held, x.total, sched.cpuSummary(x.start, x.end))
+		r.logf("  %s %s %s %s round %d: VACUUM %.2f s%s, p99 %.2f ms (%d transactions; the server's view %s), %d of %d windows held; %s",
+			s.name, x.phase, x.name(), delayName(x.delay), x.round, x.seconds, capped, x.figure, x.n, serverName(x.server), x.held, x.total,
+			sched.cpuSummary(x.start, x.end))
 		if x.adaptive && target > 0 {
 			r.logf("    windows (p99 ms, transactions; the law's budget per mille and binding at each poll): %s",
 				windowTimeline(pts, x.start, x.end, exp10Window, p99Stat, 1, "%.2f ms", x.law))
@@ -495,7 +517,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 			r.logf("    the server's own foreground p99 (its view's last 10 s) at each poll, ms: %s", serverP99s(x.law))
 		}
 	}
-	return aloneP99, runs, nil
+	return af, runs, nil
 }
 
 // p99Through is the p99 and count of the load's transactions that ended while the VACUUM
@@ -564,9 +586,11 @@ func (r *runner) onlineVacuum(ctx context.Context, s *srvSystem, table string, f
 	if limit > 0 {
 		vctx, cancel = context.WithTimeout(ctx, limit)
 	}
+	view := r.serverView(ctx, s)
 	run.start = time.Now()
 	_, verr := vr.Vacuum(vctx)
 	run.end = time.Now()
+	run.server = view.p99(ctx)
 	run.spanEnd = run.end
 	if verr != nil && limit > 0 && ctx.Err() == nil && errors.Is(verr, context.DeadlineExceeded) {
 		// Stopped at the cap: the time is a lower bound, recorded as the cap.
@@ -611,6 +635,9 @@ func (r *runner) latencyVacuum(ctx context.Context, c *pgx.Conn, s *srvSystem, p
 	}
 	sleepCtx(ctx, r.sz.AdaptSettle)
 	a := runnerwire.DefaultAdaptive()
+	if part.lawGoal > 0 {
+		target = time.Duration(part.lawGoal * float64(time.Millisecond))
+	}
 	a.LatencyTarget, a.FloorPerMille = target, exp10Floor(part.ceiling, r.sz.AdaptDelays)
 	run, err := r.onlineVacuum(ctx, s, exp10Table, false, st, a, limit)
 	if err != nil || !run.capped {

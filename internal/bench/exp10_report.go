@@ -61,20 +61,26 @@ func windowsOf(runs []exp10Run, system, setting string, d time.Duration) (held, 
 
 func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 	sz := r.sz
-	targets := NewTable("exp10_targets", 2, "target", "unit", "alone", "beside_unthrottled", "target_value")
+	targets := NewTable("exp10_targets", 2, "target", "unit", "alone", "beside_unthrottled", "target_value",
+		"server_alone", "server_beside_unthrottled", "law_target")
 	runs := NewTable("exp10_runs", 4, "target", "system", "setting", "phase", "round", "cost_delay_ms", "vacuum_s",
 		"figure", "judged_s", "observations", "windows", "windows_held", "bound_by_target_s", "bound_floor_or_hardstop_s",
-		"load_failed_in_block", "capped")
+		"load_failed_in_block", "capped", "server_figure")
 	sum := NewTable("exp10_summary", 2, "target", "column", "found", "cost_delay_ms", "vacuum_s", "figure",
 		"target_value", "holds", "windows", "windows_held", "window_share", "runs", "capped_runs")
 	for _, p := range parts {
-		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal); err != nil {
+		law := p.lawGoal
+		if law <= 0 {
+			law = p.goal
+		}
+		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal,
+			max(p.serverAlone, -1), max(p.serverUnthrottled, -1), law); err != nil {
 			return nil, err
 		}
 		for _, x := range p.runs {
 			if err := runs.Add([]string{p.name, x.system, x.name(), x.phase}, float64(x.round), ms(x.delay), x.seconds,
 				x.figure, x.spanEnd.Sub(x.start).Seconds(), float64(x.n), float64(x.total), float64(x.held), x.bound, x.floor,
-				float64(x.failed), b2f(x.capped)); err != nil {
+				float64(x.failed), b2f(x.capped), serverFigure(x.server)); err != nil {
 				return nil, err
 			}
 		}
@@ -137,6 +143,11 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"alone, one before each of those VACUUMs; lag: the largest "+
 				"lag sampled alone, at least one 8 KiB WAL page, and each unthrottled FULL's peak lag); exp10_targets",
 				sz.AdaptRuns, sz.AdaptRuns, sz.AdaptAlone),
+			"the foreground p99 target's adaptive runs are given it in the engine server's own terms (law_target): the server's " +
+				"p99 of the load's statements over the same stretches (server_alone, server_beside_unthrottled: the difference of two " +
+				"scrapes of its /metrics native histogram, buckets about 9 % wide), and the judged target moved to the same place, " +
+				"linearly, between them; every run is still judged on pgbench's p99 against target_value; server_figure is the " +
+				"server's own p99 over each of its runs (-1: none)",
 			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
@@ -172,8 +183,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"which the interleaved rounds spread over every setting alike.",
 			"The adaptive throttle steers on the server's own latency view (a statement's time from the kernel's receipt " +
 				"of its message to the end of its execution), while the figure judged is pgbench's latency (the client's, " +
-				"from the scheduled start, with the client's own waits for a CPU and the reply's way back): the same target " +
-				"is harder for it to hold as judged here.",
+				"from the scheduled start, with the client's own waits for a CPU and the reply's way back): law_target " +
+				"translates the target with the start's figures, which holds only as far as the two grow together.",
 			"A short VACUUM holds few windows (windows) and few transactions (observations): its figure is noisier.",
 			"load_failed_in_block counts the load's failed transactions over the whole block of VACUUMs the run was in.",
 		},
@@ -386,4 +397,12 @@ func adaptiveHeadline(ts tables) (string, error) {
 			"PostgreSQL 15 best fixed %s; goal %s", part, a.goal, u, a.secs, a.fig, u, 100*a.share, fixed(f), fixed(p), verdict))
 	}
 	return fmt.Sprintf("adaptive throttling against the best fixed cost delay: %s.", strings.Join(parts, "; ")), nil
+}
+
+// serverFigure is a run's server_figure: -1 where the server has no view of its own.
+func serverFigure(v float64) float64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
 }

@@ -43,6 +43,9 @@ type srvSystem struct {
 	// cpu is the CPU time the server has used so far (for experiment 7's CPU per
 	// transaction); it is sampled with no client session open.
 	cpu func() (time.Duration, error)
+	// metrics, when set, is the engine server's /metrics URL: experiment 10's latency half
+	// reads the server's own view of the load's latency there (serverview.go).
+	metrics string
 }
 
 func (s *srvSystem) url() string {
