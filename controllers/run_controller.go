@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -72,6 +73,9 @@ type RunReconciler struct {
 	runnersOnce sync.Once
 	// leases are the volume Leases the runs hold, as last written (run_lock.go).
 	leases heldLeases
+	// noRunFieldSelector: the API server refused a VacuumRun field selector once
+	// (run_quiesce.go), so quiesceHolder lists every run of the namespace.
+	noRunFieldSelector atomic.Bool
 }
 
 // DefaultWorkers is how many runs, and how many policies, are reconciled at once by default.

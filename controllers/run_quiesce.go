@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	vacuumv1alpha1 "github.com/vacuumops/vacuum-operator/api/v1alpha1"
 )
@@ -108,14 +109,39 @@ func (r *RunReconciler) quiesceRecorded(run *vacuumv1alpha1.VacuumRun) bool {
 	return run.Status.Quiesced != nil
 }
 
+// quiesceHolderField is the VacuumRun CRD's selectable field status.quiesced.name.
+const quiesceHolderField = "status.quiesced.name"
+
 // quiesceHolder names another run of the namespace that holds a recorded replica count for
 // the same workload (it scaled it down and has not restored it yet), or "".
+//
+// The read is uncached, since a count recorded a moment ago must not be missed, and it asks
+// the API server only for the runs whose status.quiesced names the workload (the CRD's
+// selectable field): a run waiting on a holder checks again every stopPollInterval, and
+// listing every run of the namespace each time made each check cost the namespace's whole
+// history, runs times checks for a namespace of quiescing runs. The field is the manager's
+// own (status), so no user edit can hide a holder from it. An API server that does not
+// know the field (Kubernetes 1.30 without the CustomResourceFieldSelectors gate) refuses the
+// selector; the reconciler then lists every run of the namespace, as before, from then on.
 func (r *RunReconciler) quiesceHolder(ctx context.Context, run *vacuumv1alpha1.VacuumRun) (string, error) {
+	q := run.Spec.Target.Quiesce
 	var runs vacuumv1alpha1.VacuumRunList
-	if err := r.APIReader.List(ctx, &runs, client.InNamespace(run.Namespace)); err != nil {
+	var err error
+	selected := !r.noRunFieldSelector.Load()
+	if selected {
+		err = r.APIReader.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{quiesceHolderField: q.Name})
+		if apierrors.IsBadRequest(err) {
+			log.FromContext(ctx).Info("the API server refuses VacuumRun field selectors: listing every run of the namespace instead", "error", err.Error())
+			r.noRunFieldSelector.Store(true)
+			selected = false
+		}
+	}
+	if !selected {
+		err = r.APIReader.List(ctx, &runs, client.InNamespace(run.Namespace))
+	}
+	if err != nil {
 		return "", fmt.Errorf("list runs of namespace %s: %w", run.Namespace, err)
 	}
-	q := run.Spec.Target.Quiesce
 	for i := range runs.Items {
 		other := runs.Items[i].Status.Quiesced
 		if runs.Items[i].UID != run.UID && other != nil && other.Kind == q.Kind && other.Name == q.Name {

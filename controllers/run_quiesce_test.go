@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -9,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -168,4 +172,102 @@ var _ = Describe("Quiesce", func() {
 		Expect(getRun(ns, "second").Status.Quiesced).To(HaveValue(HaveField("Replicas", BeEquivalentTo(2))))
 		Expect(replicasOf(app)).To(BeZero())
 	})
+	It("asks the API server only for the runs holding that app, however many runs the namespace keeps", func() {
+		ns := newNamespace()
+		clock := clocktesting.NewFakeClock(time.Now())
+		r, _ := newRunReconciler(clock)
+		lists := &runLists{Reader: r.APIReader}
+		r.APIReader = lists
+		newWorkload(ns, "StatefulSet", "shared-db", 2)
+		for i := range 12 { // the namespace's history: runs that quiesce nothing
+			newRun(ns, fmt.Sprintf("old-%d", i), "data-old", nil)
+		}
+		for i := range 3 { // runs holding another app of the namespace
+			recordQuiesced(newRun(ns, fmt.Sprintf("other-%d", i), fmt.Sprintf("data-other-%d", i), nil),
+				vacuumv1alpha1.QuiescedApp{Kind: "StatefulSet", Name: "other-db", Replicas: 1})
+		}
+		recordQuiesced(newRun(ns, "first", "data-a", nil),
+			vacuumv1alpha1.QuiescedApp{Kind: "StatefulSet", Name: "shared-db", Replicas: 2})
+		newRun(ns, "second", "data-b", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "StatefulSet", Name: "shared-db"}
+		})
+
+		for range 3 {
+			reconcileRun(r, ns, "second")
+		}
+		Expect(getRun(ns, "second").Status.Message).To(ContainSubstring("quiesced by run first"))
+		Expect(podsOf(ns, "second")).To(BeEmpty())
+		Expect(lists.sizes()).NotTo(BeEmpty())
+		Expect(lists.sizes()).To(HaveEach(1), "each check reads the one holder, not the namespace's 17 runs")
+	})
+
+	It("lists every run of the namespace when the API server refuses the field selector, as Kubernetes 1.30 does", func() {
+		ns := newNamespace()
+		clock := clocktesting.NewFakeClock(time.Now())
+		r, _ := newRunReconciler(clock)
+		lists := &runLists{Reader: r.APIReader, refuseFields: true}
+		r.APIReader = lists
+		newWorkload(ns, "Deployment", "web", 1)
+		recordQuiesced(newRun(ns, "first", "data-a", nil), vacuumv1alpha1.QuiescedApp{Kind: "Deployment", Name: "web", Replicas: 1})
+		newRun(ns, "second", "data-b", func(run *vacuumv1alpha1.VacuumRun) {
+			run.Spec.Target.Quiesce = &vacuumv1alpha1.QuiesceTarget{Kind: "Deployment", Name: "web"}
+		})
+		for range 3 {
+			reconcileRun(r, ns, "second")
+		}
+		Expect(getRun(ns, "second").Status.Message).To(ContainSubstring("quiesced by run first"))
+		Expect(lists.refused()).To(Equal(1), "refused once, then never asked again")
+		Expect(lists.sizes()).To(HaveEach(2), "each check reads both runs of the namespace")
+	})
 })
+
+// recordQuiesced writes a count in a run's status, as the run's own reconcile records it
+// before scaling the app down.
+func recordQuiesced(run *vacuumv1alpha1.VacuumRun, app vacuumv1alpha1.QuiescedApp) {
+	base := run.DeepCopy()
+	run.Status.Quiesced = &app
+	Expect(k8sClient.Status().Patch(suiteCtx, run, clientMergeFrom(base))).To(Succeed())
+}
+
+// runLists is an APIReader recording how many runs each of its lists of VacuumRuns
+// returned; with refuseFields it answers a list with a field selector as an API server
+// that does not know the field does (400 Bad Request).
+type runLists struct {
+	client.Reader
+	refuseFields bool
+	mu           sync.Mutex
+	n            []int
+	refusals     int
+}
+
+func (l *runLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	runs, ok := list.(*vacuumv1alpha1.VacuumRunList)
+	if !ok {
+		return l.Reader.List(ctx, list, opts...)
+	}
+	if l.refuseFields && (&client.ListOptions{}).ApplyOptions(opts).FieldSelector != nil {
+		l.mu.Lock()
+		l.refusals++
+		l.mu.Unlock()
+		return apierrors.NewBadRequest(`Unable to find "vacuum.vacuumops.io/v1alpha1, Resource=vacuumruns" that match label selector "", field selector "status.quiesced.name=web": field label not supported: status.quiesced.name`)
+	}
+	if err := l.Reader.List(ctx, runs, opts...); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n = append(l.n, len(runs.Items))
+	return nil
+}
+
+func (l *runLists) sizes() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.n)
+}
+
+func (l *runLists) refused() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refusals
+}

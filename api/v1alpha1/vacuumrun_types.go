@@ -366,6 +366,7 @@ type OwnedObject struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName={vr,vacrun},categories=vacuum
+// +kubebuilder:selectablefield:JSONPath=`.status.quiesced.name`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.status.table`
