@@ -39,6 +39,9 @@ func expectedCSVs(sz bench.Sizes) []csvSpec {
 		{"exp7_pgbench", 2, 2 * 2 * sz.SrvRounds, 0},
 		{"exp7_vacuum", 2, 4, 0},
 		{"exp8_online", 2, 2 * len(sz.OnlineDelays), 0},
+		// The first pass (each delay, and unthrottled twice more, on both servers); the
+		// repeated rounds come on top.
+		{"exp8_online_runs", 2, -1, 2 * (len(sz.OnlineDelays) + 2)},
 		{"exp9_windows", 1, 1 + (len(sz.WinSplits)-1)*len(sz.WinCycles), 0},
 		{"exp10_summary", 2, 6, 0},
 		{"exp10_targets", 2, 2, 0},
@@ -250,6 +253,29 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 			if adaptive[part] != bench.QuickSizes().AdaptRuns {
 				t.Errorf("%s: %d adaptive runs, want %d", part, adaptive[part], bench.QuickSizes().AdaptRuns)
 			}
+		}
+	})
+
+	t.Run("the online VACUUM's medians are over the runs its runs table lists, repeated rounds included", func(t *testing.T) {
+		sum, runs := tables["exp8_online"], tables["exp8_online_runs"]
+		counts, perDelay := sum.col(t, "runs"), map[[2]string]int{}
+		for _, row := range runs.rows {
+			perDelay[[2]string{row[0], row[1]}]++
+		}
+		total := 0
+		for i, row := range sum.rows {
+			if got := perDelay[[2]string{row[0], row[1]}]; float64(got) != counts[i] {
+				t.Errorf("%s %s: runs %v, but exp8_online_runs has %d", row[0], row[1], counts[i], got)
+			}
+			total += int(counts[i])
+		}
+		sz := bench.QuickSizes()
+		// The quick sizes make every throttled delay a candidate, up to OnlineMaxCandidates:
+		// each of those runs 1 + OnlineRounds times.
+		repeated := min(len(sz.OnlineDelays)-1, sz.OnlineMaxCandidates)
+		if want := 2 * (3 + len(sz.OnlineDelays) - 1 + repeated*sz.OnlineRounds); total != want {
+			t.Errorf("%d runs in all, want %d (per server three unthrottled, one at each throttled delay, %d more at %d of them)",
+				total, want, sz.OnlineRounds, repeated)
 		}
 	})
 

@@ -176,8 +176,9 @@ func globalCaveats(res *Result) []string {
 		fmt.Sprintf("time.Sleep(50µs) slept %.3f ms and time.Sleep(1ms) %.3f ms in the probe (section 0): "+
 			"cost delays of 1-2 ms are paced against the clock rather than slept per page.",
 			res.Probe.SleepFloorMs, res.Probe.Sleep1msMs),
-		"Each configuration runs once; there are no repetitions or confidence intervals. Differences under " +
-			"~10 % between two rows are within run-to-run noise on a shared machine.",
+		"Each configuration runs once unless its section says otherwise (experiments 8, 10 and 11 repeat some and " +
+			"report medians); there are no confidence intervals. Differences under ~10 % between two rows of one run " +
+			"are within run-to-run noise on a shared machine.",
 		fmt.Sprintf("Sizes are the %q preset, chosen so that the whole run finishes well under 30 minutes here; "+
 			"the field reports were about tables of tens of GB on many disks, so absolute figures are smaller and "+
 			"only the shapes compare.", res.Sizes.Name),

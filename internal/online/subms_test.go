@@ -8,9 +8,10 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/online"
 )
 
-// Experiment 8 measures cost delays below a millisecond (250, 500 and 750 us): a delay
-// rounded to 0 (unthrottled) or to 1 ms anywhere between the run and the server's throttle
-// would measure another setting under its name.
+// Experiment 10's bisection and ceiling, and experiment 8 under VACBENCH_EXP8_DELAYS, send
+// cost delays below a millisecond (e.g. 250, 500 and 750 us): a delay rounded to 0
+// (unthrottled) or to 1 ms anywhere between the run and the server's throttle would measure
+// another setting under its name.
 
 // subMillisecondDelays are the delays checked, with one above a millisecond that is not a
 // whole number of them.
