@@ -226,6 +226,10 @@ type Judgement struct {
 	// above a bound stands for the foreground only when Firm is above it too, not one
 	// stall of the machine that held up a statement of each client.
 	Firm time.Duration
+	// Above is how many of the statements judged took longer than the limit (0 with no
+	// limit), at the histogram's precision and at most AboveMax: the count a caller tests
+	// the quantile against the limit with, where Quantile is one order statistic of them.
+	Above int64
 }
 
 // RecentJudgement is RecentQuantileSince at quantile q with an early verdict over limit at
@@ -251,6 +255,9 @@ func (r *Recorder) RecentJudgement(q, early float64, since time.Time, minCount, 
 	j := Judgement{Quantile: time.Duration(h.ValueAtQuantile(q)) * time.Microsecond, Count: h.TotalCount(), Enough: enough}
 	if j.Count == 0 {
 		return j
+	}
+	if limit > 0 {
+		j.Above = countAbove(h, limit.Microseconds())
 	}
 	if enough {
 		j.Quantile = time.Duration(h.ValueAtQuantile(unbiasedQuantile(q, j.Count))) * time.Microsecond
@@ -417,4 +424,28 @@ func (r *Recorder) Snapshot() []Stats {
 	}
 	sort.Slice(out, func(i, j int) bool { return order[out[i].Kind] < order[out[j].Kind] })
 	return out
+}
+
+// AboveMax is the most Judgement.Above counts: a caller testing a quantile against a
+// limit needs only whether a few statements were slower, and each count is a search.
+const AboveMax = 64
+
+// countAbove is how many of h's n values are above limit (in h's unit), at h's precision,
+// counted up to AboveMax: a binary search over the slowest values' ranks, each read as
+// unbiasedQuantile reads one (no allocation, unlike a walk of h's buckets).
+func countAbove(h *hdrhistogram.Histogram, limit int64) int64 {
+	n := h.TotalCount()
+	slowest := func(j int64) int64 { // the j-th slowest value, 1 <= j <= n
+		return h.ValueAtQuantile(100 * (float64(n-j+1) - 0.25) / float64(n))
+	}
+	lo, hi := int64(0), min(n, AboveMax) // slowest(lo) > limit holds (lo = 0: vacuously)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if slowest(mid) > limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }

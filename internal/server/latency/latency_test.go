@@ -358,3 +358,38 @@ func TestTheJudgedFigureIsAsLikelyAboveTheQuantileAsBelow(t *testing.T) {
 		}
 	}
 }
+
+// TestAJudgementCountsTheStatementsSlowerThanItsLimit: Above is the count of judged
+// statements over the limit, capped at AboveMax, and 0 without a limit.
+func TestAJudgementCountsTheStatementsSlowerThanItsLimit(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		slow      int
+		limit     time.Duration
+		wantAbove int64
+	}{
+		{"none slower", 0, 5 * time.Millisecond, 0},
+		{"one slower", 1, 5 * time.Millisecond, 1},
+		{"seven slower", 7, 5 * time.Millisecond, 7},
+		{"more than it counts", 100, 5 * time.Millisecond, AboveMax},
+		{"the fast ones too, under a lower limit", 7, 100 * time.Microsecond, AboveMax},
+		{"no limit", 7, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			r := newAt(func() time.Time { return now })
+			for i := range 400 {
+				d := 300 * time.Microsecond
+				if i < c.slow {
+					d = 9 * time.Millisecond
+				}
+				r.Observe("select", d)
+			}
+			now = now.Add(RecentSlot)
+			j := r.RecentJudgement(99, 99, time.Time{}, 100, 1000, c.limit)
+			if j.Count != 400 || j.Above != c.wantAbove {
+				t.Fatalf("judged %d statements, %d above %v; want 400 and %d", j.Count, j.Above, c.limit, c.wantAbove)
+			}
+		})
+	}
+}

@@ -426,20 +426,75 @@ const adaptiveRecovery = 2
 // verdict.
 const adaptiveEarlyStatements = 1000
 
+// judgementRisk is the chance a full judgement may be wrong about which side of its target
+// the foreground is on before the budget moves (testedLatency): a cut needs so many slow
+// statements, and a raise so few, that a foreground exactly at its target would show them
+// with at most this probability; in between the budget holds.
+const judgementRisk = 0.2
+
 // judgementStatements is the fewest statements since a change a full judgement of quantile
-// q (0..100) covers: ln 2 / (1 - q/100), from which on some order statistic of them is at
-// least as likely above the foreground's q-quantile as below it (latency's
-// unbiasedQuantile reads that one). From fewer, even their slowest is most likely under it
-// (each of n statements is above it with probability 1-q/100): a judgement on them would
-// find the foreground faster than it is and raise. At 200 statements a second the window
-// quantile is the p99.59 and a judgement takes 169 statements, 0.85 s; a fixed 1000 (the
-// rule before) took latency.RecentMax, 2 s, capped, and the law judged four times slower.
+// q (0..100) covers: ln(1/judgementRisk) / (1 - q/100), the fewest among which none slower
+// than the target is evidence enough for a raise (a foreground at its target leaves none
+// slower with probability e^-m, m = n (1-q/100) the slower ones it leaves on average:
+// judgementRisk at m = 1.61). At 400 statements a second the window quantile is the
+// p99.59 and a judgement takes 393 statements, 0.98 s. The rule before, ln 2 / (1-q/100)
+// (169 statements), read the order statistic as likely above the quantile as below: at
+// the rate that held the target half the judgements cut (by up to half) and half raised (by
+// 10 %), and the law drifted to its floor (experiment 10, 2026-12-07: 83 and 104 s at the
+// floor where a fixed 2 ms took 18 s).
 func judgementStatements(q float64) int64 {
 	p := 1 - q/100
 	if !(p > 0) {
 		return adaptiveEarlyStatements
 	}
-	return max(1, int64(math.Ceil(math.Ln2/p)))
+	return max(1, int64(math.Ceil(math.Log(1/judgementRisk)/p)))
+}
+
+// testedLatency is a full judgement's latency signal for the law: the figure v read (an
+// order statistic of count statements, as likely above the foreground's q-quantile as
+// below) when the count of statements slower than the target, above, says on which side
+// of the target that quantile is, and the target itself (the law's dead band: the budget
+// holds) when it does not. Over: a foreground at its target would leave above or more
+// slower statements with probability at most judgementRisk. Under: it would leave that few
+// with probability at most judgementRisk; with too few statements for that (a foreground
+// slower than judgementStatements a RecentMax), none slower is taken for under. A busy
+// foreground whose judgement expects more than testedMaxSlow slower statements (thousands
+// a second) is judged on v as it is: an order statistic that deep in the tail is steady
+// (its rank moves by about the root of m), and latency counts only latency.AboveMax.
+func testedLatency(v, target time.Duration, q float64, count, above int64) time.Duration {
+	m := float64(count) * (100 - q) / 100
+	switch {
+	case m > testedMaxSlow || poissonAtLeast(m, above) <= judgementRisk:
+		return v
+	case above == 0 || poissonAtMost(m, above) <= judgementRisk:
+		return min(v, target)
+	default:
+		return target
+	}
+}
+
+// testedMaxSlow is the most slower statements testedLatency tests a judgement on; a
+// quarter of latency.AboveMax, so that the count is never cut short where it decides.
+const testedMaxSlow = latency.AboveMax / 4
+
+// poissonAtLeast is P(X >= k) for X ~ Poisson(m).
+func poissonAtLeast(m float64, k int64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	return 1 - poissonAtMost(m, k-1)
+}
+
+// poissonAtMost is P(X <= k) for X ~ Poisson(m), k at most latency.AboveMax and m at most
+// testedMaxSlow (e^-m does not underflow).
+func poissonAtMost(m float64, k int64) float64 {
+	term := math.Exp(-m)
+	sum := term
+	for i := int64(1); i <= k; i++ {
+		term *= m / float64(i)
+		sum += term
+	}
+	return min(1, sum)
 }
 
 // adaptiveWindowShare is the share of one-second windows in which the law means the
@@ -521,6 +576,9 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 			q := windowQuantile(p, a.lat.RecentRate())
 			j := a.lat.RecentJudgement(q, p, since, judgementStatements(q), adaptiveEarlyStatements, t.latency)
 			v := j.Quantile
+			if j.Enough && !j.Over {
+				v = testedLatency(v, t.latency, q, j.Count, j.Above)
+			}
 			if stop := adaptiveHardStopFactor * t.latency; v > stop && j.Firm <= stop {
 				// Above HardStop's bound on fewer slow statements than the early verdict
 				// needs (one stall of the machine can make the slowest of 169): a cut,
