@@ -129,10 +129,12 @@ func splitWindows(pts []point, start, end time.Time, width time.Duration) [][]fl
 
 // windowTimeline describes each window of windowsHeld's split of [start, end]: its stat and
 // point count (the stat in its points' unit times scale, written with format), then the law's
-// polls that fell in it (budget per mille and binding), so a run's log shows which windows
-// missed and what the adaptive throttle did in them.
+// polls that fell in it (budget per mille and binding, and {phase} where the VACUUM's phase
+// changed), so a run's log shows which windows missed and what the adaptive throttle and
+// the VACUUM did in them.
 func windowTimeline(pts []point, start, end time.Time, width time.Duration, stat windowStat, scale float64, format string, law []lawPoint) string {
 	var b strings.Builder
+	phase := ""
 	windows := splitWindows(pts, start, end, width)
 	for i, in := range windows {
 		from, to := start.Add(time.Duration(i)*width), start.Add(time.Duration(i+1)*width)
@@ -148,6 +150,12 @@ func windowTimeline(pts []point, start, end time.Time, width time.Duration, stat
 		}
 		for _, l := range law {
 			if !l.at.Before(from) && (l.at.Before(to) || last && !l.at.After(to)) {
+				if l.phase != "" && l.phase != phase {
+					// The VACUUM's phase where it changes: a foreground held up in one
+					// phase whatever the rate is told from one held up by the rate.
+					fmt.Fprintf(&b, " {%s}", l.phase)
+					phase = l.phase
+				}
 				fmt.Fprintf(&b, " %d%s", l.perMille, bindingLetter(l.binding))
 			}
 		}

@@ -323,14 +323,16 @@ func TestExperiment10sHeadlineCountsTheWindowShareAsPartOfTheGoal(t *testing.T) 
 
 // TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt: the log line that says which
 // windows of an adaptive run missed gives each window's stat and count, and the budget and
-// binding of the polls that fell in it, in order.
+// binding of the polls that fell in it, in order, with the VACUUM's phase where it changed.
 func TestWindowTimelineShowsEachWindowsFigureAndTheLawsPollsInIt(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	pts := []point{{at(100), 1}, {at(900), 9}, {at(1100), 2}, {at(1900), 3}}
-	law := []lawPoint{{at: at(250), perMille: 1000, binding: "Ceiling", server: 2}, {at: at(750), perMille: 500, binding: "ForegroundLatency", server: 9}, {at: at(1500), perMille: 100, binding: "Floor", server: -1}}
+	law := []lawPoint{{at: at(250), perMille: 1000, binding: "Ceiling", server: 2, phase: "scanning heap"},
+		{at: at(750), perMille: 500, binding: "ForegroundLatency", server: 9, phase: "scanning heap"},
+		{at: at(1500), perMille: 100, binding: "Floor", server: -1, phase: "vacuuming indexes"}}
 	got := windowTimeline(pts, t0, at(2000), time.Second, maxStat, 1, "%.1f ms", law)
-	want := "[1: 9.0 ms/2 1000C 500L] [2: 3.0 ms/2 100F]"
+	want := "[1: 9.0 ms/2 {scanning heap} 1000C 500L] [2: 3.0 ms/2 {vacuuming indexes} 100F]"
 	if got != want {
 		t.Fatalf("timeline %q, want %q", got, want)
 	}
