@@ -64,12 +64,17 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 	if err := os.WriteFile(users, []byte("bench:"+pw+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	// A free port, and not one extra names (experiment 10's --metrics-listen address, free
+	// again a moment after it was picked, can be handed out twice).
+	var addr string
+	for addr == "" || slices.Contains(extra, addr) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addr = ln.Addr().String()
+		_ = ln.Close()
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	sctx, cancel := context.WithCancel(ctx)
 	var log bytes.Buffer
 	done := make(chan int, 1)

@@ -7,6 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -65,12 +66,18 @@ func startEngineProcess(t *testing.T, usersFile string, init bool, extra ...stri
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users")
 	writeFile(t, users, usersFile)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A free port, the server listens on it next (a test-only race with other listeners),
+	// and not one extra names: a --metrics-listen address picked by freeAddr a moment ago
+	// is free again, and the kernel handed the same port out twice (CI of 2026-12-07).
+	var addr string
+	for addr == "" || slices.Contains(extra, addr) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		_ = ln.Close()
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // the server listens on it next; a test-only race with other listeners
 	args := []string{"serve", "--data", filepath.Join(dir, "data"), "--listen", addr,
 		"--auth", "scram", "--users-file", users, "--buffer-pool", "16Mi"}
 	if init {
