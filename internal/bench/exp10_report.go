@@ -74,7 +74,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			law = p.goal
 		}
 		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal,
-			max(p.serverAlone, -1), max(p.serverUnthrottled, -1), law); err != nil {
+			serverFigure(p.serverAlone), serverFigure(p.serverUnthrottled), law); err != nil {
 			return nil, err
 		}
 		for _, x := range p.runs {
@@ -147,7 +147,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"p99 of the load's statements over the same stretches (server_alone, server_beside_unthrottled: the difference of two " +
 				"scrapes of its /metrics native histogram, buckets about 9 % wide), and the judged target moved to the same place, " +
 				"linearly, between them; every run is still judged on pgbench's p99 against target_value; server_figure is the " +
-				"server's own p99 over each of its runs (-1: none)",
+				"server's own p99 over each of its runs (0 in these three columns: none, as for PostgreSQL 15 and the lag target)",
 			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
@@ -399,10 +399,11 @@ func adaptiveHeadline(ts tables) (string, error) {
 	return fmt.Sprintf("adaptive throttling against the best fixed cost delay: %s.", strings.Join(parts, "; ")), nil
 }
 
-// serverFigure is a run's server_figure: -1 where the server has no view of its own.
+// serverFigure is a figure of the server's own view for a table: 0 where there is none (a
+// table's cells are non-negative numbers).
 func serverFigure(v float64) float64 {
 	if v <= 0 {
-		return -1
+		return 0
 	}
 	return v
 }
