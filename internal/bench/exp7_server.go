@@ -68,12 +68,10 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 	// again a moment after it was picked, can be handed out twice).
 	var addr string
 	for addr == "" || slices.Contains(extra, addr) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if addr, err = freeLoopbackAddr(); err != nil {
 			return nil, err
 		}
-		addr = ln.Addr().String()
-		_ = ln.Close()
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	var log bytes.Buffer

@@ -486,7 +486,7 @@ func poissonAtLeast(m float64, k int64) float64 {
 }
 
 // poissonAtMost is P(X <= k) for X ~ Poisson(m), k at most latency.AboveMax and m at most
-// testedMaxSlow (e^-m does not underflow).
+// windowExactMaxSlow (e^-m does not underflow, the sum is k terms).
 func poissonAtMost(m float64, k int64) float64 {
 	term := math.Exp(-m)
 	sum := term
@@ -537,18 +537,9 @@ func windowSlowRate(k float64) float64 {
 	if k > windowExactMaxSlow {
 		return k * math.Pow(1-1/(9*k)-windowShareZ/(3*math.Sqrt(k)), 3)
 	}
-	// tail is P(X >= k) for X ~ Poisson(lambda).
-	tail := func(lambda float64) float64 {
-		term, below := math.Exp(-lambda), 0.0
-		for i := 0.0; i < k; i++ {
-			below += term
-			term *= lambda / (i + 1)
-		}
-		return 1 - below
-	}
 	lo, hi := 0.0, k
 	for range 60 {
-		if mid := (lo + hi) / 2; tail(mid) > 1-adaptiveWindowShare {
+		if mid := (lo + hi) / 2; poissonAtLeast(mid, int64(k)) > 1-adaptiveWindowShare {
 			hi = mid
 		} else {
 			lo = mid
