@@ -174,6 +174,11 @@ func runAdaptive(ctx context.Context, r *runner) (*Section, error) {
 // minutes).
 const Exp10PartsEnv = "VACBENCH_EXP10_PARTS"
 
+// Exp10ServeArgsEnv names the variable that adds flags to the engine server's serve in the
+// foreground p99 half of experiment 10 (e.g. "--vacuum-sched idle"), split at spaces: for an
+// A/B of a server setting on the law and the fixed delays alike.
+const Exp10ServeArgsEnv = "VACBENCH_EXP10_SERVE_ARGS"
+
 // exp10PartWanted reports whether Exp10PartsEnv lets the half named name run.
 func exp10PartWanted(name string) bool {
 	v := os.Getenv(Exp10PartsEnv)
@@ -365,8 +370,9 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	ours, err := r.startOurs(ctx, "exp10-engine-server", "--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10),
-		"--checkpoint-wal-size", exp8CheckpointWAL, "--metrics-listen", metrics)
+	args := append([]string{"--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10),
+		"--checkpoint-wal-size", exp8CheckpointWAL, "--metrics-listen", metrics}, strings.Fields(os.Getenv(Exp10ServeArgsEnv))...)
+	ours, err := r.startOurs(ctx, "exp10-engine-server", args...)
 	if err != nil {
 		return nil, err
 	}

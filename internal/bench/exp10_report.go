@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -188,6 +189,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			"A short VACUUM holds few windows (windows) and few transactions (observations): its figure is noisier.",
 			"load_failed_in_block counts the load's failed transactions over the whole block of VACUUMs the run was in.",
 		},
+	}
+	if extra := os.Getenv(Exp10ServeArgsEnv); extra != "" {
+		sec.Setup = append(sec.Setup, sentence("the engine server's serve in the foreground p99 half also had %q (%s)", extra, Exp10ServeArgsEnv))
 	}
 	sec.Rules = adaptiveRules(tablesOf(sec.Tables))
 	return sec, nil

@@ -21,34 +21,61 @@ const (
 	ioprioLowestBE   = ioprioClassBE<<ioprioClassShift | 7
 )
 
-// Lower locks the calling goroutine to its OS thread and adds nice (1 to
-// MaxNice) to that thread's nice value (capped at 19) and sets its I/O
-// priority to the lowest of the best-effort class. The caller must not unlock
-// the thread: its goroutine's end ends the thread. nice 0 does nothing. On an
-// error the goroutine stays locked (so its thread, whatever it got, is not
-// reused) and the error says which step failed.
-func Lower(nice int) error {
-	if nice == 0 {
+// Lower locks the calling goroutine to its OS thread, then adds p.Nice to
+// that thread's nice value (capped at 19) or, with p.Idle, puts it in
+// SCHED_IDLE, and sets its I/O priority to the lowest of the best-effort
+// class. The caller must not unlock the thread: its goroutine's end ends the
+// thread. The zero Priority does nothing. On an error the goroutine stays
+// locked (so its thread, whatever it got, is not reused) and the error says
+// which step failed.
+func Lower(p Priority) error {
+	if !p.Lowers() {
 		return nil
 	}
-	if nice < 0 || nice > MaxNice {
-		return fmt.Errorf("nice increment %d is outside 0 to %d", nice, MaxNice)
+	if err := p.Validate(); err != nil {
+		return err
 	}
 	runtime.LockOSThread()
 	tid := unix.Gettid()
-	// getpriority's raw syscall returns 20 - nice (so that it is never negative).
-	cur, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	if err != nil {
-		return fmt.Errorf("read the nice value of thread %d: %w", tid, err)
-	}
-	to := min(20-cur+nice, 19)
-	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, to); err != nil {
-		return fmt.Errorf("set the nice value of thread %d to %d: %w", tid, to, err)
+	if p.Idle {
+		// An unprivileged thread may always move itself to SCHED_IDLE.
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+			return fmt.Errorf("put thread %d in SCHED_IDLE: %w", tid, err)
+		}
+	} else {
+		// getpriority's raw syscall returns 20 - nice (so that it is never negative).
+		cur, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		if err != nil {
+			return fmt.Errorf("read the nice value of thread %d: %w", tid, err)
+		}
+		to := min(20-cur+p.Nice, 19)
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, to); err != nil {
+			return fmt.Errorf("set the nice value of thread %d to %d: %w", tid, to, err)
+		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(tid), ioprioLowestBE); errno != 0 {
 		return fmt.Errorf("set the I/O priority of thread %d: %w", tid, errno)
 	}
 	return nil
+}
+
+// Idle reports whether the calling goroutine's current OS thread runs in
+// SCHED_IDLE. Lock the goroutine to its thread first for the answer to stay
+// true.
+func Idle() (bool, error) {
+	attr, err := unix.SchedGetAttr(unix.Gettid(), 0)
+	if err != nil {
+		return false, fmt.Errorf("read the thread's scheduling policy: %w", err)
+	}
+	return attr.Policy == unix.SCHED_IDLE, nil
+}
+
+// Policies returns the scheduling policy of every thread of this process, by
+// thread id, from /proc/self/task/TID/stat (field 41: 0 SCHED_NORMAL, 5
+// SCHED_IDLE); a thread that ends while it is read is left out.
+func Policies() (map[int]int, error) {
+	return statField(41)
 }
 
 // Nice is the nice value of the calling goroutine's current OS thread (-20 to
@@ -75,6 +102,12 @@ func IOPriority() (int, error) {
 // Nices returns the nice value of every thread of this process, by thread id, from
 // /proc/self/task/TID/stat (field 19); a thread that ends while it is read is left out.
 func Nices() (map[int]int, error) {
+	return statField(19)
+}
+
+// statField returns field n (numbered from 1, as proc(5) numbers them, n at least 3) of
+// /proc/self/task/TID/stat of every thread of this process, by thread id.
+func statField(n int) (map[int]int, error) {
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, fmt.Errorf("list this process's threads: %w", err)
@@ -95,11 +128,11 @@ func Nices() (map[int]int, error) {
 			return nil, fmt.Errorf("thread %d: stat %q has no command name", tid, s)
 		}
 		f := strings.Fields(s[i+2:]) // fields from 3 on
-		if len(f) <= 19-3 {
-			return nil, fmt.Errorf("thread %d: stat has %d fields, want at least 19", tid, len(f)+2)
+		if len(f) <= n-3 {
+			return nil, fmt.Errorf("thread %d: stat has %d fields, want at least %d", tid, len(f)+2, n)
 		}
-		if out[tid], err = strconv.Atoi(f[19-3]); err != nil {
-			return nil, fmt.Errorf("thread %d: nice field %q: %w", tid, f[19-3], err)
+		if out[tid], err = strconv.Atoi(f[n-3]); err != nil {
+			return nil, fmt.Errorf("thread %d: stat field %d %q: %w", tid, n, f[n-3], err)
 		}
 	}
 	return out, nil

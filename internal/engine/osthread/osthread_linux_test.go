@@ -73,7 +73,7 @@ func TestLowerSetsOnlyTheCallingThreadsPriorities(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := Lower(5)
+		err := Lower(Priority{Nice: 5})
 		g := got{tid: unix.Gettid(), err: err}
 		if err == nil {
 			g.nice, g.err = Nice()
@@ -151,7 +151,7 @@ func TestLowerSetsOnlyTheCallingThreadsPriorities(t *testing.T) {
 func TestLowerCapsTheNiceValueAt19(t *testing.T) {
 	done := make(chan error)
 	go func() {
-		err := Lower(MaxNice)
+		err := Lower(Priority{Nice: MaxNice})
 		if err == nil {
 			var n int
 			if n, err = Nice(); err == nil && n != 19 {
@@ -167,11 +167,71 @@ func TestLowerCapsTheNiceValueAt19(t *testing.T) {
 
 func TestLowerRefusesOutOfRangeIncrements(t *testing.T) {
 	for _, n := range []int{-1, MaxNice + 1} {
-		if err := Lower(n); err == nil {
-			t.Errorf("Lower(%d) = nil, want an error", n)
+		if err := Lower(Priority{Nice: n}); err == nil {
+			t.Errorf("Lower(nice %d) = nil, want an error", n)
 		}
 	}
-	if err := Lower(0); err != nil {
-		t.Errorf("Lower(0) = %v, want nil", err)
+	if err := Lower(Priority{}); err != nil {
+		t.Errorf("Lower(zero) = %v, want nil", err)
 	}
+}
+
+// TestLowerIdleMovesOnlyTheCallingThreadToSCHEDIDLE: with Priority.Idle the
+// lowered thread, and no other, runs in SCHED_IDLE (as sched_getattr and /proc
+// both say), with the lowest best-effort I/O priority, and ends with its
+// goroutine.
+func TestLowerIdleMovesOnlyTheCallingThreadToSCHEDIDLE(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		tid, io int
+		idle    bool
+		err     error
+	}
+	ch, release := make(chan got), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g := got{err: Lower(Priority{Idle: true})}
+		g.tid = unix.Gettid()
+		if g.err == nil {
+			g.idle, g.err = Idle()
+		}
+		if g.err == nil {
+			g.io, g.err = IOPriority()
+		}
+		ch <- g
+		<-release
+	}()
+	g := <-ch
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if !g.idle {
+		t.Errorf("sched_getattr: the lowered thread is not in SCHED_IDLE")
+	}
+	if g.io != ioprioLowestBE {
+		t.Errorf("lowered thread's I/O priority = %#x, want %#x", g.io, ioprioLowestBE)
+	}
+	pol, err := Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol[g.tid] != unix.SCHED_IDLE {
+		t.Errorf("/proc says thread %d has policy %d, want SCHED_IDLE (%d)", g.tid, pol[g.tid], unix.SCHED_IDLE)
+	}
+	for tid, p := range pol {
+		if tid != g.tid && p == unix.SCHED_IDLE && before[tid] != unix.SCHED_IDLE {
+			t.Errorf("thread %d moved to SCHED_IDLE too: only the lowered thread may", tid)
+		}
+	}
+	if idle, err := Idle(); err != nil || idle {
+		t.Errorf("the test's own thread: SCHED_IDLE %v (%v), want false", idle, err)
+	}
+	close(release)
+	<-done
 }

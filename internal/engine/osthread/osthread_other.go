@@ -2,19 +2,23 @@
 
 package osthread
 
-import "fmt"
-
-// Lower leaves the thread alone on this system: nice 0 returns nil, any other
-// value ErrUnsupported (the goroutine is not locked to its thread).
-func Lower(nice int) error {
-	if nice == 0 {
+// Lower leaves the thread alone on this system: the zero Priority returns
+// nil, any other ErrUnsupported (the goroutine is not locked to its thread).
+func Lower(p Priority) error {
+	if !p.Lowers() {
 		return nil
 	}
-	if nice < 0 || nice > MaxNice {
-		return fmt.Errorf("nice increment %d is outside 0 to %d", nice, MaxNice)
+	if err := p.Validate(); err != nil {
+		return err
 	}
 	return ErrUnsupported
 }
+
+// Idle returns ErrUnsupported on this system.
+func Idle() (bool, error) { return false, ErrUnsupported }
+
+// Policies returns ErrUnsupported on this system.
+func Policies() (map[int]int, error) { return nil, ErrUnsupported }
 
 // Nice returns ErrUnsupported on this system.
 func Nice() (int, error) { return 0, ErrUnsupported }

@@ -31,7 +31,7 @@ type Batch struct {
 	smp   sampler
 
 	// lowered counts the goroutines whose thread lowerThread lowered; lowerErr
-	// is the first error of a thread it could not lower (Options.ThreadNice).
+	// is the first error of a thread it could not lower (Options.ThreadPriority).
 	lowered  atomic.Int64
 	lowerErr atomic.Pointer[error]
 
@@ -269,18 +269,18 @@ func (r *Batch) newWorker(ctx context.Context, ts *tableState, pool *buffer.Pool
 	return w
 }
 
-// lowerThread lowers the calling goroutine's OS thread by Options.ThreadNice
+// lowerThread lowers the calling goroutine's OS thread by Options.ThreadPriority
 // (package osthread). Call it first in a goroutine the batch starts; the
 // goroutine must then not unlock its thread, so that the thread ends with it
 // and never serves a foreground goroutine. A thread that cannot be lowered
 // (ErrUnsupported off Linux) does the work at its priority: the error is kept
 // (LoweredThreads), the vacuum goes on.
 func (r *Batch) lowerThread() {
-	if r.opts.ThreadNice == 0 {
+	if !r.opts.ThreadPriority.Lowers() {
 		return
 	}
-	if err := osthread.Lower(r.opts.ThreadNice); err != nil {
-		err = fmt.Errorf("lower a vacuum thread by %d nice steps: %w", r.opts.ThreadNice, err)
+	if err := osthread.Lower(r.opts.ThreadPriority); err != nil {
+		err = fmt.Errorf("lower a vacuum thread (%s): %w", r.opts.ThreadPriority, err)
 		r.lowerErr.CompareAndSwap(nil, &err)
 		return
 	}
@@ -288,7 +288,7 @@ func (r *Batch) lowerThread() {
 }
 
 // LoweredThreads is how many of the batch's goroutines ran on a thread
-// lowered by Options.ThreadNice, and the first error of one that could not be
+// lowered by Options.ThreadPriority, and the first error of one that could not be
 // lowered (nil: none).
 func (r *Batch) LoweredThreads() (int64, error) {
 	if p := r.lowerErr.Load(); p != nil {

@@ -139,15 +139,16 @@ type Options struct {
 	// stopped (a window) keeps its work at that grain, at the cost of one
 	// more pass over every index per cycle. 0 = memory decides alone.
 	CycleBlocks int64
-	// ThreadNice, when > 0 (at most osthread.MaxNice), lowers the OS threads of
-	// the goroutines a Batch starts (a table's worker, index and heap workers,
-	// read-ahead, the WAL flusher) by that many nice steps and to the lowest
-	// best-effort I/O priority (package osthread), so that the foreground's
-	// threads get the CPU first when both want it. Each such goroutine stays
-	// locked to its thread, which ends with it. Linux only: elsewhere it is
-	// ignored. A vacuum run in the caller's goroutine (Batch.Vacuum) leaves the
-	// caller's thread alone. 0 = threads unchanged.
-	ThreadNice int
+	// ThreadPriority, when it lowers at all, lowers the OS threads of the
+	// goroutines a Batch starts (a table's worker, index and heap workers,
+	// read-ahead, the WAL flusher): by its nice steps or into SCHED_IDLE, and
+	// to the lowest best-effort I/O priority (package osthread), so that the
+	// foreground's threads get the CPU first when both want it. Each such
+	// goroutine stays locked to its thread, which ends with it. Linux only:
+	// elsewhere it is ignored. A vacuum run in the caller's goroutine
+	// (Batch.Vacuum) leaves the caller's thread alone. The zero value leaves
+	// threads unchanged.
+	ThreadPriority osthread.Priority
 }
 
 // Pacing names a pacing rule (see Options.Pacing).
@@ -209,8 +210,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("min dead tuple percent %v is outside 0..100: %w", o.MinDeadTuplePercent, ErrInvalidOptions)
 	case o.CycleBlocks < 0:
 		return fmt.Errorf("cycle blocks %d is negative: %w", o.CycleBlocks, ErrInvalidOptions)
-	case o.ThreadNice < 0 || o.ThreadNice > osthread.MaxNice:
-		return fmt.Errorf("thread nice %d is outside 0..%d: %w", o.ThreadNice, osthread.MaxNice, ErrInvalidOptions)
+	case o.ThreadPriority.Validate() != nil:
+		return fmt.Errorf("thread priority: %w: %w", o.ThreadPriority.Validate(), ErrInvalidOptions)
 	case o.FullSpaceMargin < 0:
 		return fmt.Errorf("full space margin %d is negative: %w", o.FullSpaceMargin, ErrInvalidOptions)
 	}

@@ -25,7 +25,7 @@ func niceOfThreads(t *testing.T) map[int]int {
 	return m
 }
 
-// TestThreadNiceLowersTheBatchsThreadsAndNoOthers: with Options.ThreadNice a
+// TestThreadNiceLowersTheBatchsThreadsAndNoOthers: with Options.ThreadPriority's Nice a
 // batch's goroutines (the table's worker, its index workers, read-ahead and WAL
 // flusher) run on lowered threads, which end with them; the caller's thread and
 // every thread left afterwards keep the process's nice value.
@@ -44,7 +44,7 @@ func TestThreadNiceLowersTheBatchsThreadsAndNoOthers(t *testing.T) {
 	deletePercent(t, db, tb, 30, rand.New(rand.NewSource(7)))
 	opts := vacuum.DefaultOptions()
 	opts.Throttle = nil
-	opts.ThreadNice = 3
+	opts.ThreadPriority = osthread.Priority{Nice: 3}
 	opts.IndexWorkers = 2
 	run, err := vacuum.NewBatch(opts)
 	if err != nil {
@@ -111,9 +111,9 @@ func TestThreadNiceLowersTheBatchsThreadsAndNoOthers(t *testing.T) {
 func TestThreadNiceOutsideItsRangeIsRefused(t *testing.T) {
 	for _, n := range []int{-1, osthread.MaxNice + 1} {
 		opts := vacuum.DefaultOptions()
-		opts.ThreadNice = n
+		opts.ThreadPriority = osthread.Priority{Nice: n}
 		if _, err := vacuum.NewBatch(opts); err == nil {
-			t.Errorf("ThreadNice %d: NewBatch = nil error, want ErrInvalidOptions", n)
+			t.Errorf("ThreadPriority nice %d: NewBatch = nil error, want ErrInvalidOptions", n)
 		}
 	}
 }

@@ -134,17 +134,26 @@ func runInit(args []string, stdout io.Writer) error {
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey string
-	bufferPool, checkpointWAL                                                                  cliflag.Quantity
-	maxConnections, gomaxprocs, vacuumNice                                                     int
-	init, upgrade, directIO                                                                    bool
-	maxSlotWALKeep                                                                             string
-	standby                                                                                    standbyFlags
-	synchronousStandby                                                                         string
+	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey, vacuumSched string
+	bufferPool, checkpointWAL                                                                               cliflag.Quantity
+	maxConnections, gomaxprocs, vacuumNice                                                                  int
+	init, upgrade, directIO                                                                                 bool
+	maxSlotWALKeep                                                                                          string
+	standby                                                                                                 standbyFlags
+	synchronousStandby                                                                                      string
 }
 
 // defaultVacuumNice is --vacuum-nice's default (docs/benchmarks/online-cost.md).
 const defaultVacuumNice = 5
+
+// The values of --vacuum-sched: the Linux scheduling policy of a VACUUM's worker threads.
+const (
+	vacuumSchedNormal = "normal"
+	vacuumSchedIdle   = "idle"
+)
+
+// defaultVacuumSched is --vacuum-sched's default (docs/benchmarks/online-cost.md).
+const defaultVacuumSched = vacuumSchedNormal
 
 // checkpointWALDefault is --checkpoint-wal-size's default, the engine's own
 // (engine.DefaultCheckpointWALBytes).
@@ -175,7 +184,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0,
 		"Go processors the server runs on (0 = at least 8, or Go's own choice under a GOMAXPROCS variable or a container's CPU limit)")
 	fs.IntVar(&f.vacuumNice, "vacuum-nice", defaultVacuumNice,
-		"nice steps a VACUUM's worker threads run below the foreground's, with the lowest best-effort I/O priority (Linux only; 0 = same priority)")
+		"nice steps a VACUUM's worker threads run below the foreground's, with the lowest best-effort I/O priority (Linux only; 0 = same priority; moot with --vacuum-sched idle)")
+	fs.StringVar(&f.vacuumSched, "vacuum-sched", defaultVacuumSched,
+		"scheduling policy of a VACUUM's worker threads: normal (at --vacuum-nice) or idle (SCHED_IDLE: they run only on a core no other thread wants; Linux only)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
@@ -191,6 +202,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if f.vacuumNice < 0 || f.vacuumNice > osthread.MaxNice {
 		return usagef("serve: --vacuum-nice must be between 0 and %d, got %d", osthread.MaxNice, f.vacuumNice)
+	}
+	if f.vacuumSched != vacuumSchedNormal && f.vacuumSched != vacuumSchedIdle {
+		return usagef("serve: --vacuum-sched must be %s or %s, got %q", vacuumSchedNormal, vacuumSchedIdle, f.vacuumSched)
 	}
 	defer setServeProcs(f.gomaxprocs, func(format string, a ...any) {
 		fmt.Fprintf(stderr, "engine-server: "+format+"\n", a...)
@@ -228,7 +242,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	cfg.DB, cfg.Logf, cfg.VacuumNice = db, logf, f.vacuumNice
+	cfg.DB, cfg.Logf = db, logf
+	cfg.VacuumPriority = osthread.Priority{Nice: f.vacuumNice, Idle: f.vacuumSched == vacuumSchedIdle}
 	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep,
 		SynchronousStandby: f.synchronousStandby, Logf: logf})
 	if err != nil {

@@ -165,6 +165,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"negative processors", []string{"serve", "--data", dir, "--auth", "trust", "--gomaxprocs", "-1"}, "--gomaxprocs must be 0 or more"},
 		{"negative vacuum nice", []string{"serve", "--data", dir, "--auth", "trust", "--vacuum-nice", "-1"}, "--vacuum-nice must be between 0 and 39"},
 		{"vacuum nice above the range", []string{"serve", "--data", dir, "--auth", "trust", "--vacuum-nice", "40"}, "--vacuum-nice must be between 0 and 39"},
+		{"unknown vacuum scheduling policy", []string{"serve", "--data", dir, "--auth", "trust", "--vacuum-sched", "batch"}, `--vacuum-sched must be normal or idle, got "batch"`},
 		{"not a data directory", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0"}, "not a data directory"},
 		{"pprof on a non-loopback address", []string{"serve", "--data", dir, "--auth", "trust", "--listen", "127.0.0.1:0", "--pprof", "0.0.0.0:0"}, "--pprof is allowed only on a loopback"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},

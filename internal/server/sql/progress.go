@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum/throttle"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
@@ -27,24 +28,24 @@ type Vacuums struct {
 	done map[uint32]vacuumed   // by table OID, since the server started
 	lag  func() ReplicationLag // the standbys' lag, for the adaptive throttle (adaptive.go)
 	// replay is the slowest standby's replay position, for the WAL lag bound (walgate.go).
-	replay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
-	nice   int // vacuum.Options.ThreadNice of every VACUUM (SetThreadNice)
+	replay   func() (replayed wal.LSN, standbys int, changed <-chan struct{})
+	priority osthread.Priority // vacuum.Options.ThreadPriority of every VACUUM (SetThreadPriority)
 	// logf tells the server's log, once (lowerWarn), that VACUUM threads could not be lowered.
 	logf      func(format string, args ...any)
 	lowerWarn sync.Once
 }
 
-// SetThreadNice makes every VACUUM of the server run its workers on OS threads
-// lowered by nice steps (vacuum.Options.ThreadNice; 0: unchanged). The first
-// VACUUM whose threads could not be lowered (off Linux, or a setpriority the
-// kernel refused) is reported through logf, once for the server's life; the
-// VACUUM itself goes on at the foreground's priority. logf may be nil.
-func (v *Vacuums) SetThreadNice(nice int, logf func(format string, args ...any)) {
+// SetThreadPriority makes every VACUUM of the server run its workers on OS threads
+// lowered to p (vacuum.Options.ThreadPriority; the zero value: unchanged). The first
+// VACUUM whose threads could not be lowered (off Linux, or a call the kernel refused) is
+// reported through logf, once for the server's life; the VACUUM itself goes on at the
+// foreground's priority. logf may be nil.
+func (v *Vacuums) SetThreadPriority(p osthread.Priority, logf func(format string, args ...any)) {
 	if v == nil {
 		return
 	}
 	v.mu.Lock()
-	v.nice, v.logf = nice, logf
+	v.priority, v.logf = p, logf
 	v.mu.Unlock()
 }
 
@@ -65,13 +66,13 @@ func (v *Vacuums) noteLowering(err error) {
 	})
 }
 
-func (v *Vacuums) threadNice() int {
+func (v *Vacuums) threadPriority() osthread.Priority {
 	if v == nil {
-		return 0
+		return osthread.Priority{}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.nice
+	return v.priority
 }
 
 // vacuumed is what pg_stat_user_tables shows of a table's finished vacuums.

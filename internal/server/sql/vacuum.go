@@ -120,7 +120,7 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 			}
 		}
 		opts.ThrottleOptions.WALGate = s.vacuums.walGate(s.db)
-		opts.ThreadNice = s.vacuums.threadNice()
+		opts.ThreadPriority = s.vacuums.threadPriority()
 		run, err := vacuum.NewBatch(opts)
 		if err != nil {
 			return nil, vacuumError(x, "", err)

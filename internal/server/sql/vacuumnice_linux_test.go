@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 )
 
@@ -31,7 +33,7 @@ func mostLoweredThread(base int) int {
 	return most
 }
 
-// TestVacuumRunsOnThreadsLoweredByTheServersSetting: the registry's SetThreadNice (serve
+// TestVacuumRunsOnThreadsLoweredByTheServersSetting: the registry's SetThreadPriority (serve
 // --vacuum-nice) reaches every VACUUM's workers, and 0 leaves their threads alone.
 func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	base, err := osthread.Nice()
@@ -44,7 +46,7 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	_, s, v := newStandbyTestServer(t, 6000)
 	for _, nice := range []int{3, 0} {
 		mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
-		v.SetThreadNice(nice, t.Logf)
+		v.SetThreadPriority(osthread.Priority{Nice: nice}, t.Logf)
 		stop, seen := make(chan struct{}), make(chan int, 1)
 		go func() {
 			most := 0
@@ -73,12 +75,66 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	}
 }
 
+// idleThreads is how many threads of this process run in SCHED_IDLE (osthread.Policies).
+func idleThreads() int {
+	pol, err := osthread.Policies()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for tid, p := range pol {
+		if p == unix.SCHED_IDLE && tid != os.Getpid() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestVacuumRunsOnIdleThreadsWithTheServersIdleSetting: SetThreadPriority with Idle (serve
+// --vacuum-sched idle) puts every VACUUM's workers in SCHED_IDLE, and they end with it.
+func TestVacuumRunsOnIdleThreadsWithTheServersIdleSetting(t *testing.T) {
+	if n := idleThreads(); n != 0 {
+		t.Fatalf("%d threads already in SCHED_IDLE before the VACUUM", n)
+	}
+	_, s, v := newStandbyTestServer(t, 6000)
+	mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
+	v.SetThreadPriority(osthread.Priority{Nice: 5, Idle: true}, t.Logf)
+	stop, seen := make(chan struct{}), make(chan int, 1)
+	go func() {
+		most := 0
+		defer func() { seen <- most }()
+		for {
+			most = max(most, idleThreads())
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	err := s.Query(context.Background(), "VACUUM t", func(*Result) error { return nil })
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if most := <-seen; most == 0 {
+		t.Errorf("no thread ran in SCHED_IDLE during the VACUUM")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for idleThreads() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads still in SCHED_IDLE 5 s after the VACUUM", idleThreads())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestAThreadThatCannotBeLoweredIsReportedOncePerServer: the server's log hears of the
 // first VACUUM whose threads kept the foreground's priority, and of no later one.
 func TestAThreadThatCannotBeLoweredIsReportedOncePerServer(t *testing.T) {
 	v := NewVacuums()
 	var lines []string
-	v.SetThreadNice(5, func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
+	v.SetThreadPriority(osthread.Priority{Nice: 5}, func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
 	v.noteLowering(nil)
 	if len(lines) != 0 {
 		t.Fatalf("logged %q for a VACUUM whose threads were lowered", lines)

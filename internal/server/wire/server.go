@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/engine/osthread"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 	"github.com/vacuumops/vacuum-operator/internal/server/auth"
 	"github.com/vacuumops/vacuum-operator/internal/server/latency"
@@ -66,10 +67,10 @@ type Config struct {
 	// reported one and a channel closed at the next report: the WAL lag bound's signal
 	// (sql.Vacuums.SetStandbyReplay; nil: the bound holds nothing back).
 	StandbyReplay func() (replayed wal.LSN, standbys int, changed <-chan struct{})
-	// VacuumNice lowers the OS threads of every VACUUM's workers by that many nice steps
-	// (sql.Vacuums.SetThreadNice; 0: the foreground's priority).
-	VacuumNice int
-	Logf       func(format string, args ...any)
+	// VacuumPriority lowers the OS threads of every VACUUM's workers
+	// (sql.Vacuums.SetThreadPriority; the zero value: the foreground's priority).
+	VacuumPriority osthread.Priority
+	Logf           func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
@@ -103,7 +104,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.vacuums.SetReplicationLag(cfg.ReplicationLag)
-	s.vacuums.SetThreadNice(cfg.VacuumNice, cfg.Logf)
+	s.vacuums.SetThreadPriority(cfg.VacuumPriority, cfg.Logf)
 	s.vacuums.SetStandbyReplay(cfg.StandbyReplay)
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
