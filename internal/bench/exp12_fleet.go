@@ -140,7 +140,7 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 	}
 	bin := filepath.Join(r.work, "fleet-bin")
 	start := time.Now()
-	if err := devcluster.Build(ctx, repo, bin, "manager", "vacuum-runner"); err != nil {
+	if err := fleetBinaries(ctx, repo, bin, "manager", "vacuum-runner"); err != nil {
 		return nil, err
 	}
 	r.logf("  built manager and vacuum-runner in %s", time.Since(start).Round(time.Millisecond))
