@@ -164,6 +164,9 @@ type Sizes struct {
 	FleetRealPods int           // at most this many policies of a fleet get real runner pods
 	FleetPeriod   time.Duration // each policy's "@every" schedule; creations spread over one
 	FleetWindow   time.Duration // measured after the last policy is created
+	// FleetSettle is the wait after a fresh manager's controllers have started, before its
+	// idle baseline: their caches, of a cluster without policies, sync in milliseconds.
+	FleetSettle time.Duration
 	// FleetRatePeriods measure the largest fleet again, before its FleetPeriod row, at each of
 	// these longer periods: fewer ticks a second, to show the offered load the machine carries.
 	FleetRatePeriods []time.Duration
@@ -268,6 +271,7 @@ func DefaultSizes() Sizes {
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
+		FleetSettle:      3 * time.Second,
 		FleetRatePeriods: []time.Duration{100 * time.Second},
 	}
 }
@@ -330,6 +334,9 @@ func QuickSizes() Sizes {
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
 
 		LimRows: 5_000, LimRuns: 1,
-		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 6 * time.Second, FleetWindow: 6 * time.Second,
+		// A 3 s period and window: each of the 10 policies ticks once in the window, and the
+		// pods that never start fail after 1 s (half the period, in whole seconds).
+		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 3 * time.Second, FleetWindow: 3 * time.Second,
+		FleetSettle: time.Second,
 	}
 }
