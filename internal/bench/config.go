@@ -142,6 +142,7 @@ type Sizes struct {
 	AdaptThreads   int             // pgbench -j
 	AdaptDeadEvery int             // the bloating UPDATE touches every AdaptDeadEvery-th account
 	AdaptChunk     time.Duration   // pgbench -T of each chunk of a load
+	AdaptWarmup    time.Duration   // the foreground load's first stretch, before its first VACUUM or stretch alone
 	AdaptAlone     time.Duration   // the load alone at the start
 	AdaptSettle    time.Duration   // between a bloating UPDATE and its VACUUM
 	AdaptFullRows  int             // rows of the table the lag target's FULL rewrites (FullPayload bytes each)
@@ -253,7 +254,7 @@ func DefaultSizes() Sizes {
 		// its runs for only 29 % and 35 % of their time: those runs say nothing of the law yet.
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
 		AdaptScale: 40, AdaptPoolBytes: 1 << 30, AdaptRate: 400, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
-		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
+		AdaptChunk: 2 * time.Second, AdaptWarmup: time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
 		// 200,000 rows: at 50,000 the adaptive FULL lasted 1.2-1.8 s, one or two 1-second
 		// windows a run, which say nothing of a 95 % share (the make bench of 2026-12-06: 3
 		// windows in all); at 20 ms the fixed FULL took 9.3 s. Four times the rows give the
@@ -318,10 +319,10 @@ func QuickSizes() Sizes {
 		// after the 1 s alone.
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: time.Second, SrvRounds: 1,
 		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 2 * time.Second,
-		OnlineDelays: []time.Duration{0, 10 * ms},
 		// Half-second stretches: each of the ten runs' loads lasts 2-3 s, not 4-5 (pgbench -T
 		// counts whole seconds), and its stretches still hold thousands of transactions.
-		OnlineScale: 1, OnlineWarmup: 500 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 500 * ms,
+		OnlineDelays: []time.Duration{0, 10 * ms},
+		OnlineScale:  1, OnlineWarmup: 500 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 500 * ms,
 		// One repeated round at any delay, so the quick run goes through the repeated path.
 		OnlineRounds: 1, OnlineCandidateX: math.MaxFloat64, OnlineMaxCandidates: 1,
 
@@ -330,7 +331,9 @@ func QuickSizes() Sizes {
 
 		AdaptDelays: []time.Duration{1 * ms, 20 * ms}, AdaptRuns: 1, AdaptBisect: 0,
 		AdaptScale: 1, AdaptPoolBytes: 32 << 20, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 1, AdaptDeadEvery: 10,
-		AdaptChunk: time.Second, AdaptAlone: time.Second, AdaptSettle: 200 * ms, AdaptFullRows: 4_000,
+		// Half-second stretches before the VACUUMs: the latency half starts four loads, each with a
+		// warm-up, and its stretch alone holds about a hundred transactions at -R 200.
+		AdaptChunk: time.Second, AdaptWarmup: 500 * ms, AdaptAlone: 500 * ms, AdaptSettle: 100 * ms, AdaptFullRows: 4_000,
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
 
 		LimRows: 5_000, LimRuns: 1,
