@@ -319,10 +319,12 @@ func QuickSizes() Sizes {
 		// after the 1 s alone.
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: time.Second, SrvRounds: 1,
 		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 2 * time.Second,
-		// Half-second stretches: each of the ten runs' loads lasts 2-3 s, not 4-5 (pgbench -T
-		// counts whole seconds), and its stretches still hold thousands of transactions.
-		OnlineDelays: []time.Duration{0, 10 * ms},
-		OnlineScale:  1, OnlineWarmup: 500 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 500 * ms,
+		// Half-second stretches and a throttled delay of 5 ms: each of the ten runs' loads lasts
+		// 2 s (pgbench -T counts whole seconds; the load is the stretches and 1.5 times the
+		// VACUUM's expected time, about 0.1 s unthrottled and 0.3 s at 5 ms for 7,000 cost units),
+		// not 4-5 s, and its stretches still hold thousands of transactions.
+		OnlineDelays: []time.Duration{0, 5 * ms},
+		OnlineScale:  1, OnlineWarmup: 500 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 300 * ms,
 		// One repeated round at any delay, so the quick run goes through the repeated path.
 		OnlineRounds: 1, OnlineCandidateX: math.MaxFloat64, OnlineMaxCandidates: 1,
 
