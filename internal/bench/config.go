@@ -104,7 +104,8 @@ type Sizes struct {
 	SrvRounds       int             // rounds of the two workloads on both systems
 	SrvPoolBytes    int64           // --buffer-pool and shared_buffers
 	SrvVacuumDelay  time.Duration   // the throttled VACUUM's vacuum_cost_delay
-	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts 1 s into
+	SrvVacuumAlone  time.Duration   // the foreground alone before each VACUUM
+	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts SrvVacuumAlone into
 	OnlineDelays    []time.Duration // experiment 8's cost delays, the first 0 (experiment 1's)
 
 	// Experiment 8 (online VACUUM of the engine server and of PostgreSQL 15 under pgbench).
@@ -207,7 +208,7 @@ func DefaultSizes() Sizes {
 		AccByteShare: []float64{0.25, 0.5},
 
 		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 5 * time.Second, SrvRounds: 3,
-		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 18 * time.Second,
+		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumAlone: time.Second, SrvVacuumWindow: 18 * time.Second,
 		// Experiment 1's delays. 250, 500 and 750 us are gone: our VACUUM never sleeps below a
 		// millisecond (its work is slower than the rate they set; docs/benchmarks/online-cost.md),
 		// so they took 1.0-1.5x its unthrottled time and kept the p99 no better than 1 ms did,
@@ -314,11 +315,11 @@ func QuickSizes() Sizes {
 		AccDelays:    []time.Duration{1 * ms, 5 * ms, 20 * ms},
 		AccByteShare: []float64{0.5},
 
-		// One-second pgbench runs (thousands of transactions each), and VACUUM windows of 2 s:
-		// the throttled VACUUM takes about 0.35 s, so it ends well inside the window's second
-		// after the 1 s alone.
+		// One-second pgbench runs (thousands of transactions each), and VACUUM windows of 1 s:
+		// the VACUUM at 5 ms takes about 0.2 s, so it ends well inside the window's half second
+		// after the 0.5 s alone.
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: time.Second, SrvRounds: 1,
-		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 2 * time.Second,
+		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 5 * ms, SrvVacuumAlone: 500 * ms, SrvVacuumWindow: time.Second,
 		// Half-second stretches and a throttled delay of 5 ms: each of the ten runs' loads lasts
 		// 2 s (pgbench -T counts whole seconds; the load is the stretches and 1.5 times the
 		// VACUUM's expected time, about 0.1 s unthrottled and 0.3 s at 5 ms for 7,000 cost units),
