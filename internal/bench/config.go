@@ -320,12 +320,12 @@ func QuickSizes() Sizes {
 		// after the 0.5 s alone.
 		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: time.Second, SrvRounds: 1,
 		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 5 * ms, SrvVacuumAlone: 500 * ms, SrvVacuumWindow: time.Second,
-		// Half-second stretches and a throttled delay of 5 ms: each of the ten runs' loads lasts
-		// 2 s (pgbench -T counts whole seconds; the load is the stretches and 1.5 times the
-		// VACUUM's expected time, about 0.1 s unthrottled and 0.3 s at 5 ms for 7,000 cost units),
-		// not 4-5 s, and its stretches still hold thousands of transactions.
+		// Short stretches and a throttled delay of 5 ms: each of the ten runs' loads lasts 2 s
+		// (pgbench -T counts whole seconds; the load is the stretches, 1.4 s, and 1.5 times the
+		// VACUUM's expected time, 0.1-0.2 s unthrottled and 0.3-0.4 s at 5 ms for 7,000 cost
+		// units), not 4-5 s, and its stretches still hold thousands of transactions.
 		OnlineDelays: []time.Duration{0, 5 * ms},
-		OnlineScale:  1, OnlineWarmup: 500 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 300 * ms,
+		OnlineScale:  1, OnlineWarmup: 400 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 300 * ms,
 		// One repeated round at any delay, so the quick run goes through the repeated path.
 		OnlineRounds: 1, OnlineCandidateX: math.MaxFloat64, OnlineMaxCandidates: 1,
 
