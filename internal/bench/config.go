@@ -340,9 +340,9 @@ func QuickSizes() Sizes {
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
 
 		LimRows: 5_000, LimRuns: 1,
-		// A 3 s period and window: each of the 10 policies ticks once in the window, and the
+		// A 2 s period and window: each of the 10 policies ticks once in the window, and the
 		// pods that never start fail after 1 s (half the period, in whole seconds).
-		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 3 * time.Second, FleetWindow: 3 * time.Second,
-		FleetSettle: time.Second,
+		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 2 * time.Second, FleetWindow: 2 * time.Second,
+		FleetSettle: 500 * ms,
 	}
 }
