@@ -97,8 +97,12 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 // its connection limit, so the two servers compare on the same terms. extra settings come
 // last, so they override these (experiment 10's latency half gives both servers its own pool).
 func (r *runner) startDurablePostgres(ctx context.Context, extra ...string) (*pgtest.Server, error) {
-	return pgtest.Start(ctx, append([]string{"fsync=on", "synchronous_commit=on", "full_page_writes=on",
-		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64"}, extra...)...)
+	settings := append([]string{"fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64"}, extra...)
+	if r.pgTmpl != nil {
+		return r.pgTmpl.Start(ctx, settings...)
+	}
+	return pgtest.Start(ctx, settings...)
 }
 
 // startPostgres starts PostgreSQL 15 as startDurablePostgres does (with extra settings), for
