@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	out := fs.String("out", "docs/benchmarks", "directory for REPORT.md, the CSV files and the PNG plots")
 	work := fs.String("work", "", "directory for the data directories (default: a new temporary directory, removed afterwards)")
-	quick := fs.Bool("quick", false, "run every experiment at toy size (under a minute)")
+	quick := fs.Bool("quick", false, "run every experiment at toy size (under 2 minutes)")
 	direct := fs.Bool("direct", true, "O_DIRECT relation I/O (falls back where the file system refuses it)")
 	only := fs.String("only", "", "comma-separated experiment numbers to run (default: all); the report then holds only those")
 	if err := fs.Parse(args); err != nil {

@@ -88,7 +88,7 @@ func TestMain(m *testing.M) {
 
 func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs every experiment (about a minute)")
+		t.Skip("runs every experiment (under 2 minutes)")
 	}
 	out, work := t.TempDir(), t.TempDir()
 	var stderr bytes.Buffer

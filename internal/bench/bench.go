@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/pgtest"
 )
 
 // Section is one experiment's part of the report.
@@ -58,6 +59,9 @@ type runner struct {
 	seq         int
 	fgTmpl      string // experiment 1's data set
 	probe       Probe  // the machine probe, measured first
+	// pgTmpl is the one initdb every PostgreSQL server of the run starts from (nil: each
+	// runs its own, as a runner made by a test does).
+	pgTmpl *pgtest.Template
 }
 
 // experiment is one numbered experiment: run measures and fills a
@@ -116,7 +120,8 @@ func RunSizes(ctx context.Context, cfg Config, sz Sizes) (*Result, error) {
 	}
 	res := &Result{Config: cfg, Sizes: sz, Machine: ReadMachine(work), Started: time.Now()}
 	res.Machine.DirectAsk = cfg.Direct
-	r := &runner{cfg: cfg, sz: sz, work: work, logf: cfg.Logf, warnings: map[string]int{}}
+	r := &runner{cfg: cfg, sz: sz, work: work, logf: cfg.Logf, warnings: map[string]int{}, pgTmpl: &pgtest.Template{}}
+	defer func() { _ = r.pgTmpl.Close() }()
 	cfg.Logf("vacbench: %s sizes, work directory %s (%s), load %s", sz.Name, work, res.Machine.FS, res.Machine.LoadStart)
 	for _, e := range experiments {
 		if err := ctx.Err(); err != nil {

@@ -13,7 +13,7 @@ type Config struct {
 	// WorkDir holds the data directories (removed afterwards). "" = a new
 	// temporary directory under os.TempDir().
 	WorkDir string
-	// Quick runs every experiment at toy size (under a minute).
+	// Quick runs every experiment at toy size (under 2 minutes).
 	Quick bool
 	// Only runs just these experiments (nil = all).
 	Only []int
@@ -104,14 +104,16 @@ type Sizes struct {
 	SrvRounds       int             // rounds of the two workloads on both systems
 	SrvPoolBytes    int64           // --buffer-pool and shared_buffers
 	SrvVacuumDelay  time.Duration   // the throttled VACUUM's vacuum_cost_delay
-	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts 1 s into
+	SrvVacuumAlone  time.Duration   // the foreground alone before each VACUUM
+	SrvVacuumWindow time.Duration   // the foreground run a VACUUM starts SrvVacuumAlone into
 	OnlineDelays    []time.Duration // experiment 8's cost delays, the first 0 (experiment 1's)
 
 	// Experiment 8 (online VACUUM of the engine server and of PostgreSQL 15 under pgbench).
-	OnlineScale int           // pgbench -i -s of both servers
-	OnlineAlone time.Duration // the steady stretch of foreground alone before each VACUUM
-	OnlineTail  time.Duration // the load after each VACUUM (also counted as alone)
-	OnlineGuess time.Duration // the unthrottled VACUUM's expected time (the first load's length)
+	OnlineScale  int           // pgbench -i -s of both servers
+	OnlineWarmup time.Duration // the load's first stretch (prepares, cold caches), measured in neither figure
+	OnlineAlone  time.Duration // the steady stretch of foreground alone before each VACUUM
+	OnlineTail   time.Duration // the load after each VACUUM (also counted as alone)
+	OnlineGuess  time.Duration // the unthrottled VACUUM's expected time (the first load's length)
 	// The repeated rounds after the first pass: at each throttled delay whose first run on the
 	// engine server took at most OnlineCandidateX times its unthrottled time, OnlineRounds more
 	// runs on each server, so the verdict rests on medians.
@@ -141,6 +143,7 @@ type Sizes struct {
 	AdaptThreads   int             // pgbench -j
 	AdaptDeadEvery int             // the bloating UPDATE touches every AdaptDeadEvery-th account
 	AdaptChunk     time.Duration   // pgbench -T of each chunk of a load
+	AdaptWarmup    time.Duration   // the foreground load's first stretch, before its first VACUUM or stretch alone
 	AdaptAlone     time.Duration   // the load alone at the start
 	AdaptSettle    time.Duration   // between a bloating UPDATE and its VACUUM
 	AdaptFullRows  int             // rows of the table the lag target's FULL rewrites (FullPayload bytes each)
@@ -163,6 +166,9 @@ type Sizes struct {
 	FleetRealPods int           // at most this many policies of a fleet get real runner pods
 	FleetPeriod   time.Duration // each policy's "@every" schedule; creations spread over one
 	FleetWindow   time.Duration // measured after the last policy is created
+	// FleetSettle is the wait after a fresh manager's controllers have started, before its
+	// idle baseline: their caches, of a cluster without policies, sync in milliseconds.
+	FleetSettle time.Duration
 	// FleetRatePeriods measure the largest fleet again, before its FleetPeriod row, at each of
 	// these longer periods: fewer ticks a second, to show the offered load the machine carries.
 	FleetRatePeriods []time.Duration
@@ -202,7 +208,7 @@ func DefaultSizes() Sizes {
 		AccByteShare: []float64{0.25, 0.5},
 
 		SrvScale: 5, SrvClients: 8, SrvThreads: 2, SrvDuration: 5 * time.Second, SrvRounds: 3,
-		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 18 * time.Second,
+		SrvPoolBytes: 128 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumAlone: time.Second, SrvVacuumWindow: 18 * time.Second,
 		// Experiment 1's delays. 250, 500 and 750 us are gone: our VACUUM never sleeps below a
 		// millisecond (its work is slower than the rate they set; docs/benchmarks/online-cost.md),
 		// so they took 1.0-1.5x its unthrottled time and kept the p99 no better than 1 ms did,
@@ -217,7 +223,7 @@ func DefaultSizes() Sizes {
 		OnlineRounds: 2, OnlineCandidateX: 4, OnlineMaxCandidates: 2,
 		// Scale 6: the unthrottled VACUUM lasts about a second or more (scale 2's 0.17 s made
 		// every multiple of it noisy), while the reload before each VACUUM stays affordable.
-		OnlineScale: 6, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 4 * time.Second,
+		OnlineScale: 6, OnlineWarmup: time.Second, OnlineAlone: 3 * time.Second, OnlineTail: 2 * time.Second, OnlineGuess: 4 * time.Second,
 
 		WinRows: 200_000, WinPayload: 100, WinPoolBytes: 16 << 20, WinCostDelay: 10 * ms, WinCostLimit: 100,
 		WinSplits: []int{1, 2, 4, 8}, WinCycles: []int{4, 2},
@@ -249,7 +255,7 @@ func DefaultSizes() Sizes {
 		// its runs for only 29 % and 35 % of their time: those runs say nothing of the law yet.
 		AdaptDelays: []time.Duration{1 * ms, 2 * ms, 5 * ms, 10 * ms, 20 * ms}, AdaptRuns: 3, AdaptBisect: 2,
 		AdaptScale: 40, AdaptPoolBytes: 1 << 30, AdaptRate: 400, AdaptClients: 2, AdaptThreads: 2, AdaptDeadEvery: 10,
-		AdaptChunk: 2 * time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
+		AdaptChunk: 2 * time.Second, AdaptWarmup: time.Second, AdaptAlone: 3 * time.Second, AdaptSettle: time.Second,
 		// 200,000 rows: at 50,000 the adaptive FULL lasted 1.2-1.8 s, one or two 1-second
 		// windows a run, which say nothing of a 95 % share (the make bench of 2026-12-06: 3
 		// windows in all); at 20 ms the fixed FULL took 9.3 s. Four times the rows give the
@@ -267,12 +273,14 @@ func DefaultSizes() Sizes {
 
 		LimRows: 200_000, LimRuns: 3,
 		FleetScales: []int{10, 100, 1000}, FleetRealPods: 100, FleetPeriod: 20 * time.Second, FleetWindow: 30 * time.Second,
+		FleetSettle:      3 * time.Second,
 		FleetRatePeriods: []time.Duration{100 * time.Second},
 	}
 }
 
-// QuickSizes run every experiment at toy size, for the test and for a
-// look at the machinery (under a minute).
+// QuickSizes run every experiment at toy size, for the test and for a look at the
+// machinery, within the 2 minutes the project budgets for them: 1m57s at load 5.5-8.6 on the
+// project's 2-core machine (2026-12-07), where the sizes before that day's cuts took 3m29s.
 func QuickSizes() Sizes {
 	ms := time.Millisecond
 	return Sizes{
@@ -308,10 +316,17 @@ func QuickSizes() Sizes {
 		AccDelays:    []time.Duration{1 * ms, 5 * ms, 20 * ms},
 		AccByteShare: []float64{0.5},
 
-		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: 2 * time.Second, SrvRounds: 1,
-		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 10 * ms, SrvVacuumWindow: 4 * time.Second,
-		OnlineDelays: []time.Duration{0, 10 * ms},
-		OnlineScale:  1, OnlineAlone: time.Second, OnlineTail: time.Second, OnlineGuess: time.Second,
+		// One-second pgbench runs (thousands of transactions each), and VACUUM windows of 1 s:
+		// the VACUUM at 5 ms takes about 0.2 s, so it ends well inside the window's half second
+		// after the 0.5 s alone.
+		SrvScale: 1, SrvClients: 4, SrvThreads: 2, SrvDuration: time.Second, SrvRounds: 1,
+		SrvPoolBytes: 32 << 20, SrvVacuumDelay: 5 * ms, SrvVacuumAlone: 500 * ms, SrvVacuumWindow: time.Second,
+		// Short stretches and a throttled delay of 5 ms: each of the ten runs' loads lasts 2 s
+		// (pgbench -T counts whole seconds; the load is the stretches, 1.4 s, and 1.5 times the
+		// VACUUM's expected time, 0.1-0.2 s unthrottled and 0.3-0.4 s at 5 ms for 7,000 cost
+		// units), not 4-5 s, and its stretches still hold thousands of transactions.
+		OnlineDelays: []time.Duration{0, 5 * ms},
+		OnlineScale:  1, OnlineWarmup: 400 * ms, OnlineAlone: 500 * ms, OnlineTail: 500 * ms, OnlineGuess: 300 * ms,
 		// One repeated round at any delay, so the quick run goes through the repeated path.
 		OnlineRounds: 1, OnlineCandidateX: math.MaxFloat64, OnlineMaxCandidates: 1,
 
@@ -320,10 +335,15 @@ func QuickSizes() Sizes {
 
 		AdaptDelays: []time.Duration{1 * ms, 20 * ms}, AdaptRuns: 1, AdaptBisect: 0,
 		AdaptScale: 1, AdaptPoolBytes: 32 << 20, AdaptRate: 200, AdaptClients: 2, AdaptThreads: 1, AdaptDeadEvery: 10,
-		AdaptChunk: time.Second, AdaptAlone: time.Second, AdaptSettle: 200 * ms, AdaptFullRows: 4_000,
+		// Half-second stretches before the VACUUMs: the latency half starts four loads, each with a
+		// warm-up, and its stretch alone holds about a hundred transactions at -R 200.
+		AdaptChunk: time.Second, AdaptWarmup: 500 * ms, AdaptAlone: 500 * ms, AdaptSettle: 100 * ms, AdaptFullRows: 4_000,
 		AdaptCeiling: 250 * time.Microsecond, AdaptCap: 1.5,
 
 		LimRows: 5_000, LimRuns: 1,
-		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 6 * time.Second, FleetWindow: 6 * time.Second,
+		// A 2 s period and window: each of the 10 policies ticks once in the window, and the
+		// pods that never start fail after 1 s (half the period, in whole seconds).
+		FleetScales: []int{10}, FleetRealPods: 5, FleetPeriod: 2 * time.Second, FleetWindow: 2 * time.Second,
+		FleetSettle: 500 * ms,
 	}
 }

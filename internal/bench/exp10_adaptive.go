@@ -427,8 +427,8 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	return part, nil
 }
 
-// latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and a
-// 1 s warm-up, then runs each setting's VACUUM in turn (each after a bloating UPDATE and
+// latencyBlock starts the fixed-rate select-only load on s, waits for its sessions and
+// AdaptWarmup, then runs each setting's VACUUM in turn (each after a bloating UPDATE and
 // AdaptSettle; a fixed one stopped at part's cap), and judges each VACUUM's transactions
 // against target (0: not judged). With alone above 0 it measures, before each VACUUM, a
 // stretch of alone of the load alone, and returns the median of their p99s.
@@ -450,7 +450,7 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 	}
 	sched := startSched(exp10SchedPeriod)
 	defer sched.Stop()
-	sleepCtx(ctx, time.Second)
+	sleepCtx(ctx, sz.AdaptWarmup)
 	var aloneSpans [][2]time.Time
 	var serverAlone []float64
 	var runs []exp10Run

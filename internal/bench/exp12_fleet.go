@@ -61,7 +61,6 @@ const (
 	heapMetric         = "go_memstats_heap_alloc_bytes"
 	apiserverMetric    = "apiserver_request_total"
 	fleetRows          = 300 // rows of the tiny volume's one table
-	fleetSettle        = 3 * time.Second
 )
 
 // Goals of the issue, at the largest fleet.
@@ -140,7 +139,7 @@ func runFleet(ctx context.Context, r *runner) (*Section, error) {
 	}
 	bin := filepath.Join(r.work, "fleet-bin")
 	start := time.Now()
-	if err := devcluster.Build(ctx, repo, bin, "manager", "vacuum-runner"); err != nil {
+	if err := fleetBinaries(ctx, repo, bin, "manager", "vacuum-runner"); err != nil {
 		return nil, err
 	}
 	r.logf("  built manager and vacuum-runner in %s", time.Since(start).Round(time.Millisecond))
@@ -255,7 +254,7 @@ func (r *runner) fleetOnce(ctx context.Context, c *devcluster.Cluster, bin, tmpl
 		return err
 	}
 	r.logf("  %d policies: %d volumes (%d real) in %s", n, n, realCount, time.Since(start).Round(time.Millisecond))
-	m, err := startFleetManager(ctx, bin, c.Kubeconfig, filepath.Join(r.work, fmt.Sprintf("manager-%s.log", label)))
+	m, err := startFleetManager(ctx, bin, c.Kubeconfig, filepath.Join(r.work, fmt.Sprintf("manager-%s.log", label)), sz.FleetSettle)
 	if err != nil {
 		return err
 	}
@@ -471,8 +470,9 @@ func (s *fleetSeen) delays(end time.Time) (run, podTS, podSeen []time.Duration, 
 }
 
 // startFleetManager starts bin/manager against kubeconfig, metrics over plain HTTP and pprof
-// on free loopback ports, and waits until it is ready and its controllers have started.
-func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string) (*fleetManager, error) {
+// on free loopback ports, and waits until it is ready and its controllers have started, then
+// settle more.
+func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string, settle time.Duration) (*fleetManager, error) {
 	cpPids, err := childProcesses(controlPlaneNames)
 	if err != nil {
 		return nil, err
@@ -511,7 +511,7 @@ func startFleetManager(ctx context.Context, bin, kubeconfig, logPath string) (*f
 		if err == nil && hasController(s, "vacuumpolicy") && hasController(s, "vacuumrun") && httpOK(ctx, m.prob) {
 			// The controllers report their workers when they start, before their caches
 			// have synced; the caches of a cluster without policies sync in milliseconds.
-			time.Sleep(fleetSettle)
+			time.Sleep(settle)
 			return m, nil
 		}
 		select {

@@ -97,8 +97,12 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 // its connection limit, so the two servers compare on the same terms. extra settings come
 // last, so they override these (experiment 10's latency half gives both servers its own pool).
 func (r *runner) startDurablePostgres(ctx context.Context, extra ...string) (*pgtest.Server, error) {
-	return pgtest.Start(ctx, append([]string{"fsync=on", "synchronous_commit=on", "full_page_writes=on",
-		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64"}, extra...)...)
+	settings := append([]string{"fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		fmt.Sprintf("shared_buffers=%dkB", r.sz.SrvPoolBytes>>10), "max_connections=64"}, extra...)
+	if r.pgTmpl != nil {
+		return r.pgTmpl.Start(ctx, settings...)
+	}
+	return pgtest.Start(ctx, settings...)
 }
 
 // startPostgres starts PostgreSQL 15 as startDurablePostgres does (with extra settings), for
@@ -327,7 +331,7 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 	}
 
 	// Foreground p99 during VACUUM of pgbench_accounts after a bloating UPDATE of half its
-	// rows, unthrottled and at a 10 ms cost delay (limit 200).
+	// rows, unthrottled and at cost delay SrvVacuumDelay (limit 200).
 	vacs := NewTable("exp7_vacuum", 2, "vacuum", "system", "cost_delay_ms", "vacuum_s", "fg_p99_before_ms",
 		"fg_p99_during_ms", "fg_samples_during")
 	vacP99 := map[string]map[string][]float64{}
@@ -412,8 +416,8 @@ func runServer(ctx context.Context, r *runner) (*Section, error) {
 				"user nobody with shared_buffers %s, fsync, synchronous_commit and full_page_writes on, autovacuum off",
 				mib(sz.SrvPoolBytes), exp8CheckpointWAL, mib(sz.SrvPoolBytes)),
 			"VACUUM rows: UPDATE of every second account (aid % 2 = 0), then pgbench select-only in the foreground " +
-				"and, after 1 s, VACUUM pgbench_accounts from another session, unthrottled and at vacuum_cost_delay " +
-				sentence("%s with limit 200; p99 of the foreground transactions that ended while it ran", sz.SrvVacuumDelay),
+				sentence("and, after %s, VACUUM pgbench_accounts from another session, unthrottled and at vacuum_cost_delay "+
+					"%s with limit 200; p99 of the foreground transactions that ended while it ran", sz.SrvVacuumAlone, sz.SrvVacuumDelay),
 		},
 		Caveats: []string{
 			"One machine for the servers and pgbench: the client's CPU is part of every figure, the same for both.",
@@ -460,7 +464,7 @@ func (r *runner) vacuumBeside(ctx context.Context, s *srvSystem, delay time.Dura
 		run, err = r.pgbench(ctx, s, true, "-b", "select-only", "-M", "prepared", "-c", clients, "-j", threads, "-T", window)
 		fg <- err
 	}()
-	// The foreground is measured from when all its sessions are in, then 1 s alone.
+	// The foreground is measured from when all its sessions are in, then SrvVacuumAlone alone.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int64
@@ -475,7 +479,7 @@ func (r *runner) vacuumBeside(ctx context.Context, s *srvSystem, delay time.Dura
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(r.sz.SrvVacuumAlone)
 	start := time.Now()
 	_, verr := c.Exec(ctx, "VACUUM pgbench_accounts")
 	end := time.Now()
@@ -485,7 +489,7 @@ func (r *runner) vacuumBeside(ctx context.Context, s *srvSystem, delay time.Dura
 	if verr != nil {
 		return row, fmt.Errorf("%s: VACUUM: %w", s.name, verr)
 	}
-	if end.After(start.Add(r.sz.SrvVacuumWindow - time.Second)) {
+	if end.After(start.Add(r.sz.SrvVacuumWindow - r.sz.SrvVacuumAlone)) {
 		r.warn("experiment 7: %s's VACUUM outlasted the %s foreground run; its p99 covers the overlap only", s.name, r.sz.SrvVacuumWindow)
 	}
 	row.vacuum = end.Sub(start)

@@ -158,12 +158,12 @@ func runOnline(ctx context.Context, r *runner) (*Section, error) {
 				"vacuumed) and an UPDATE of every second account (aid %% 2 = 0), so every VACUUM has the same work",
 				mib(sz.SrvPoolBytes), exp8CheckpointWAL, mib(sz.SrvPoolBytes), sz.OnlineScale),
 			sentence("the load: PostgreSQL 15's pgbench select-only -M prepared -l, %d clients on %d threads, for a "+
-				"1 s warm-up, %s alone, the VACUUM and at least %s after it (its -T from the first unthrottled VACUUM's "+
+				"%s warm-up, %s alone, the VACUUM and at least %s after it (its -T from the first unthrottled VACUUM's "+
 				"time and the most cost units of the server's runs before it; a VACUUM that outlasts it is run again with a longer load, load_runs counts the "+
 				"tries); VACUUM of %s through package online (the runner pod's online path: session settings, "+
 				"VACUUM (VERBOSE), progress polled every second; the run prepared, its table picked, before the "+
 				"load starts) at cost limit %d and each cost delay: %s (experiment 1's are %s)",
-				sz.SrvClients, sz.SrvThreads, sz.OnlineAlone, sz.OnlineTail, exp8Table, sz.CostLimit,
+				sz.SrvClients, sz.SrvThreads, sz.OnlineWarmup, sz.OnlineAlone, sz.OnlineTail, exp8Table, sz.CostLimit,
 				delayList(sz.OnlineDelays), delayList(sz.Delays)),
 			"each server's unthrottled VACUUM runs three times, beside a load of its own each: first, after the " +
 				"middle delay of the grid and after the last; the median of the three times is the unthrottled time " +
@@ -436,7 +436,7 @@ func (r *runner) onlineRun(ctx context.Context, s *srvSystem, d time.Duration, d
 	guess := r.exp8Guess(d, done)
 	for attempt := 1; ; attempt++ {
 		// The load: warm-up, the stretch alone, the VACUUM with a margin, the tail after it.
-		secs := int(math.Ceil((time.Second + r.sz.OnlineAlone + guess*3/2 + r.sz.OnlineTail).Seconds()))
+		secs := int(math.Ceil((r.sz.OnlineWarmup + r.sz.OnlineAlone + guess*3/2 + r.sz.OnlineTail).Seconds()))
 		row, fits, err := r.onlineBeside(ctx, s, d, secs)
 		if err != nil || fits {
 			row.attempts = attempt
@@ -504,9 +504,9 @@ func (r *runner) onlineBeside(ctx context.Context, s *srvSystem, d time.Duration
 	if err := waitPgbench(ctx, s, r.sz.SrvClients); err != nil {
 		return row, false, errors.Join(err, (<-fg).err)
 	}
-	// The first second after pgbench's sessions are in (prepares, cold caches) is left out
-	// of the stretch alone.
-	time.Sleep(time.Second)
+	// The warm-up after pgbench's sessions are in (prepares, cold caches) is left out of the
+	// stretch alone.
+	time.Sleep(r.sz.OnlineWarmup)
 	tag := fmt.Sprintf("%s-%s-%d", s.name, strings.ReplaceAll(delayName(d), " ", ""), time.Now().UnixMilli())
 	if err := exp8Profiles(tag + "-0alone"); err != nil {
 		return row, false, errors.Join(err, (<-fg).err)

@@ -56,6 +56,8 @@ type Server struct {
 	CAFile string
 	// settings are Start's extra -c settings.
 	settings []string
+	// tmpl, when set, is the template the data directory is copied from instead of initdb.
+	tmpl *Template
 }
 
 // Addr is HOST:PORT.
@@ -87,6 +89,11 @@ func (s *Server) Dir() string { return s.dir }
 // them: a benchmark asks for PostgreSQL's durable defaults back with "fsync=on",
 // "synchronous_commit=on", "full_page_writes=on".
 func Start(ctx context.Context, settings ...string) (*Server, error) {
+	return start(ctx, nil, settings)
+}
+
+// start is Start, with the data directory copied from tmpl when it is not nil.
+func start(ctx context.Context, tmpl *Template, settings []string) (*Server, error) {
 	if err := EnsureInstalled(ctx); err != nil {
 		return nil, err
 	}
@@ -94,7 +101,7 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", dir: dir, exited: make(chan struct{}), settings: settings}
+	s := &Server{Host: "127.0.0.1", dir: dir, exited: make(chan struct{}), settings: settings, tmpl: tmpl}
 	if err := s.start(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -103,26 +110,16 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			return fmt.Errorf("look up user nobody to run PostgreSQL as (it refuses root): %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(s.dir, uid, gid); err != nil {
-			return err
-		}
-	}
-	pwfile := filepath.Join(s.dir, "pwfile")
-	if err := s.writeFile(pwfile, Password+"\n"); err != nil {
+	if err := s.runAsNobody(); err != nil {
 		return err
 	}
 	data := filepath.Join(s.dir, "data")
-	if out, err := s.command(ctx, "initdb", "-D", data, "-U", Superuser, "--pwfile", pwfile,
-		"--auth", "scram-sha-256", "-E", "UTF8", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, out)
+	if s.tmpl != nil {
+		if err := s.tmpl.copyTo(ctx, data); err != nil {
+			return err
+		}
+	} else if err := s.initdb(ctx, data); err != nil {
+		return err
 	}
 	hba := strings.Join([]string{
 		"host replication " + Superuser + " 127.0.0.1/32 scram-sha-256", // StartStandby's pg_basebackup and WAL receiver
@@ -140,6 +137,35 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	return s.createRoles(ctx)
+}
+
+// runAsNobody, as root, makes the server run as user nobody (PostgreSQL refuses root) and
+// gives it its directory.
+func (s *Server) runAsNobody() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		return fmt.Errorf("look up user nobody to run PostgreSQL as (it refuses root): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return os.Chown(s.dir, uid, gid)
+}
+
+// initdb initialises the data directory data (the superuser's password Password, SCRAM).
+func (s *Server) initdb(ctx context.Context, data string) error {
+	pwfile := filepath.Join(s.dir, "pwfile")
+	if err := s.writeFile(pwfile, Password+"\n"); err != nil {
+		return err
+	}
+	if out, err := s.command(ctx, "initdb", "-D", data, "-U", Superuser, "--pwfile", pwfile,
+		"--auth", "scram-sha-256", "-E", "UTF8", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // launch starts postgres on the data directory data, on a free port, and waits until it
