@@ -81,7 +81,21 @@ func (db *DB) Checkpoint() error { return db.checkpointOpen(false) }
 func (db *DB) checkpointSpread() error { return db.checkpointOpen(true) }
 
 // checkpointOpen is Checkpoint (spread: checkpointSpread) of an open primary.
+//
+// Every checkpoint takes db.ckptMu before db.mu, never the other way round:
+// a spread checkpoint holds ckptMu while it takes db.mu shared again after
+// each nap (spread.go). A checkpoint that waited for ckptMu while holding
+// db.mu shared, with a writer (DDL, VACUUM FULL's switch) waiting for db.mu,
+// would stop all three, and every transaction after them, for good: Go's
+// RWMutex lets no new reader in while a writer waits (the engine server hung
+// so in experiment 10 on 2026-12-07: a CHECKPOINT statement beside a spread
+// checkpoint and a VACUUM FULL).
 func (db *DB) checkpointOpen(spread bool) error {
+	if !spread {
+		defer db.hurryCheckpoint()()
+	}
+	db.ckptMu.Lock()
+	defer db.ckptMu.Unlock()
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed.Load() {
@@ -90,25 +104,30 @@ func (db *DB) checkpointOpen(spread bool) error {
 	if db.opts.Standby {
 		return ErrReadOnly
 	}
-	if spread {
-		return db.checkpointPaced(false, db.cat.NextOID, true)
-	}
-	return db.checkpoint(false, db.cat.NextOID)
+	return db.checkpointPaced(false, db.cat.NextOID, spread)
 }
 
-// checkpoint is an immediate checkpoint: a spread one running meanwhile
-// stops pacing (ckptHurry) so that this one starts as soon as it can.
-func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
+// hurryCheckpoint makes a spread checkpoint running meanwhile stop pacing
+// (ckptHurry), so that an immediate one starts as soon as it can; call the
+// function it returns once the immediate checkpoint is done.
+func (db *DB) hurryCheckpoint() func() {
 	db.ckptHurry.Add(1)
-	defer db.ckptHurry.Add(-1)
+	return func() { db.ckptHurry.Add(-1) }
+}
+
+// checkpoint is an immediate checkpoint by a caller that holds neither
+// db.ckptMu nor db.mu (the end of recovery, before the DB is shared).
+func (db *DB) checkpoint(shutdown bool, nextOID uint32) error {
+	defer db.hurryCheckpoint()()
+	db.ckptMu.Lock()
+	defer db.ckptMu.Unlock()
 	return db.checkpointPaced(shutdown, nextOID, false)
 }
 
-// checkpointPaced is a checkpoint; spread paces its buffer writes, and then
-// the caller holds db.mu shared, which the pacing lets go of while it sleeps.
+// checkpointPaced is a checkpoint; the caller holds db.ckptMu. spread paces
+// its buffer writes, and then the caller holds db.mu shared, which the pacing
+// lets go of while it sleeps.
 func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error {
-	db.ckptMu.Lock()
-	defer db.ckptMu.Unlock()
 	// After a sticky failure a checkpoint would move the redo pointer past
 	// WAL that may still be needed, or mark a directory clean whose
 	// catalog switch may not be durable: only a reopen recovers.

@@ -272,14 +272,17 @@ func (db *DB) Close() error {
 	}
 	close(db.stop)
 	db.bg.Wait()
+	// ckptMu before db.mu, as every checkpoint takes them (checkpointOpen).
+	db.ckptMu.Lock()
+	defer db.ckptMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	var err error
 	if db.opts.Standby {
-		err = db.restartpoint(checkpointRecord{Redo: wal.LSN(db.lastRedo.Load()), NextOID: db.cat.NextOID},
+		err = db.restartpointLocked(checkpointRecord{Redo: wal.LSN(db.lastRedo.Load()), NextOID: db.cat.NextOID},
 			wal.LSN(db.lastCkptLSN.Load()), db.cat.NextOID)
 	} else {
-		err = db.checkpoint(true, db.cat.NextOID)
+		err = db.checkpointPaced(true, db.cat.NextOID, false)
 	}
 	if rerr := db.release(); err == nil {
 		err = rerr

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,15 +9,18 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
 )
 
-// dirtyTable makes a table of rows that leaves about pages dirty buffers.
-func dirtyTable(t *testing.T, db *DB, rows int64) {
+// dirtyTable makes a table t of rows that leaves about pages dirty buffers.
+func dirtyTable(t *testing.T, db *DB, rows int64) { dirtyTableNamed(t, db, "t", rows) }
+
+// dirtyTableNamed is dirtyTable for a table of another name.
+func dirtyTableNamed(t *testing.T, db *DB, name string, rows int64) {
 	t.Helper()
-	if err := db.CreateTable("t", accountCols); err != nil {
+	if err := db.CreateTable(name, accountCols); err != nil {
 		t.Fatal(err)
 	}
 	tx := mustTx(t, db)
 	for i := range rows {
-		if _, err := tx.Insert("t", []any{i, "a row of some bytes to fill pages with", i}); err != nil {
+		if _, err := tx.Insert(name, []any{i, "a row of some bytes to fill pages with", i}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,5 +174,59 @@ func TestASpreadCheckpointCountsAnOIDAllocatedWhileItPaced(t *testing.T) {
 	}
 	if c.NextOID <= ti.OID {
 		t.Fatalf("checkpoint's NextOID %d does not count table u's OID %d, allocated while it paced", c.NextOID, ti.OID)
+	}
+}
+
+// TestAnImmediateCheckpointBesideASpreadOneAndAWriterLetsEveryoneThrough: a
+// Checkpoint asked for while a spread checkpoint naps, with a writer of db.mu (DDL)
+// right behind it, ends, and so do the writer, the spread checkpoint and a new
+// transaction. It once waited for the spread checkpoint while holding db.mu shared;
+// the writer then waited for it, and the spread checkpoint, waking from a nap, could
+// not take db.mu shared again past the waiting writer: the engine server hung so in
+// experiment 10 (a CHECKPOINT statement, a spread checkpoint and the clog truncation
+// after a VACUUM). The writer must be waiting before the spread checkpoint's nap ends,
+// so each try runs the three within a millisecond; five tries.
+func TestAnImmediateCheckpointBesideASpreadOneAndAWriterLetsEveryoneThrough(t *testing.T) {
+	o := spreadOpts()
+	o.CheckpointSpread = 30 * time.Second
+	db, _ := newDB(t, o)
+	dirtyTable(t, db, 3000)
+	for i := range 5 {
+		done := startSpread(t, db)
+		time.Sleep(100 * time.Millisecond) // the spread checkpoint is pacing, napping
+		ckpt, ddl := make(chan error, 1), make(chan error, 1)
+		go func() { ckpt <- db.Checkpoint() }()
+		time.Sleep(500 * time.Microsecond)
+		go func() { ddl <- db.CreateTable(fmt.Sprintf("w%d", i), accountCols) }()
+		wait := func(what string, ch <-chan error) {
+			t.Helper()
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Fatalf("try %d: %s: %v", i, what, err)
+				}
+			case <-time.After(10 * time.Second):
+				// A deadlock holds the cleanup's Close too: end the run here, with every
+				// goroutine's stack, not at the test binary's timeout.
+				panic(fmt.Sprintf("try %d: %s still waits after 10 s: the checkpoints and the writer deadlocked", i, what))
+			}
+		}
+		wait("Checkpoint", ckpt)
+		wait("CREATE TABLE", ddl)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("try %d: the spread checkpoint still runs 10 s after an immediate one", i)
+		}
+		tx := make(chan error, 1)
+		go func() {
+			x, err := db.Begin()
+			if err == nil {
+				err = x.Commit()
+			}
+			tx <- err
+		}()
+		wait("a new transaction", tx)
+		dirtyTableNamed(t, db, fmt.Sprintf("d%d", i), 3000)
 	}
 }

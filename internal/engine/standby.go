@@ -324,6 +324,11 @@ func (db *DB) resolveConflicts(horizon txn.XID, all bool, why string) {
 func (db *DB) restartpoint(ck checkpointRecord, at wal.LSN, nextOID uint32) error {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
+	return db.restartpointLocked(ck, at, nextOID)
+}
+
+// restartpointLocked is restartpoint by a caller that holds db.ckptMu (Close).
+func (db *DB) restartpointLocked(ck checkpointRecord, at wal.LSN, nextOID uint32) error {
 	if err := db.pool.FlushAll(); err != nil {
 		return fmt.Errorf("restartpoint: %w", err)
 	}
