@@ -194,6 +194,9 @@ func (o Options) Validate() error {
 	if err := o.settings().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	if err := o.ThreadPriority.Validate(); err != nil {
+		return fmt.Errorf("thread priority: %w: %w", err, ErrInvalidOptions)
+	}
 	switch {
 	case o.RingSize < 0:
 		return fmt.Errorf("ring size %d is negative: %w", o.RingSize, ErrInvalidOptions)
@@ -210,8 +213,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("min dead tuple percent %v is outside 0..100: %w", o.MinDeadTuplePercent, ErrInvalidOptions)
 	case o.CycleBlocks < 0:
 		return fmt.Errorf("cycle blocks %d is negative: %w", o.CycleBlocks, ErrInvalidOptions)
-	case o.ThreadPriority.Validate() != nil:
-		return fmt.Errorf("thread priority: %w: %w", o.ThreadPriority.Validate(), ErrInvalidOptions)
 	case o.FullSpaceMargin < 0:
 		return fmt.Errorf("full space margin %d is negative: %w", o.FullSpaceMargin, ErrInvalidOptions)
 	}

@@ -33,6 +33,31 @@ func mostLoweredThread(base int) int {
 	return most
 }
 
+// mostDuringVacuum runs VACUUM t on s and returns the largest value measure gave, sampled
+// every millisecond while it ran.
+func mostDuringVacuum(t *testing.T, s *Session, measure func() int) int {
+	t.Helper()
+	stop, seen := make(chan struct{}), make(chan int, 1)
+	go func() {
+		most := 0
+		defer func() { seen <- most }()
+		for {
+			most = max(most, measure())
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	err := s.Query(context.Background(), "VACUUM t", func(*Result) error { return nil })
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return <-seen
+}
+
 // TestVacuumRunsOnThreadsLoweredByTheServersSetting: the registry's SetThreadPriority (serve
 // --vacuum-nice) reaches every VACUUM's workers, and 0 leaves their threads alone.
 func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
@@ -47,25 +72,7 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	for _, nice := range []int{3, 0} {
 		mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
 		v.SetThreadPriority(osthread.Priority{Nice: nice}, t.Logf)
-		stop, seen := make(chan struct{}), make(chan int, 1)
-		go func() {
-			most := 0
-			defer func() { seen <- most }()
-			for {
-				most = max(most, mostLoweredThread(base))
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}()
-		err := s.Query(context.Background(), "VACUUM t", func(*Result) error { return nil })
-		close(stop)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if most := <-seen; most != nice {
+		if most := mostDuringVacuum(t, s, func() int { return mostLoweredThread(base) }); most != nice {
 			t.Errorf("--vacuum-nice %d: the most lowered thread during the VACUUM was %d steps down, want %d", nice, most, nice)
 		}
 		// Let the lowered threads end before the next round looks.
@@ -99,25 +106,7 @@ func TestVacuumRunsOnIdleThreadsWithTheServersIdleSetting(t *testing.T) {
 	_, s, v := newStandbyTestServer(t, 6000)
 	mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
 	v.SetThreadPriority(osthread.Priority{Nice: 5, Idle: true}, t.Logf)
-	stop, seen := make(chan struct{}), make(chan int, 1)
-	go func() {
-		most := 0
-		defer func() { seen <- most }()
-		for {
-			most = max(most, idleThreads())
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	err := s.Query(context.Background(), "VACUUM t", func(*Result) error { return nil })
-	close(stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if most := <-seen; most == 0 {
+	if most := mostDuringVacuum(t, s, idleThreads); most == 0 {
 		t.Errorf("no thread ran in SCHED_IDLE during the VACUUM")
 	}
 	deadline := time.Now().Add(5 * time.Second)
