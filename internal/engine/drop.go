@@ -140,9 +140,7 @@ func (db *DB) emptyFiles(what string, next *catalog.Catalog, t *catalog.Table) (
 			db.abandonRels(what, created)
 			return 0, nil, nil, fmt.Errorf("%s: index %q: %w", what, ix.Name, err)
 		}
-		db.hmu.Lock()
-		db.handles[newIndexes[ix.Name]] = tree
-		db.hmu.Unlock()
+		db.handles.Store(newIndexes[ix.Name], tree)
 	}
 	if err := db.log.Flush(db.log.InsertLSN(), nil); err != nil {
 		db.abandonRels(what, created)

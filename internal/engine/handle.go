@@ -56,14 +56,11 @@ func (db *DB) handle(name string) (*tableHandle, error) {
 // shared per call, VACUUM FULL exclusively). Lock order: table lock, then
 // db.mu.
 func (db *DB) tableLock(name string) *sync.RWMutex {
-	db.hmu.Lock()
-	defer db.hmu.Unlock()
-	l, ok := db.tlocks[name]
-	if !ok {
-		l = &sync.RWMutex{}
-		db.tlocks[name] = l
+	if l, ok := db.tlocks.Load(name); ok {
+		return l.(*sync.RWMutex)
 	}
-	return l
+	l, _ := db.tlocks.LoadOrStore(name, &sync.RWMutex{})
+	return l.(*sync.RWMutex)
 }
 
 // indexTable names the table an index belongs to.

@@ -21,13 +21,20 @@ func (db *DB) btreeDeps() btree.Deps {
 
 // indexTree returns the (cached) index handle of relfilenode rel.
 func (db *DB) indexTree(rel storage.RelFileNode) *btree.Index {
+	if h, _ := db.handles.Load(rel); h != nil {
+		if t, ok := h.(*btree.Index); ok {
+			return t
+		}
+	}
 	db.hmu.Lock()
 	defer db.hmu.Unlock()
-	if t, ok := db.handles[rel].(*btree.Index); ok {
-		return t
+	if h, _ := db.handles.Load(rel); h != nil {
+		if t, ok := h.(*btree.Index); ok {
+			return t
+		}
 	}
 	t := btree.Open(db.btreeDeps(), rel)
-	db.handles[rel] = t
+	db.handles.Store(rel, t)
 	return t
 }
 
@@ -97,9 +104,7 @@ func (db *DB) buildIndex(ctx context.Context, t *catalog.Table, ix *catalog.Inde
 	if err != nil {
 		return err
 	}
-	db.hmu.Lock()
-	db.handles[ix.Rel] = tree
-	db.hmu.Unlock()
+	db.handles.Store(ix.Rel, tree)
 	return nil
 }
 

@@ -27,21 +27,26 @@ func (db *DB) heapDeps() heap.Deps {
 
 // heapRel returns the (cached) heap handle of relfilenode rel.
 func (db *DB) heapRel(rel storage.RelFileNode) *heap.Rel {
+	if v, _ := db.handles.Load(rel); v != nil {
+		if h, ok := v.(*heap.Rel); ok {
+			return h
+		}
+	}
 	db.hmu.Lock()
 	defer db.hmu.Unlock()
-	if h, ok := db.handles[rel].(*heap.Rel); ok {
-		return h
+	if v, _ := db.handles.Load(rel); v != nil {
+		if h, ok := v.(*heap.Rel); ok {
+			return h
+		}
 	}
 	h := heap.Open(db.heapDeps(), rel)
-	db.handles[rel] = h
+	db.handles.Store(rel, h)
 	return h
 }
 
 // forgetHandle drops the cached handle of rel (its files are going away).
 func (db *DB) forgetHandle(rel storage.RelFileNode) {
-	db.hmu.Lock()
-	delete(db.handles, rel)
-	db.hmu.Unlock()
+	db.handles.Delete(rel)
 }
 
 // createHeap creates a table's heap files.
@@ -58,9 +63,7 @@ func (db *DB) createHeap(rel storage.RelFileNode) error {
 	if err := db.st.Sync(rel, storage.MainFork); err != nil {
 		return err
 	}
-	db.hmu.Lock()
-	db.handles[rel] = h
-	db.hmu.Unlock()
+	db.handles.Store(rel, h)
 	return nil
 }
 

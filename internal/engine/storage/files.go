@@ -74,7 +74,7 @@ func (m *Manager) Truncate(rel RelFileNode, fork ForkNum, nblocks BlockNumber) e
 	if nblocks >= cur {
 		return nil
 	}
-	fs.nblocks = -1 // recomputed from the files whatever happens below
+	fs.nblocks.Store(-1) // recomputed from the files whatever happens below
 	keep := uint32(0)
 	if nblocks > 0 {
 		keep = (uint32(nblocks) - 1) / m.bps
@@ -100,7 +100,7 @@ func (m *Manager) Truncate(rel RelFileNode, fork ForkNum, nblocks BlockNumber) e
 		return fmt.Errorf("truncate %s to %d bytes: %w", m.SegmentPath(rel, fork, keep), size, err)
 	}
 	m.markDirty(segKey{forkKey{rel, fork}, keep}, f)
-	fs.nblocks = int64(nblocks)
+	fs.nblocks.Store(int64(nblocks))
 	return nil
 }
 
@@ -297,7 +297,7 @@ func (m *Manager) detach(rel RelFileNode, act func(path string) error) []error {
 			}
 			delete(fs.segs, seg)
 		}
-		fs.nblocks = -1
+		fs.nblocks.Store(-1)
 		fs.mu.Unlock()
 		m.stateMu.Lock()
 		for _, seg := range segs {
@@ -306,7 +306,7 @@ func (m *Manager) detach(rel RelFileNode, act func(path string) error) []error {
 		if len(segs) > 0 {
 			m.dirDirty = true
 		}
-		delete(m.forks, forkKey{rel, fork})
+		m.forks.Delete(forkKey{rel, fork})
 		m.stateMu.Unlock()
 		for _, seg := range slices.Backward(segs) {
 			if err := act(m.SegmentPath(rel, fork, seg)); err != nil {

@@ -30,6 +30,17 @@ func (m *Manager) putBuf(b *[]byte) { m.bufs.Put(b) }
 
 // NBlocks is the number of blocks in the fork (0 when it does not exist).
 func (m *Manager) NBlocks(rel RelFileNode, fork ForkNum) (BlockNumber, error) {
+	// The fast path, taken by every fetch of a tuple by its TID: a size
+	// already known is read with no lock, so readers do not queue on a mutex
+	// the VACUUM's and the checkpoint's block I/O take too. A size being
+	// changed reads as unknown (Truncate and Drop store -1 first) and takes
+	// the locked path, which waits for them.
+	if err := m.check(false); err != nil {
+		return 0, err
+	}
+	if n := m.forkState(rel, fork).nblocks.Load(); n >= 0 {
+		return BlockNumber(n), nil
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if err := m.check(false); err != nil {
@@ -166,7 +177,7 @@ func (m *Manager) write(rel RelFileNode, fork ForkNum, blk BlockNumber, buf []by
 	}
 	if extending {
 		if err == nil {
-			fs.nblocks = int64(n) + 1
+			fs.nblocks.Store(int64(n) + 1)
 		}
 		fs.mu.Unlock()
 	}
@@ -215,7 +226,7 @@ func (m *Manager) Extend(rel RelFileNode, fork ForkNum, u *usage.Counters) (Bloc
 	if err != nil {
 		return 0, fmt.Errorf("extend %s to block %d: %w", m.SegmentPath(rel, fork, seg), n, err)
 	}
-	fs.nblocks = int64(n) + 1
+	fs.nblocks.Store(int64(n) + 1)
 	m.markDirty(segKey{forkKey{rel, fork}, seg}, f)
 	u.Add(usage.WriteBytes, page.Size)
 	return n, nil

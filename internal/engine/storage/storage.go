@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
@@ -100,9 +101,11 @@ type segKey struct {
 
 // forkState is the open files and cached size of one fork.
 type forkState struct {
-	mu      sync.Mutex // guards segs and nblocks; held across an extension
-	segs    map[uint32]vfs.File
-	nblocks int64 // -1 = unknown
+	mu   sync.Mutex // guards segs and the changes of nblocks; held across an extension
+	segs map[uint32]vfs.File
+	// nblocks is the fork's size in blocks, -1 while unknown or being
+	// changed. It is stored under mu and may be loaded without it.
+	nblocks atomic.Int64
 }
 
 // Manager reads and writes relation blocks. Safe for concurrent use.
@@ -119,12 +122,17 @@ type Manager struct {
 	// Close, which close files.
 	mu sync.RWMutex
 
-	stateMu      sync.Mutex // guards the fields below; a leaf lock
-	forks        map[forkKey]*forkState
+	// forks holds a *forkState by forkKey. Its reads take no lock: every
+	// block I/O looks its fork up.
+	forks sync.Map
+	// failed is the sticky failure; closed is set by Close. Both are read
+	// without a lock by every block I/O.
+	failed atomic.Pointer[SyncFailedError]
+	closed atomic.Bool
+
+	stateMu      sync.Mutex          // guards the fields below; a leaf lock
 	dirty        map[segKey]vfs.File // written since the last sync
 	dirDirty     bool                // base has entries created or removed since the last sync
-	failed       error               // sticky *SyncFailedError
-	closed       bool
 	warnedDirect bool
 
 	bufs sync.Pool // *[]byte, aligned page buffers
@@ -146,7 +154,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		fs: fs, root: dir, base: filepath.Join(dir, BaseDir), segSize: seg, bps: uint32(seg / page.Size),
-		direct: opts.Direct, logf: logf, forks: map[forkKey]*forkState{}, dirty: map[segKey]vfs.File{},
+		direct: opts.Direct, logf: logf, dirty: map[segKey]vfs.File{},
 	}
 	m.bufs.New = func() any { b := vfs.AlignedBuffer(page.Size); return &b }
 	if _, err := fs.Stat(m.base); errors.Is(err, os.ErrNotExist) {
@@ -193,27 +201,24 @@ func (m *Manager) locate(blk BlockNumber) (seg uint32, off int64) {
 
 // check returns ErrClosed, or for a change (mutating) the sticky failure.
 func (m *Manager) check(mutating bool) error {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
-	if m.closed {
+	if m.closed.Load() {
 		return ErrClosed
 	}
-	if mutating && m.failed != nil {
-		return m.failed
+	if f := m.failed.Load(); mutating && f != nil {
+		return f
 	}
 	return nil
 }
 
 func (m *Manager) forkState(rel RelFileNode, fork ForkNum) *forkState {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
 	k := forkKey{rel, fork}
-	fs := m.forks[k]
-	if fs == nil {
-		fs = &forkState{segs: map[uint32]vfs.File{}, nblocks: -1}
-		m.forks[k] = fs
+	if fs, ok := m.forks.Load(k); ok {
+		return fs.(*forkState)
 	}
-	return fs
+	fs := &forkState{segs: map[uint32]vfs.File{}}
+	fs.nblocks.Store(-1)
+	got, _ := m.forks.LoadOrStore(k, fs)
+	return got.(*forkState)
 }
 
 func (m *Manager) markDirty(k segKey, f vfs.File) {
@@ -230,13 +235,10 @@ func (m *Manager) markDirDirty() {
 
 // fail records the first fsync failure and returns the sticky error.
 func (m *Manager) fail(err error) error {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
-	if m.failed == nil {
-		m.failed = &SyncFailedError{Err: err}
+	if m.failed.CompareAndSwap(nil, &SyncFailedError{Err: err}) {
 		m.logf("storage: fsync failed, refusing further writes: %v", err)
 	}
-	return m.failed
+	return m.failed.Load()
 }
 
 // openSeg returns the open file of segment seg, opening it (creating it
@@ -280,8 +282,8 @@ func (m *Manager) openSeg(fs *forkState, rel RelFileNode, fork ForkNum, seg uint
 // nblocksLocked returns the fork's size in blocks, computing it from the
 // segment files the first time. Caller holds fs.mu.
 func (m *Manager) nblocksLocked(fs *forkState, rel RelFileNode, fork ForkNum) (BlockNumber, error) {
-	if fs.nblocks >= 0 {
-		return BlockNumber(fs.nblocks), nil
+	if n := fs.nblocks.Load(); n >= 0 {
+		return BlockNumber(n), nil
 	}
 	var n int64
 	for seg := uint32(0); ; seg++ {
@@ -297,7 +299,7 @@ func (m *Manager) nblocksLocked(fs *forkState, rel RelFileNode, fork ForkNum) (B
 			break
 		}
 	}
-	fs.nblocks = n
+	fs.nblocks.Store(n)
 	return BlockNumber(n), nil
 }
 
@@ -319,18 +321,19 @@ func (m *Manager) Close() error {
 	defer m.mu.Unlock()
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
-	if m.closed {
+	if m.closed.Swap(true) {
 		return nil
 	}
-	m.closed = true
 	var errs []error
-	for _, fs := range m.forks {
-		for _, f := range fs.segs {
+	m.forks.Range(func(_, v any) bool {
+		for _, f := range v.(*forkState).segs {
 			if err := f.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
 			}
 		}
-	}
-	m.forks, m.dirty = nil, nil
+		return true
+	})
+	m.forks.Clear()
+	m.dirty = nil
 	return errors.Join(errs...)
 }

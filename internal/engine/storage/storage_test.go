@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
@@ -408,5 +409,63 @@ func TestClosedManagerRefusesWork(t *testing.T) {
 	}
 	if err := m.Write(1, MainFork, 0, testPage("c"), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Write after Close = %v", err)
+	}
+}
+
+// NBlocks reads a known size without a lock (every fetch of a tuple by its TID
+// asks for it); beside concurrent extensions each reader must still see the
+// size only grow, never past the extensions begun, and the final size once
+// they have all returned. Run with -race: the size is shared without a mutex.
+func TestNBlocksBesideConcurrentExtensionsOnlyGrowsAndEndsExact(t *testing.T) {
+	m := openTest(t, vfs.NewOS(t.Logf), t.TempDir(), Options{})
+	writeBlocks(t, m, 7, MainFork, 3, "t")
+	const extenders, each, readers = 2, 40, 3
+	var begun atomic.Int64
+	begun.Store(3)
+	stop := make(chan struct{})
+	var rg sync.WaitGroup
+	for range readers {
+		rg.Add(1)
+		go func() {
+			defer rg.Done()
+			last := BlockNumber(0)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n, err := m.NBlocks(7, MainFork)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n < last || int64(n) > begun.Load() {
+					t.Errorf("NBlocks = %d after %d, with %d extensions begun", n, last, begun.Load())
+					return
+				}
+				last = n
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	for range extenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				begun.Add(1)
+				if _, err := m.Extend(7, MainFork, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	rg.Wait()
+	if n, err := m.NBlocks(7, MainFork); err != nil || n != 3+extenders*each {
+		t.Fatalf("NBlocks after every extension = %d, %v, want %d", n, err, 3+extenders*each)
 	}
 }
