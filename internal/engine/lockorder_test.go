@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vacuumops/vacuum-operator/internal/engine/page"
+	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
 )
 
 // waitOrDump waits for ch and fails t on its error; after d it panics with every
@@ -62,4 +67,44 @@ func TestARecheckThatReadsTheCatalogBesideAWaitingDDLEnds(t *testing.T) {
 	commit := make(chan error, 1)
 	go func() { commit <- tx.Commit() }()
 	waitOrDump(t, "Commit", commit, 10*time.Second)
+}
+
+// TestATruncateOfATableItsTransactionUsedBesideAWaitingVacuumFullFailsAsADeadlock: a
+// transaction that read a table, then TRUNCATEs it while a VACUUM FULL of the table waits
+// for that transaction to end, gets ErrDeadlock, as PostgreSQL's lock upgrade does, and
+// the VACUUM FULL runs once the transaction rolls back. The VACUUM FULL holds the table's
+// vacuum lock (drop.go's order: vacuum lock, then the wait for the table's users); the
+// TRUNCATE waited for that vacuum lock while its transaction was one of those users, so
+// neither ever went on (the engine server has no lock_timeout).
+func TestATruncateOfATableItsTransactionUsedBesideAWaitingVacuumFullFailsAsADeadlock(t *testing.T) {
+	db, _ := newBalances(t, 1)
+	tx := mustTx(t, db)
+	if err := tx.Scan("acct", func(page.TID, []any) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	full := make(chan error, 1)
+	go func() {
+		_, err := db.VacuumFull(context.Background(), "acct", vacuum.DefaultOptions())
+		full <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); db.uses.waiting("acct") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the VACUUM FULL never waited for the transaction")
+		}
+	}
+	trunc := make(chan error, 1)
+	go func() {
+		err := tx.Truncate(context.Background(), "acct")
+		if !errors.Is(err, ErrDeadlock) {
+			err = fmt.Errorf("TRUNCATE: got %v, want ErrDeadlock", err)
+		} else {
+			err = nil
+		}
+		trunc <- err
+	}()
+	waitOrDump(t, "TRUNCATE beside a VACUUM FULL waiting for its transaction", trunc, 10*time.Second)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	waitOrDump(t, "VACUUM FULL", full, 10*time.Second)
 }
