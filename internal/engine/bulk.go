@@ -22,8 +22,9 @@ var ErrHasIndexes = errors.New("bulk insert into a table with indexes")
 // or the process dies first. The table must have no index
 // (ErrHasIndexes); create them after the load. BulkInsert holds the
 // table's exclusive lock, so row operations of other transactions on the
-// table wait until it returns. It returns the number of rows stored; ctx
-// is checked once a page.
+// table wait until it returns. next runs with that lock and db.mu held: it
+// must not use the DB. It returns the number of rows stored; ctx is checked
+// once a page.
 func (tx *Tx) BulkInsert(ctx context.Context, table string, next func() ([]any, bool, error)) (n int64, err error) {
 	tl := tx.db.tableLock(table)
 	tl.Lock()

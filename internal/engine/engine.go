@@ -69,6 +69,13 @@ type DB struct {
 	// mu guards cat and the relation handles. Row operations hold it
 	// shared for their duration; DDL, the VACUUM FULL switch and Close
 	// hold it exclusively.
+	//
+	// Lock order: ckptMu, then a table's lock (tableLock), then mu, then the
+	// lower packages' locks (ARCHITECTURE.md). No goroutine takes mu shared
+	// while it holds it: Go's RWMutex lets no new reader past a waiting
+	// writer, so the second RLock would wait for a DDL that waits for the
+	// first. A caller's callback (Scan's and IndexRange's fn, UpdateRow's
+	// Recheck) therefore runs with the operation's locks let go (Tx.callOut).
 	mu  sync.RWMutex
 	cat *catalog.Catalog
 	// catGen counts the catalogs db.cat has held (setCatalog): a plan made from one

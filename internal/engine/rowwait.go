@@ -16,8 +16,9 @@ import (
 // UpdateRow with the row's current version (as the statement first saw
 // it, and again with each newer version after a wait, as PostgreSQL's
 // EvalPlanQual re-evaluates a WHERE clause). It returns the values to
-// store and true, or false to leave the row alone. It runs with the
-// table's lock held: it must not use the transaction or the DB.
+// store and true, or false to leave the row alone. It runs with no engine
+// lock held, as Scan's fn does, so it may read the DB (the catalog, say);
+// it must not use the transaction.
 type Recheck func(cur []any) (vals []any, ok bool, err error)
 
 // UpdateRow updates the row at tid as READ COMMITTED does: the values are
@@ -65,8 +66,20 @@ func (tx *Tx) modifyRow(table string, tid page.TID, f Recheck) (page.TID, bool, 
 		if err != nil || !ok {
 			return page.TID{}, false, err
 		}
-		vals, ok, err := f(cur)
-		if err != nil || !ok {
+		// f is the caller's: it runs with the operation's locks let go (callOut), as
+		// Scan's and IndexRange's callbacks do. Under them, a catalog read of f's (the
+		// engine server's WHERE to_regclass(...)) took db.mu shared a second time, behind
+		// a DDL waiting for it, which waited for the first hold: both hung for good.
+		var vals []any
+		if err := tx.callOut(t, &unlock, func() error {
+			var err error
+			vals, ok, err = f(cur)
+			return err
+		}); err != nil || !ok {
+			return page.TID{}, false, err
+		}
+		// Indexes created meanwhile get the new version's entries too.
+		if t, err = tx.db.cat.Table(table); err != nil {
 			return page.TID{}, false, err
 		}
 		for { // write vals over this version, waiting out its changers

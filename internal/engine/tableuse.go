@@ -110,6 +110,7 @@ func (u *tableUses) excludeFor(ctx context.Context, table string, self *Tx) (rel
 		u.ddl = map[string]int{}
 	}
 	u.ddl[table]++
+	u.broadcastLocked() // a Tx.Truncate waiting for the vacuum lock checks ddlWaitsFor again
 	release = func() {
 		u.mu.Lock()
 		defer u.mu.Unlock()
@@ -150,6 +151,16 @@ func (u *tableUses) excludeFor(ctx context.Context, table string, self *Tx) (rel
 		u.owner[table] = self
 	}
 	return release, nil
+}
+
+// ddlWaitsFor reports whether a DDL of table (exclude) waits for tx, a user of
+// the table that does not hold it itself, and returns the channel closed at
+// the next change.
+func (u *tableUses) ddlWaitsFor(table string, tx *Tx) (bool, <-chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, uses := u.users[table][tx]
+	return uses && u.ddl[table] > 0 && u.owner[table] != tx, u.changedLocked()
 }
 
 // count is the number of open transactions that have used table.

@@ -57,10 +57,21 @@ func (tx *Tx) Truncate(ctx context.Context, table string) error {
 		stop := context.AfterFunc(tx.ctx, cancel)
 		defer stop()
 		vl := db.vacuumLock(table)
-		select {
-		case vl <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
+		for locked := false; !locked; {
+			// A DROP, TRUNCATE or VACUUM FULL holding the vacuum lock waits for the
+			// table's users to end: if tx is one, waiting for the lock would wait for
+			// good (PostgreSQL's lock upgrade deadlock).
+			waited, changed := db.uses.ddlWaitsFor(table, tx)
+			if waited {
+				return fmt.Errorf("table %q: a DROP, TRUNCATE or VACUUM FULL of it waits for this transaction, which used it: %w", table, ErrDeadlock)
+			}
+			select {
+			case vl <- struct{}{}:
+				locked = true
+			case <-changed:
+			case <-ctx.Done():
+				return fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
+			}
 		}
 		release, err := db.uses.excludeFor(ctx, table, tx)
 		if err != nil {

@@ -73,6 +73,11 @@ func (db *DB) target(name string) (*vacuum.Target, *vacuumTable, error) {
 // vacuumLock returns the named table's vacuum lock: a one-slot semaphore
 // that every lazy vacuum and VACUUM FULL of the table holds from before its
 // Target is built until it returns, so two never work on one table at once.
+// DROP and TRUNCATE hold it too. Lock order: the vacuum lock, then the wait
+// for the table's users (tableUses.exclude), then the table's lock, then
+// db.mu. A transaction that used the table never waits for the vacuum lock
+// while its holder waits for the table's users: Tx.Truncate fails with
+// ErrDeadlock instead (tableUses.ddlWaitsFor).
 func (db *DB) vacuumLock(name string) chan struct{} {
 	db.hmu.Lock()
 	defer db.hmu.Unlock()
