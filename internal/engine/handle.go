@@ -56,11 +56,18 @@ func (db *DB) handle(name string) (*tableHandle, error) {
 // shared per call, VACUUM FULL exclusively). Lock order: table lock, then
 // db.mu.
 func (db *DB) tableLock(name string) *sync.RWMutex {
-	if l, ok := db.tlocks.Load(name); ok {
-		return l.(*sync.RWMutex)
+	if v, ok := db.tlocks.Load(name); ok {
+		if l, ok := v.(*sync.RWMutex); ok {
+			return l
+		}
 	}
-	l, _ := db.tlocks.LoadOrStore(name, &sync.RWMutex{})
-	return l.(*sync.RWMutex)
+	l := &sync.RWMutex{}
+	if v, loaded := db.tlocks.LoadOrStore(name, l); loaded {
+		if got, ok := v.(*sync.RWMutex); ok {
+			return got
+		}
+	}
+	return l
 }
 
 // indexTable names the table an index belongs to.

@@ -55,7 +55,11 @@ func TestARecheckThatReadsTheCatalogBesideAWaitingDDLEnds(t *testing.T) {
 			if _, err := db.Tables(); err != nil {
 				return nil, false, err
 			}
-			return []any{cur[0], cur[1].(int64) + 1}, true, nil
+			bal, isInt := cur[1].(int64)
+			if !isInt {
+				return nil, false, fmt.Errorf("balance %v is not an int64", cur[1])
+			}
+			return []any{cur[0], bal + 1}, true, nil
 		})
 		if err == nil && !ok {
 			err = fmt.Errorf("no row updated")

@@ -212,13 +212,19 @@ func (m *Manager) check(mutating bool) error {
 
 func (m *Manager) forkState(rel RelFileNode, fork ForkNum) *forkState {
 	k := forkKey{rel, fork}
-	if fs, ok := m.forks.Load(k); ok {
-		return fs.(*forkState)
+	if v, ok := m.forks.Load(k); ok {
+		if fs, ok := v.(*forkState); ok {
+			return fs
+		}
 	}
 	fs := &forkState{segs: map[uint32]vfs.File{}}
 	fs.nblocks.Store(-1)
-	got, _ := m.forks.LoadOrStore(k, fs)
-	return got.(*forkState)
+	if v, loaded := m.forks.LoadOrStore(k, fs); loaded {
+		if got, ok := v.(*forkState); ok {
+			return got
+		}
+	}
+	return fs
 }
 
 func (m *Manager) markDirty(k segKey, f vfs.File) {
@@ -326,7 +332,11 @@ func (m *Manager) Close() error {
 	}
 	var errs []error
 	m.forks.Range(func(_, v any) bool {
-		for _, f := range v.(*forkState).segs {
+		fs, ok := v.(*forkState)
+		if !ok {
+			return true
+		}
+		for _, f := range fs.segs {
 			if err := f.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
 			}
