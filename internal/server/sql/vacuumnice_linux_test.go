@@ -70,9 +70,17 @@ func TestVacuumRunsOnThreadsLoweredByTheServersSetting(t *testing.T) {
 	}
 	_, s, v := newStandbyTestServer(t, 6000)
 	for _, nice := range []int{3, 0} {
-		mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
 		v.SetThreadPriority(osthread.Priority{Nice: nice}, t.Logf)
-		if most := mostDuringVacuum(t, s, func() int { return mostLoweredThread(base) }); most != nice {
+		// A VACUUM that ends before the sampler first runs (a loaded machine) shows no
+		// lowered thread; that is no evidence either way, so a round that saw none is
+		// tried again, up to three times. A setting that never reaches the threads still
+		// fails every try.
+		most := 0
+		for try := 0; try < 3 && (try == 0 || most == 0 && nice > 0); try++ {
+			mustSQL(t, s, "UPDATE t SET a = a + 1 WHERE id % 2 = 0", "UPDATE 3000\n")
+			most = mostDuringVacuum(t, s, func() int { return mostLoweredThread(base) })
+		}
+		if most != nice {
 			t.Errorf("--vacuum-nice %d: the most lowered thread during the VACUUM was %d steps down, want %d", nice, most, nice)
 		}
 		// Let the lowered threads end before the next round looks.
