@@ -295,7 +295,7 @@ demo-real: image-tar ## The demo on a real single-node cluster (root); KEEP=1 le
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: ## Measure the field reports with the engine: docs/benchmarks/REPORT.md, CSVs, PNGs (33m57s on 2026-12-07 at 09:04 UTC, experiment 8 7m19s and 10 12m10s; 49m56s earlier that day, before experiment 10's capped runs were bounded; the budget is 30 minutes).
+bench: ## Measure the field reports with the engine: docs/benchmarks/REPORT.md, CSVs, PNGs (39m7s on 2026-12-07 at 17:32 UTC, experiment 8 7m19s and 10 16m19s with one adaptive run of 184 s; 33m57s at 09:04 UTC that day; the budget is 30 minutes).
 	go run ./cmd/vacbench --out docs/benchmarks $(BENCH_ARGS)
 
 ##@ Reliability
