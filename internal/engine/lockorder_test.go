@@ -4,35 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vacuum"
+	"github.com/vacuumops/vacuum-operator/internal/hangtest"
 )
-
-// waitOrDump waits for ch and fails t on its error; after d it panics with every
-// goroutine's stack instead, so that a deadlock ends the run with the stacks that show it
-// rather than at the test binary's timeout. It panics on a goroutine of its own: a panic
-// of the test's goroutine runs the test's cleanups first, and a deadlock holds the
-// cleanup's Close too.
-func waitOrDump(t *testing.T, what string, ch <-chan error, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-ch:
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	case <-time.After(d):
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		msg := fmt.Sprintf("%s still waits after %v: deadlocked\n\n%s", what, d, buf)
-		go func() { panic(msg) }()
-		select {} // the panic ends the process
-	}
-}
 
 // TestARecheckThatReadsTheCatalogBesideAWaitingDDLEnds: an UpdateRow whose Recheck reads
 // the catalog (the engine server's WHERE to_regclass(...) or pg_relation_size(...) of an
@@ -66,11 +45,11 @@ func TestARecheckThatReadsTheCatalogBesideAWaitingDDLEnds(t *testing.T) {
 		}
 		upd <- err
 	}()
-	waitOrDump(t, "UpdateRow with a Recheck that reads the catalog", upd, 10*time.Second)
-	waitOrDump(t, "CREATE TABLE", ddl, 10*time.Second)
+	hangtest.Wait(t, "UpdateRow with a Recheck that reads the catalog", upd, 10*time.Second)
+	hangtest.Wait(t, "CREATE TABLE", ddl, 10*time.Second)
 	commit := make(chan error, 1)
 	go func() { commit <- tx.Commit() }()
-	waitOrDump(t, "Commit", commit, 10*time.Second)
+	hangtest.Wait(t, "Commit", commit, 10*time.Second)
 }
 
 // TestATruncateOfATableItsTransactionUsedBesideAWaitingVacuumFullFailsAsADeadlock: a
@@ -106,9 +85,9 @@ func TestATruncateOfATableItsTransactionUsedBesideAWaitingVacuumFullFailsAsADead
 		}
 		trunc <- err
 	}()
-	waitOrDump(t, "TRUNCATE beside a VACUUM FULL waiting for its transaction", trunc, 10*time.Second)
+	hangtest.Wait(t, "TRUNCATE beside a VACUUM FULL waiting for its transaction", trunc, 10*time.Second)
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	waitOrDump(t, "VACUUM FULL", full, 10*time.Second)
+	hangtest.Wait(t, "VACUUM FULL", full, 10*time.Second)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
+	"github.com/vacuumops/vacuum-operator/internal/hangtest"
 )
 
 // dirtyTable makes a table t of rows that leaves about pages dirty buffers.
@@ -198,21 +199,8 @@ func TestAnImmediateCheckpointBesideASpreadOneAndAWriterLetsEveryoneThrough(t *t
 		go func() { ckpt <- db.Checkpoint() }()
 		time.Sleep(500 * time.Microsecond)
 		go func() { ddl <- db.CreateTable(fmt.Sprintf("w%d", i), accountCols) }()
-		wait := func(what string, ch <-chan error) {
-			t.Helper()
-			select {
-			case err := <-ch:
-				if err != nil {
-					t.Fatalf("try %d: %s: %v", i, what, err)
-				}
-			case <-time.After(10 * time.Second):
-				// A deadlock holds the cleanup's Close too: end the run here, with every
-				// goroutine's stack, not at the test binary's timeout.
-				panic(fmt.Sprintf("try %d: %s still waits after 10 s: the checkpoints and the writer deadlocked", i, what))
-			}
-		}
-		wait("Checkpoint", ckpt)
-		wait("CREATE TABLE", ddl)
+		hangtest.Wait(t, fmt.Sprintf("try %d: Checkpoint", i), ckpt, 10*time.Second)
+		hangtest.Wait(t, fmt.Sprintf("try %d: CREATE TABLE", i), ddl, 10*time.Second)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -226,7 +214,7 @@ func TestAnImmediateCheckpointBesideASpreadOneAndAWriterLetsEveryoneThrough(t *t
 			}
 			tx <- err
 		}()
-		wait("a new transaction", tx)
+		hangtest.Wait(t, fmt.Sprintf("try %d: a new transaction", i), tx, 10*time.Second)
 		dirtyTableNamed(t, db, fmt.Sprintf("d%d", i), 3000)
 	}
 }

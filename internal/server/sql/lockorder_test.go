@@ -3,33 +3,14 @@ package sql
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine"
+	"github.com/vacuumops/vacuum-operator/internal/hangtest"
 )
-
-// waitOrDump waits for ch and fails t on its error; after d it panics, on a goroutine of
-// its own (a panic of the test's goroutine would run the cleanups, whose Close a deadlock
-// holds too), with every goroutine's stack, so that a deadlock ends the run at once.
-func waitOrDump(t *testing.T, what string, ch <-chan error, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-ch:
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	case <-time.After(d):
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		msg := fmt.Sprintf("%s still waits after %v: deadlocked\n\n%s", what, d, buf)
-		go func() { panic(msg) }()
-		select {} // the panic ends the process
-	}
-}
 
 // TestAnUpdateWhoseWhereReadsTheCatalogBesideACreateTableEnds: an UPDATE and a DELETE
 // whose WHERE calls to_regclass() and pg_relation_size() (each reads the engine's
@@ -63,9 +44,9 @@ func TestAnUpdateWhoseWhereReadsTheCatalogBesideACreateTableEnds(t *testing.T) {
 		before := n.Load()
 		done := make(chan error, 1)
 		go func() { done <- s.Query(context.Background(), q, func(*Result) error { return nil }) }()
-		waitOrDump(t, q, done, 10*time.Second)
+		hangtest.Wait(t, q, done, 10*time.Second)
 		for i := before; i < n.Load() && i < 8; i++ {
-			waitOrDump(t, "CREATE TABLE", ddl, 10*time.Second)
+			hangtest.Wait(t, "CREATE TABLE", ddl, 10*time.Second)
 		}
 		if n.Load() == before {
 			t.Fatalf("%s: pg_cancel_backend was never called", q)
