@@ -134,18 +134,38 @@ func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error 
 	if err := db.writable(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	began := time.Now()
 	unlock := db.txns.CheckpointBarrier()
 	redo := db.log.SetRedoPtr()
 	nextXID := uint64(db.txns.NextXID())
 	unlock()
+	why := "immediate"
+	switch {
+	case shutdown:
+		why = "shutdown"
+	case spread:
+		why = "wal"
+	}
+	if db.opts.LogCheckpoints {
+		db.opts.Logf("checkpoint starting: %s", why)
+	}
 
-	var pace func(done, total int) error
+	var paced func(done, total int) error
 	if spread && db.opts.CheckpointSpread > 0 {
-		pace = db.newCheckpointPace(redo).pace
+		paced = db.newCheckpointPace(redo).pace
+	}
+	written := 0
+	pace := func(done, total int) error {
+		written = done
+		if paced != nil {
+			return paced(done, total)
+		}
+		return nil
 	}
 	if err := db.pool.FlushAllPaced(pace); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	wrote := time.Now()
 	if spread {
 		// db.mu was let go of while the writes were paced: an OID allocated
 		// meanwhile logged its record before this checkpoint's, which must
@@ -156,6 +176,7 @@ func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error 
 		db.fail(err)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	synced := time.Now()
 	if err := db.txns.WriteClog(); err != nil {
 		return fmt.Errorf("checkpoint: %w", db.failIfMaybeReplaced(err))
 	}
@@ -173,11 +194,19 @@ func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error 
 	if err := wal.WriteControl(db.fs, db.dir, c); err != nil {
 		return fmt.Errorf("checkpoint: %w", db.failIfMaybeReplaced(err))
 	}
-	db.lastRedo.Store(uint64(redo))
+	prevRedo := wal.LSN(db.lastRedo.Swap(uint64(redo)))
 	db.lastCkptXID.Store(nextXID)
 	db.ckpts.Add(1)
 	if err := db.log.RemoveBefore(redo); err != nil {
 		return fmt.Errorf("checkpoint: recycle WAL: %w", err)
+	}
+	// As PostgreSQL's log_checkpoints (on by default since 15) does: what a
+	// checkpoint wrote and how long it took, so that a foreground slowed by
+	// one can be told from one slowed by a VACUUM.
+	if db.opts.LogCheckpoints {
+		db.opts.Logf("checkpoint complete: wrote %d buffers; write=%.3f s, sync=%.3f s, total=%.3f s; distance=%d kB",
+			written, wrote.Sub(began).Seconds(), synced.Sub(wrote).Seconds(), time.Since(began).Seconds(),
+			max(0, int64(redo)-int64(prevRedo))/1024)
 	}
 	return nil
 }

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,4 +143,59 @@ func TestCleanReopenKeepsRecycledWALSegmentsAndACrashInThemKeepsEveryCommit(t *t
 	if db.RecoveryInfo().CleanShutdown {
 		t.Fatal("recovery after abandon reports a clean shutdown")
 	}
+}
+
+// TestACheckpointLogsWhyItStartedAndWhatItWrote: as PostgreSQL's log_checkpoints does,
+// each checkpoint logs its start with its cause and its end with the buffers it wrote
+// and its phases' times, so a stall of the foreground can be laid beside it: an
+// immediate one (CHECKPOINT), one the engine starts after its WAL distance, and the
+// one of a clean shutdown.
+func TestACheckpointLogsWhyItStartedAndWhatItWrote(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	o := spreadOpts()
+	o.Logf = func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	o.CheckpointSpread = -1 // the engine's own checkpoint writes at once: the test waits less
+	o.LogCheckpoints = true
+	db, _ := newDB(t, o)
+	logged := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lines)
+	}
+	complete := regexp.MustCompile(`^checkpoint complete: wrote (\d+) buffers; write=[0-9.]+ s, sync=[0-9.]+ s, total=[0-9.]+ s; distance=\d+ kB$`)
+	// check runs one checkpoint after dirtying the table anew and returns the
+	// buffers its completion line says it wrote.
+	check := func(why string, run func() error) int {
+		t.Helper()
+		before := len(logged())
+		dirtyTableNamed(t, db, "t"+why, 500)
+		if err := run(); err != nil {
+			t.Fatalf("%s checkpoint: %v", why, err)
+		}
+		got := logged()[before:]
+		start := slices.Index(got, "checkpoint starting: "+why)
+		if start < 0 {
+			t.Fatalf("no %q among the lines logged: %q", "checkpoint starting: "+why, got)
+		}
+		for _, l := range got[start+1:] {
+			if m := complete.FindStringSubmatch(l); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				return n
+			}
+		}
+		t.Fatalf("no completion line after %q: %q", got[start], got)
+		return 0
+	}
+	if n := check("immediate", db.Checkpoint); n == 0 {
+		t.Error("the immediate checkpoint after 500 rows says it wrote no buffer")
+	}
+	if n := check("wal", db.checkpointSpread); n == 0 {
+		t.Error("the engine's own checkpoint after 500 rows says it wrote no buffer")
+	}
+	check("shutdown", db.Close)
 }

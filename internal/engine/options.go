@@ -46,6 +46,12 @@ type Options struct {
 	LockTimeout time.Duration
 	// Logf receives operational messages (recovery, warnings); nil = discard.
 	Logf func(format string, args ...any)
+	// LogCheckpoints logs each checkpoint's start with its cause and its end
+	// with the buffers it wrote and its phases' times through Logf, as
+	// PostgreSQL's log_checkpoints (on by default since 15) does. The engine
+	// server sets it; the runner's commands, which log to a user's terminal,
+	// do not.
+	LogCheckpoints bool
 	// Opener names this opener in the control file (at most
 	// wal.MaxOpenerLen bytes), so the next opener knows who had the
 	// directory last: a runner records its run and attempt there.

@@ -233,7 +233,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := f.upgradeData(logf); err != nil {
 		return err
 	}
-	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Direct: f.directIO, Logf: func(format string, a ...any) {
+	db, err := engine.Open(f.data, engine.Options{BufferPoolBytes: f.bufferPool.Value.Value(), CheckpointWALBytes: ckpt, Direct: f.directIO, LogCheckpoints: true, Logf: func(format string, a ...any) {
 		logf("engine: "+format, a...)
 	}})
 	if err != nil {

@@ -269,9 +269,10 @@ func TestServeWithPprofServesGoProfilesOnItsLoopbackAddress(t *testing.T) {
 
 // TestServeCheckpointsAfterTheWALSizeItIsGiven: --checkpoint-wal-size sets how much WAL
 // starts an automatic checkpoint. A few MiB of inserts, far below the 64Mi default, move
-// the control file's checkpoint on a server given 1Mi.
+// the control file's checkpoint on a server given 1Mi, and the server's log says so, with
+// what the checkpoint wrote (as PostgreSQL's log_checkpoints).
 func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
-	dir, c := startServe(t, "--buffer-pool", "4Mi", "--checkpoint-wal-size", "1Mi")
+	dir, c, logs := startServeLogs(t, "--buffer-pool", "4Mi", "--checkpoint-wal-size", "1Mi")
 	before, err := wal.ReadControl(vfs.NewOS(nil), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -292,11 +293,15 @@ func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.CheckpointLSN > before.CheckpointLSN {
+		if after.CheckpointLSN > before.CheckpointLSN && strings.Contains(logs.String(), "engine: checkpoint complete: wrote ") {
+			if !strings.Contains(logs.String(), "engine: checkpoint starting: wal") {
+				t.Errorf("the log does not say the WAL distance started the checkpoint:\n%s", logs.String())
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint still at %v 10 s after about 4 MiB of WAL, with --checkpoint-wal-size 1Mi", after.CheckpointLSN)
+			t.Fatalf("checkpoint at %v (before %v) 10 s after about 4 MiB of WAL, with --checkpoint-wal-size 1Mi; the log:\n%s",
+				after.CheckpointLSN, before.CheckpointLSN, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -305,6 +310,13 @@ func TestServeCheckpointsAfterTheWALSizeItIsGiven(t *testing.T) {
 // startServe runs serve --init on a fresh data directory under trust on a free loopback
 // port, with extra flags, until the test ends, and returns the directory and a session.
 func startServe(t *testing.T, extra ...string) (string, *pgx.Conn) {
+	t.Helper()
+	dir, c, _ := startServeLogs(t, extra...)
+	return dir, c
+}
+
+// startServeLogs is startServe that also returns the server's log.
+func startServeLogs(t *testing.T, extra ...string) (string, *pgx.Conn, *syncBuffer) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
@@ -315,7 +327,7 @@ func startServe(t *testing.T, extra ...string) (string, *pgx.Conn) {
 		c, err := pgx.Connect(context.Background(), url)
 		if err == nil {
 			t.Cleanup(func() { _ = c.Close(context.Background()) })
-			return dir, c
+			return dir, c, logs
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server did not accept connections: %v\n%s", err, logs.String())
