@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,16 +74,23 @@ func (r *runner) startOurs(ctx context.Context, name string, extra ...string) (*
 			return nil, err
 		}
 	}
+	// The server's log (its checkpoints among it) is kept in the work directory as
+	// server.log, where --work keeps it for a look after the run.
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	var log bytes.Buffer
+	out := io.MultiWriter(&log, stampWriter{logFile})
 	done := make(chan int, 1)
 	go func() {
 		done <- command.Main(sctx, append([]string{"serve", "--init", "--data", filepath.Join(dir, "data"), "--listen", addr,
 			"--auth", "scram", "--users-file", users, "--buffer-pool", strconv.FormatInt(r.sz.SrvPoolBytes, 10),
-			"--max-connections", "64"}, extra...), &log, &log)
+			"--max-connections", "64"}, extra...), out, out)
 	}()
 	s := &srvSystem{name: sysOurs, addr: addr, user: "bench", password: pw, dataDir: filepath.Join(dir, "data"),
-		stop: func() { cancel(); <-done },
+		stop: func() { cancel(); <-done; _ = logFile.Close() },
 		// The server runs in this process, which does nothing else while pgbench runs.
 		cpu: func() (time.Duration, error) { return cpuTime(), nil }}
 	if err := waitSQL(ctx, s, done); err != nil {
@@ -545,4 +553,15 @@ func serverHeadline(ts tables) (string, error) {
 		return "", c.err
 	}
 	return "engine-server against PostgreSQL 15: " + joinComma(parts) + ".", nil
+}
+
+// stampWriter writes each write (a line of the server's log) after the UTC time of
+// day, to lay it beside the bench's own log.
+type stampWriter struct{ w io.Writer }
+
+func (s stampWriter) Write(p []byte) (int, error) {
+	if _, err := fmt.Fprintf(s.w, "%s %s", time.Now().UTC().Format("15:04:05.000"), p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
