@@ -21,21 +21,7 @@ func (db *DB) btreeDeps() btree.Deps {
 
 // indexTree returns the (cached) index handle of relfilenode rel.
 func (db *DB) indexTree(rel storage.RelFileNode) *btree.Index {
-	if h, _ := db.handles.Load(rel); h != nil {
-		if t, ok := h.(*btree.Index); ok {
-			return t
-		}
-	}
-	db.hmu.Lock()
-	defer db.hmu.Unlock()
-	if h, _ := db.handles.Load(rel); h != nil {
-		if t, ok := h.(*btree.Index); ok {
-			return t
-		}
-	}
-	t := btree.Open(db.btreeDeps(), rel)
-	db.handles.Store(rel, t)
-	return t
+	return cachedHandle(db, rel, func() *btree.Index { return btree.Open(db.btreeDeps(), rel) })
 }
 
 // buildIndex builds ix bottom-up from an entry for every tuple of t that

@@ -27,19 +27,28 @@ func (db *DB) heapDeps() heap.Deps {
 
 // heapRel returns the (cached) heap handle of relfilenode rel.
 func (db *DB) heapRel(rel storage.RelFileNode) *heap.Rel {
-	if v, _ := db.handles.Load(rel); v != nil {
-		if h, ok := v.(*heap.Rel); ok {
-			return h
-		}
+	return cachedHandle(db, rel, func() *heap.Rel { return heap.Open(db.heapDeps(), rel) })
+}
+
+// cachedHandle returns the cached handle of rel if it is a T, and otherwise
+// opens one, caches and returns it. The lookup takes no lock (every statement
+// makes it); an opening is serialized by db.hmu, so that two callers never
+// cache two handles of one relation.
+func cachedHandle[T any](db *DB, rel storage.RelFileNode, open func() T) T {
+	cached := func() (T, bool) {
+		v, _ := db.handles.Load(rel)
+		h, ok := v.(T)
+		return h, ok
+	}
+	if h, ok := cached(); ok {
+		return h
 	}
 	db.hmu.Lock()
 	defer db.hmu.Unlock()
-	if v, _ := db.handles.Load(rel); v != nil {
-		if h, ok := v.(*heap.Rel); ok {
-			return h
-		}
+	if h, ok := cached(); ok {
+		return h
 	}
-	h := heap.Open(db.heapDeps(), rel)
+	h := open()
 	db.handles.Store(rel, h)
 	return h
 }
