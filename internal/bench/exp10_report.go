@@ -285,14 +285,14 @@ func adaptiveRules(ts tables) []Rule {
 			goalElse = sentence("Not judged, no bracket (%s).", why)
 			heldElse = sentence("Not judged, no bracket (%.1f %% of %.0f windows).", 100*a.share, a.windows)
 		}
-		share := lawShare(c, part)
+		b := boundSharesOf(c, part)
 		out = append(out, Rule{
-			Statement: sentence("%s target: the law, not the ceiling, set the adaptive runs' rate: the target bound them for at "+
-				"least %.0f %% of their time (bound_by_target_s over vacuum_s); otherwise their time is mostly the ceiling's, "+
-				"below every fixed delay the search measures, and a goal met says little of what the law does", part, 100*exp10MinLawShare),
-			Holds: share >= exp10MinLawShare,
-			Then:  sentence("It did: %.0f %% of their time.", 100*share),
-			Else:  sentence("It did not: %.0f %% of their time.", 100*share),
+			Statement: sentence("%s target: the law, not the ceiling, set the adaptive runs' rate: the ceiling bound them for "+
+				"under %.0f %% of their time (vacuum_s less bound_by_target_s and bound_floor_or_hardstop_s); otherwise a goal "+
+				"met says little of what the law does", part, 100*exp10MaxCeilingShare),
+			Holds: b.ceiling < exp10MaxCeilingShare,
+			Then:  sentence("It did: %s.", b),
+			Else:  sentence("It did not: %s.", b),
 		})
 		out = append(out,
 			Rule{
@@ -310,25 +310,37 @@ func adaptiveRules(ts tables) []Rule {
 	return out
 }
 
-// exp10MinLawShare is the least share of the adaptive runs' time bound by the target for the
-// law, not the ceiling, to have set their rate.
-const exp10MinLawShare = 0.5
+// exp10MaxCeilingShare is the share of the adaptive runs' time bound by the ceiling at or
+// above which their rate was the ceiling's, not the law's.
+const exp10MaxCeilingShare = 0.5
 
-// lawShare is the share of the adaptive runs' time (of part, outside the calibration) that the
-// target bound, from exp10_runs; 0 without such runs.
-func lawShare(c *cells, part string) float64 {
+// boundShares splits the adaptive runs' time (of a part, outside the calibration) by what
+// bound their rate: the target, the floor or HardStop, and the ceiling (the rest).
+type boundShares struct{ target, floor, ceiling float64 }
+
+// String says the split, as "the target bound them 12 %, the floor or HardStop 80 %, the
+// ceiling 8 %".
+func (b boundShares) String() string {
+	return sentence("the target bound them %.0f %% of their time, the floor or HardStop %.0f %%, the ceiling %.0f %%",
+		100*b.target, 100*b.floor, 100*b.ceiling)
+}
+
+// boundSharesOf reads the adaptive runs' bound times of part from exp10_runs; all zero
+// without such runs.
+func boundSharesOf(c *cells, part string) boundShares {
 	const t = "exp10_runs"
-	var bound, total float64
+	var target, floor, total float64
 	for _, r := range c.rows(t, part) {
 		if c.text(t, r, "setting") == exp10Adaptive && c.text(t, r, "phase") != "calibration" {
-			bound += c.num(t, r, "bound_by_target_s")
+			target += c.num(t, r, "bound_by_target_s")
+			floor += c.num(t, r, "bound_floor_or_hardstop_s")
 			total += c.num(t, r, "vacuum_s")
 		}
 	}
 	if total <= 0 {
-		return 0
+		return boundShares{}
 	}
-	return bound / total
+	return boundShares{target: target / total, floor: floor / total, ceiling: max(0, 1-(target+floor)/total)}
 }
 
 // exp10MinBracket is the least ratio of the load's figure beside the unthrottled VACUUM to
@@ -391,8 +403,11 @@ func adaptiveHeadline(ts tables) (string, error) {
 		case !held:
 			verdict = sentence("NOT met (sooner, but under %.0f %% of windows held)", 100*exp10Goal)
 		}
-		if share := lawShare(c, part); share < exp10MinLawShare {
-			verdict += sentence(" (the target bound the adaptive runs for only %.0f %% of their time: their rate was mostly the ceiling's)", 100*share)
+		switch b := boundSharesOf(c, part); {
+		case b.ceiling >= exp10MaxCeilingShare:
+			verdict += sentence(" (their rate was mostly the ceiling's: %s)", b)
+		case b.floor > b.target:
+			verdict += sentence(" (their rate was mostly the floor's or HardStop's: %s)", b)
 		}
 		if c.err != nil {
 			return "", c.err
