@@ -201,6 +201,7 @@ type Controller struct {
 	paused    int // periods paused in the current hard stop (0: running)
 	maxPaused int // HardStopMax in periods
 	calm      int // periods after a hard stop's resume before another may start
+	futile    int // pauses in a row that ran out with the signal still over (0 after one that helped)
 	sigs      []signalState
 	// held is the budget of the last judgement that found every signal
 	// fresh and at or under its target (within the dead band), lowered to
@@ -335,6 +336,7 @@ func (c *Controller) remember(allFresh bool, worstRatio, next float64) {
 	switch {
 	case allFresh && worstRatio <= 1+c.cfg.DeadBand:
 		c.held = c.budget
+		c.futile, c.calm = 0, 0 // an overload that outlasted the pauses is over
 	case worstRatio > 1+c.cfg.DeadBand:
 		if c.held >= c.budget {
 			c.held = next
@@ -350,6 +352,10 @@ func (c *Controller) remember(allFresh bool, worstRatio, next float64) {
 	}
 }
 
+// futileCalmShift bounds the wait before the next pause after pauses that did not help:
+// at most 2^futileCalmShift pauses' length (40 s at the default 5 s).
+const futileCalmShift = 3
+
 // hardStop runs the HardStop tier: it reports ok with the decision while
 // the tier decides the period.
 func (c *Controller) hardStop(sample func(int) Sample) (Decision, bool) {
@@ -361,11 +367,20 @@ func (c *Controller) hardStop(sample func(int) Sample) (Decision, bool) {
 	}
 	if c.paused > 0 {
 		if !over || c.paused >= c.maxPaused {
-			// Resume at the floor; after a pause that ran out, run a dwell at
-			// the floor before the next one may start.
+			// Resume at the floor. A pause that ran out with the signal still
+			// over did not help: the foreground stayed slow with the vacuum
+			// stopped, so the vacuum is not what makes it slow. The next pause
+			// then waits until the vacuum has run at the floor for as long as it
+			// paused, twice that after a second such pause, and so on up to
+			// futileCalmMax pauses' length: a vacuum never gives up more than
+			// half its floor to an overload that is not its own, and one that
+			// stays gives it back nearly all.
 			c.paused, c.budget, c.binding, c.wait = 0, c.cfg.Floor, Floor, c.cfg.Dwell
 			if over {
-				c.calm = c.cfg.Dwell
+				c.futile++
+				c.calm = max(c.cfg.Dwell, c.maxPaused<<min(c.futile-1, futileCalmShift))
+			} else {
+				c.futile = 0
 			}
 			return c.Budget(), true
 		}

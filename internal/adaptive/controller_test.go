@@ -393,6 +393,68 @@ func testHardStop(t *testing.T, recovery float64) {
 	}
 }
 
+// TestPausesThatDoNotHelpGiveTheVacuumBackItsFloor: a foreground over twice its target
+// whatever the vacuum does (25 ms against 10 ms, paused or not) for a minute: each pause
+// runs out without helping, so the law pauses less and less often, and the vacuum keeps at
+// least half of what the floor would have done in that minute (a pause of 5 s after every
+// few periods at the floor kept a 184-s run of experiment 10 at HardStop and the floor for
+// 132 s). Once the foreground holds its target again, an overload the vacuum does cause
+// is paused at once, as before.
+func TestPausesThatDoNotHelpGiveTheVacuumBackItsFloor(t *testing.T) {
+	const (
+		target   = 0.010
+		floor    = 0.1
+		overload = 600 // periods: a minute
+		good     = 100
+	)
+	c := mustController(t, Config{Signals: []Signal{{Binding: ForegroundLatency, Target: target}}, Floor: floor, Recovery: 2})
+	bad := &levelPlant{latency: linear(0.025, 0.010), window: 1}
+	fine := &levelPlant{latency: linear(0.002, 0.004), window: 1}
+	heavy := &levelPlant{latency: linear(0.002, 0.200), window: 1} // over twice the target above 0.09
+	tr := simulate(t, c, bad, overload+good+100, func(k int) plant {
+		switch k {
+		case overload:
+			return fine
+		case overload + good:
+			return heavy
+		}
+		return nil
+	})
+	work, pauses, run := 0.0, 0, 0
+	for k := range overload {
+		work += tr.budget[k]
+		if tr.paused[k] {
+			run++
+			if run > 50 {
+				t.Fatalf("period %d: paused for %d periods, more than 5 s", k, run)
+			}
+			continue
+		}
+		if run > 0 {
+			pauses++
+		}
+		run = 0
+		if tr.budget[k] < floor-1e-12 {
+			t.Fatalf("period %d: ran at %.3f below the floor", k, tr.budget[k])
+		}
+	}
+	if pauses < 2 {
+		t.Fatalf("%d pauses in a minute over twice the target, want HardStop to keep trying", pauses)
+	}
+	if least := 0.5 * floor * overload; work < least {
+		t.Fatalf("the vacuum did %.1f periods' worth at the ceiling in the minute, want at least half the floor's %.1f (%d pauses)",
+			work, least, pauses)
+	}
+	t.Logf("%d pauses, %.1f of the floor's %.1f in the minute", pauses, work, floor*overload)
+	for k := overload + good; k < overload+good+5; k++ {
+		if tr.paused[k] {
+			return
+		}
+	}
+	t.Fatalf("no pause within 5 periods of an overload the vacuum causes, after the foreground had held its target; budgets %.3f",
+		tr.budget[overload+good-5:overload+good+20])
+}
+
 // TestStaleSignalsHoldTheBudgetAndNeverRaiseIt: with no fresh sample the
 // budget holds, however low it is.
 func TestStaleSignalsHoldTheBudgetAndNeverRaiseIt(t *testing.T) {

@@ -22,7 +22,12 @@
 //     signal, a percentile over a window, shows the change's effect;
 //   - the floor at all times except HardStop: while a signal is above
 //     HardStopFactor times its target the vacuum pauses, at most
-//     HardStopMax at a time, then resumes at the floor;
+//     HardStopMax at a time, then resumes at the floor; a pause that ran
+//     out with the signal still over did not help (the foreground is slow
+//     for another reason), so the next waits until the vacuum has run at
+//     the floor as long as it paused, doubling with each such pause in a
+//     row up to 8 pauses' length, until a pause helps or a judgement finds
+//     every target held;
 //   - a climb back after HardStop (Config.Recovery, which the engine server
 //     sets to 2): the law remembers the last budget a judgement found
 //     holding every target, lowered to a cut's choice when a cut refutes
