@@ -150,19 +150,12 @@ func (db *DB) checkpointPaced(shutdown bool, nextOID uint32, spread bool) error 
 		db.opts.Logf("checkpoint starting: %s", why)
 	}
 
-	var paced func(done, total int) error
+	var pace func(done, total int) error
 	if spread && db.opts.CheckpointSpread > 0 {
-		paced = db.newCheckpointPace(redo).pace
+		pace = db.newCheckpointPace(redo).pace
 	}
-	written := 0
-	pace := func(done, total int) error {
-		written = done
-		if paced != nil {
-			return paced(done, total)
-		}
-		return nil
-	}
-	if err := db.pool.FlushAllPaced(pace); err != nil {
+	written, err := db.pool.FlushAllPaced(pace)
+	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	wrote := time.Now()

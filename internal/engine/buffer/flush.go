@@ -86,14 +86,19 @@ func (p *Pool) writePage(tag Tag, img page.Page, u *usage.Counters, ring bool) e
 // block) order so that each file is written sequentially; each under a
 // share content lock, so readers are not blocked. It stops at the first
 // failed write.
-func (p *Pool) FlushAll() error { return p.FlushAllPaced(nil) }
+func (p *Pool) FlushAll() error {
+	_, err := p.FlushAllPaced(nil)
+	return err
+}
 
 // FlushAllPaced is FlushAll with pace called after each of the buffers that
 // were dirty when it began (done of total, written or found clean or evicted
 // meanwhile): a spread checkpoint sleeps there while it is ahead of its
 // schedule and asks the kernel to write back what it wrote. An error from
-// pace stops the flush. A nil pace is FlushAll.
-func (p *Pool) FlushAllPaced(pace func(done, total int) error) error {
+// pace stops the flush. A nil pace is FlushAll. It returns how many buffers
+// it wrote itself (not those evicted, and so written, meanwhile), also on an
+// error.
+func (p *Pool) FlushAllPaced(pace func(done, total int) error) (int, error) {
 	type dirtyBuf struct {
 		id  int32
 		tag Tag
@@ -111,21 +116,27 @@ func (p *Pool) FlushAllPaced(pace func(done, total int) error) error {
 		return cmp.Or(cmp.Compare(x.tag.Rel, y.tag.Rel), cmp.Compare(x.tag.Fork, y.tag.Fork),
 			cmp.Compare(x.tag.Block, y.tag.Block))
 	})
+	written := 0
 	for i, d := range dirty {
-		if err := p.flushOne(d.id, d.tag); err != nil {
-			return err
+		wrote, err := p.flushOne(d.id, d.tag)
+		if wrote {
+			written++
+		}
+		if err != nil {
+			return written, err
 		}
 		if pace != nil {
 			if err := pace(i+1, len(dirty)); err != nil {
-				return fmt.Errorf("flush buffers: %w", err)
+				return written, fmt.Errorf("flush buffers: %w", err)
 			}
 		}
 	}
-	return nil
+	return written, nil
 }
 
-// flushOne writes buffer id if it still holds tag and is dirty.
-func (p *Pool) flushOne(id int32, tag Tag) error {
+// flushOne writes buffer id if it still holds tag and is dirty, and reports
+// whether it wrote it.
+func (p *Pool) flushOne(id int32, tag Tag) (bool, error) {
 	b := &p.bufs[id]
 	b.mu.Lock()
 	still := b.tagValid && b.tag == tag && b.dirty && b.valid
@@ -134,16 +145,16 @@ func (p *Pool) flushOne(id int32, tag Tag) error {
 	}
 	b.mu.Unlock()
 	if !still {
-		return nil // evicted (and so written) or dropped meanwhile
+		return false, nil // evicted (and so written) or dropped meanwhile
 	}
 	b.content.RLock()
 	err := p.write(b, nil, false)
 	b.content.RUnlock()
 	b.Release()
 	if err != nil {
-		return fmt.Errorf("flush buffers: %w", err)
+		return false, fmt.Errorf("flush buffers: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // MarkDirtyHint marks a hint-only change (share lock is enough): the page

@@ -314,7 +314,7 @@ func TestDirtyPageIsWrittenOnlyAfterItsWALIsFlushed(t *testing.T) {
 	}
 }
 
-func TestFlushAllWritesDirtyPagesOnceAndLeavesThemClean(t *testing.T) {
+func TestFlushAllWritesDirtyPagesOnceLeavesThemCleanAndCountsThem(t *testing.T) {
 	p, st, log := newTestPool(t, 32)
 	for i := range 10 {
 		b, err := p.Read(blk(1, i), nil)
@@ -326,11 +326,14 @@ func TestFlushAllWritesDirtyPagesOnceAndLeavesThemClean(t *testing.T) {
 		}
 		b.Release()
 	}
-	if err := p.FlushAll(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.FlushAll(); err != nil {
-		t.Fatal(err)
+	for round, want := range []int{5, 0} {
+		n, err := p.FlushAllPaced(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("flush %d says it wrote %d buffers, want %d", round+1, n, want)
+		}
 	}
 	st.checkWALRule(t)
 	for i := range 10 {
