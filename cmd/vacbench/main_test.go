@@ -235,6 +235,14 @@ func TestQuickRunWritesEveryExperimentWithConsistentFigures(t *testing.T) {
 				t.Errorf("%s: target %.4f not within alone %.4f and unthrottled %.4f", row[0], goal[i], alone[i], un[i])
 			}
 		}
+		aw, ah := tg.col(t, "alone_windows"), tg.col(t, "alone_windows_held")
+		for i, row := range tg.rows {
+			// The latency target's stretches of the load alone are judged window by window;
+			// the lag target's are not.
+			if measured := aw[i] >= 1; measured != (row[0] == "foreground p99") || ah[i] > aw[i] || ah[i] < 0 {
+				t.Errorf("%s: the load alone held %.0f of %.0f windows", row[0], ah[i], aw[i])
+			}
+		}
 		runs := tables["exp10_runs"]
 		windows, secs := runs.col(t, "windows"), runs.col(t, "vacuum_s")
 		adaptive := map[string]int{}

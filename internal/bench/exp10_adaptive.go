@@ -193,7 +193,11 @@ type exp10Part struct {
 	// latency figures (-1: none), and lawGoal the target the adaptive runs are given
 	// (lawTarget); 0 for the lag half, whose law is given goal.
 	serverAlone, serverUnthrottled, lawGoal float64
-	runs                                    []exp10Run
+	// aloneWindows and aloneHeld are the 1-second windows of the start's stretches of the
+	// load alone and those whose figure held the target (0 where not measured: the lag
+	// half): the share no VACUUM setting can raise.
+	aloneWindows, aloneHeld int
+	runs                    []exp10Run
 	// ceiling is the adaptive runs' static ceiling, at most the grid's fastest delay; the
 	// bisection's fast end when that delay holds.
 	ceiling time.Duration
@@ -412,6 +416,11 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	target := time.Duration(part.goal * float64(time.Millisecond))
 	r.logf("  foreground p99 alone %.2f ms, beside the unthrottled VACUUM %.2f ms (median of %d): target %.2f ms",
 		part.alone, part.unthrottled, len(un), part.goal)
+	for _, sp := range alone.spans {
+		held, total := windowsHeld(alone.pts, sp[0], sp[1], exp10Window, p99Stat, part.goal)
+		part.aloneHeld, part.aloneWindows = part.aloneHeld+held, part.aloneWindows+total
+	}
+	r.logf("  the load alone held the target in %d of its %d windows", part.aloneHeld, part.aloneWindows)
 	part.serverAlone, part.serverUnthrottled = alone.server, medianF(serverUn)
 	part.lawGoal = lawTarget(part.alone, part.unthrottled, part.goal, part.serverAlone, part.serverUnthrottled)
 	r.logf("  the server's own view: p99 alone %.3f ms, beside the unthrottled VACUUM %.3f ms: the law's target %.3f ms",
@@ -495,11 +504,19 @@ func (r *runner) latencyBlock(ctx context.Context, s *srvSystem, part *exp10Part
 			r.logf("  %s load alone, stretch %d: p99 %.2f ms (%d transactions), the server's view %s; %s", s.name, i+1, ms(p99), n,
 				serverName(serverAlone[i]), sched.cpuSummary(sp[0], sp[1]))
 		}
-		af = aloneFigures{client: medianF(p99s), server: medianF(serverAlone)}
+		af = aloneFigures{client: medianF(p99s), server: medianF(serverAlone), spans: aloneSpans}
 	}
 	pts := make([]point, len(all.lat))
 	for i := range all.lat {
 		pts[i] = point{at: all.ends[i], v: ms(all.lat[i])}
+	}
+	for _, p := range pts {
+		for _, sp := range af.spans {
+			if !p.at.Before(sp[0]) && p.at.Before(sp[1]) {
+				af.pts = append(af.pts, p)
+				break
+			}
+		}
 	}
 	for i := range runs {
 		x := &runs[i]

@@ -63,7 +63,7 @@ func windowsOf(runs []exp10Run, system, setting string, d time.Duration) (held, 
 func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 	sz := r.sz
 	targets := NewTable("exp10_targets", 2, "target", "unit", "alone", "beside_unthrottled", "target_value",
-		"server_alone", "server_beside_unthrottled", "law_target")
+		"server_alone", "server_beside_unthrottled", "law_target", "alone_windows", "alone_windows_held")
 	runs := NewTable("exp10_runs", 4, "target", "system", "setting", "phase", "round", "cost_delay_ms", "vacuum_s",
 		"figure", "judged_s", "observations", "windows", "windows_held", "bound_by_target_s", "bound_floor_or_hardstop_s",
 		"load_failed_in_block", "capped", "server_figure")
@@ -75,7 +75,7 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 			law = p.goal
 		}
 		if err := targets.Add([]string{p.name, exp10Units[p.name]}, p.alone, p.unthrottled, p.goal,
-			serverFigure(p.serverAlone), serverFigure(p.serverUnthrottled), law); err != nil {
+			serverFigure(p.serverAlone), serverFigure(p.serverUnthrottled), law, float64(p.aloneWindows), float64(p.aloneHeld)); err != nil {
 			return nil, err
 		}
 		for _, x := range p.runs {
@@ -149,6 +149,9 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 				"scrapes of its /metrics native histogram, buckets about 9 % wide), and the judged target moved to the same place, " +
 				"linearly, between them; every run is still judged on pgbench's p99 against target_value; server_figure is the " +
 				"server's own p99 over each of its runs (0 in these three columns: none, as for PostgreSQL 15 and the lag target)",
+			"alone_windows and alone_windows_held: the 1-second windows of the foreground p99 target's stretches of the load " +
+				"alone and those whose p99 was at most the target, judged as the runs' windows are: the share no setting of the " +
+				"VACUUM can raise (0: not measured, the lag target)",
 			sentence("a run's figure: pgbench's p99 of the transactions that ended while the VACUUM ran (from each "+
 				"transaction's scheduled start, -R), or the peak lag from the FULL's start until the standby had replayed "+
 				"all it wrote (at most %.0fx its time: judged_s); a setting holds the target when its runs' median figure "+
@@ -306,8 +309,24 @@ func adaptiveRules(ts tables) []Rule {
 				Then:      heldThen,
 				Else:      heldElse,
 			})
+		if held, windows := aloneWindowsOf(c, tg); windows > 0 {
+			out = append(out, Rule{
+				Statement: sentence("%s target: the load alone held the target in at least %.0f %% of its 1-second windows "+
+					"(the start's stretches with no VACUUM); below that share no setting of the VACUUM can meet the windows "+
+					"goal on this machine and load", part, 100*exp10Goal),
+				Holds: held/windows >= exp10Goal,
+				Then:  sentence("It did: %.0f of %.0f windows (%.0f %%).", held, windows, 100*held/windows),
+				Else:  sentence("It did not: %.0f of %.0f windows (%.0f %%).", held, windows, 100*held/windows),
+			})
+		}
 	}
 	return out
+}
+
+// aloneWindowsOf is the windows held and measured of the load alone in target row tg
+// (both 0 where not measured: the lag half, or a report written before the columns).
+func aloneWindowsOf(c *cells, tg []string) (held, windows float64) {
+	return optionalNum(c, "exp10_targets", tg, "alone_windows_held"), optionalNum(c, "exp10_targets", tg, "alone_windows")
 }
 
 // exp10MaxCeilingShare is the share of the adaptive runs' time bound by the ceiling at or
@@ -402,6 +421,9 @@ func adaptiveHeadline(ts tables) (string, error) {
 			verdict = "NOT met (not sooner than the best fixed delay within the target)"
 		case !held:
 			verdict = sentence("NOT met (sooner, but under %.0f %% of windows held)", 100*exp10Goal)
+		}
+		if held, windows := aloneWindowsOf(c, tg); windows > 0 && held/windows < exp10Goal {
+			verdict += sentence(" (the load alone held the target in only %.0f %% of its %.0f windows)", 100*held/windows, windows)
 		}
 		switch b := boundSharesOf(c, part); {
 		case b.ceiling >= exp10MaxCeilingShare:

@@ -584,3 +584,54 @@ func TestExperiment10SaysWhatBoundTheAdaptiveRunsRate(t *testing.T) {
 		})
 	}
 }
+
+// TestExperiment10SaysHowManyWindowsTheLoadAloneHeld: the share of 1-second windows the load
+// alone held is the most any VACUUM setting can hold; below the goal's share the section's
+// rule says so and the headline names it, and a report without the measure (the lag half, or
+// CSV files written before it) has neither.
+func TestExperiment10SaysHowManyWindowsTheLoadAloneHeld(t *testing.T) {
+	t.Setenv(Exp10PartsEnv, "latency")
+	r := &runner{sz: Sizes{AdaptDelays: []time.Duration{1 * msec, 20 * msec}, AdaptCeiling: 500 * time.Microsecond, AdaptRuns: 1}, logf: t.Logf}
+	for _, tc := range []struct {
+		name            string
+		windows, held   int
+		wantRule        bool
+		wantRuleHolds   bool
+		wantHeadlineCut string // in the headline; "" for none
+	}{
+		{name: "not measured"},
+		{name: "all held", windows: 9, held: 9, wantRule: true, wantRuleHolds: true},
+		{name: "some missed", windows: 9, held: 7, wantRule: true, wantHeadlineCut: "(the load alone held the target in only 78 % of its 9 windows)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			part := &exp10Part{name: exp10Latency, ceiling: 500 * time.Microsecond, alone: 1, unthrottled: 6, goal: chooseTarget(1, 6, 0),
+				aloneWindows: tc.windows, aloneHeld: tc.held, runs: []exp10Run{
+					{exp10Setting: exp10Setting{adaptive: true, delay: 500 * time.Microsecond, round: 1}, system: sysOurs, seconds: 5, figure: 2, held: 5, total: 5, bound: 4},
+					{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 2, held: 9, total: 9},
+				}}
+			sec, err := exp10Section(r, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rule *Rule
+			for i := range sec.Rules {
+				if strings.Contains(sec.Rules[i].Statement, "the load alone held the target") {
+					rule = &sec.Rules[i]
+				}
+			}
+			switch {
+			case (rule != nil) != tc.wantRule:
+				t.Fatalf("the load-alone rule printed %v, want %v", rule != nil, tc.wantRule)
+			case rule != nil && rule.Holds != tc.wantRuleHolds:
+				t.Errorf("the load-alone rule holds %v, want %v: %s", rule.Holds, tc.wantRuleHolds, rule.Conclusion())
+			}
+			h, err := adaptiveHeadline(tablesOf(sec.Tables))
+			if err != nil {
+				t.Fatalf("headline: %v", err)
+			}
+			if got := strings.Contains(h, "the load alone held"); got != (tc.wantHeadlineCut != "") || !strings.Contains(h, tc.wantHeadlineCut) {
+				t.Errorf("headline %q, want it to contain %q (and nothing of the load alone when that is empty)", h, tc.wantHeadlineCut)
+			}
+		})
+	}
+}

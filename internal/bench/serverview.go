@@ -173,7 +173,13 @@ func (h nativeHist) quantile(q float64) time.Duration {
 
 // aloneFigures is the load's p99 alone in ms, as pgbench saw it (client) and as the engine
 // server's own histogram did (server; -1: none).
-type aloneFigures struct{ client, server float64 }
+type aloneFigures struct {
+	client, server float64
+	// spans are the stretches of the load alone and pts the load's transactions that
+	// ended in them, for judging its windows once a target is chosen.
+	spans [][2]time.Time
+	pts   []point
+}
 
 // serverMark is a scrape of the engine server's latency histogram at the start of a span
 // (serverView); its p99 is then that of the statements that ended in the span.
