@@ -88,7 +88,10 @@
 // and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
 // then a unique key's stripe lock (unique.go), then the lower packages'
 // locks. tableUses.mu, which guards the table-level locks and the wait-for
-// graph, is held only briefly and with none of the others held.
+// graph, is held only briefly and with none of the others held. Stats and
+// Check hold no lock across the whole directory: they walk the tables one
+// at a time under the locks a statement takes (eachTable), so a DDL queued
+// behind them, and the transactions queued behind it, wait for one table.
 //
 // Table-level locks (tableuse.go), PostgreSQL's relation locks: each
 // transaction that used (read or wrote) a table holds it to its end, and
