@@ -35,8 +35,9 @@ func TestTruncatesInOppositeOrdersInTwoSessionsGiveOneDeadlockDetected(t *testin
 		t.Fatalf("session 2: %q", got)
 	}
 	type result struct {
-		s   *Session
-		got string
+		s      *Session
+		got    string
+		detail string
 	}
 	results := make(chan result, 2)
 	errs := make(chan error, 2)
@@ -46,11 +47,13 @@ func TestTruncatesInOppositeOrdersInTwoSessionsGiveOneDeadlockDetected(t *testin
 	}{{s1, "TRUNCATE b"}, {s2, "TRUNCATE a"}} {
 		go func() {
 			var b strings.Builder
+			var detail string
 			err := c.s.Query(context.Background(), c.q, func(r *Result) error { b.WriteString(r.Tag); return nil })
 			if err != nil {
 				b.WriteString("ERROR " + pgerr.As(err).Code)
+				detail = pgerr.As(err).Detail
 			}
-			results <- result{c.s, b.String()}
+			results <- result{c.s, b.String(), detail}
 			errs <- nil
 		}()
 	}
@@ -59,6 +62,10 @@ func TestTruncatesInOppositeOrdersInTwoSessionsGiveOneDeadlockDetected(t *testin
 	if first.got != "ERROR 40P01" {
 		t.Fatalf("the first crossed TRUNCATE to end: %q, want ERROR 40P01 (the other still waits for it)", first.got)
 	}
+	if !strings.Contains(first.detail, `table "a"`) || !strings.Contains(first.detail, `table "b"`) {
+		t.Fatalf("the deadlock's DETAIL %q does not name both tables of the cycle", first.detail)
+	}
+	t.Logf("DETAIL: %s", first.detail)
 	if got := runSQL(t, first.s, "ROLLBACK"); got != "ROLLBACK\n" {
 		t.Fatalf("ROLLBACK of the deadlocked session: %q", got)
 	}
