@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -66,41 +67,54 @@ func (c *checker) add(file string, blk int64, format string, args ...any) {
 // may share a key of a unique index; no index
 // entry may point at an unused slot or past the end of the table; a page
 // whose visibility-map bit is set must hold only tuples visible to all and
-// no dead line pointers. The error is for failures to run the check (a
-// cancelled context, a closed DB), not for problems found.
+// no dead line pointers. The tables catalogued when it starts are checked
+// one at a time, each as catalogued at its turn (eachTable). The error is
+// for failures to run the check (a cancelled context, a closed DB), not
+// for problems found.
 func (db *DB) Check(ctx context.Context) (*CheckReport, error) {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if db.closed.Load() {
-		return nil, ErrClosed
-	}
 	c := &checker{db: db, rep: &CheckReport{}, horizon: db.txns.OldestXmin(), bad: map[string]map[int64]bool{}}
 	// Write every dirty buffer first, so the files hold what the pool
 	// holds. A failure (a page the storage manager refuses to write) is a
 	// problem in itself; the files are checked as they are.
-	if err := db.pool.FlushAll(); err != nil {
+	if err := db.flushForCheck(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
 		c.add(db.dir, -1, "cannot write buffered pages: %v", err)
 	}
-	for _, t := range db.cat.Tables {
+	// One table at a time, as a statement holds it (eachTable): a DDL waits
+	// for one table's check, not for the whole directory's.
+	err := db.eachTable(ctx, func(t *catalog.Table) error {
 		for _, f := range []storage.ForkNum{storage.MainFork, storage.VMFork, storage.FSMFork} {
 			if err := c.physical(ctx, t.Rel, f); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		for _, ix := range t.Indexes {
 			if err := c.physical(ctx, ix.Rel, storage.MainFork); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		c.rep.Relations += 1 + len(t.Indexes)
-		if err := c.table(ctx, t); err != nil {
-			return nil, err
-		}
+		return c.table(ctx, t)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if c.dropped > 0 {
 		c.rep.Problems = append(c.rep.Problems, Problem{Block: -1, Message: fmt.Sprintf("%d more problems not listed", c.dropped)})
 	}
 	return c.rep, nil
+}
+
+// flushForCheck writes every dirty buffer (ErrClosed once the DB is closed).
+func (db *DB) flushForCheck() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return db.pool.FlushAll()
 }
 
 // physical reads every block of one fork straight from the files and

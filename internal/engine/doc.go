@@ -80,11 +80,24 @@
 // # Concurrency
 //
 // A DB is safe for concurrent use; a Tx belongs to one goroutine. Locks,
-// in acquisition order: a table's lock (row operations shared, for one
+// in acquisition order: a table's vacuum lock (every vacuum, DROP and
+// TRUNCATE, for the whole of it; a transaction's TRUNCATE to its end),
+// then the wait for the table's users (DROP, TRUNCATE and VACUUM FULL:
+// tableUses.exclude), then a table's lock (row operations shared, for one
 // call; VACUUM FULL exclusive via lockTable), then DB.mu (row operations
 // and Checkpoint shared; DDL, the relfilenode switch and Close exclusive),
 // then a unique key's stripe lock (unique.go), then the lower packages'
-// locks.
+// locks. tableUses.mu, which guards the table-level locks and the wait-for
+// graph, is held only briefly and with none of the others held. Stats and
+// Check hold no lock across the whole directory: they walk the tables one
+// at a time under the locks a statement takes (eachTable), so a DDL queued
+// behind them, and the transactions queued behind it, wait for one table.
+//
+// Table-level locks (tableuse.go), PostgreSQL's relation locks: each
+// transaction that used (read or wrote) a table holds it to its end, and
+// DROP, TRUNCATE and VACUUM FULL wait for those transactions; meanwhile a
+// transaction's first use of the table waits behind them. A transaction's
+// TRUNCATE holds the table, and its vacuum lock, to its end.
 //
 // Unique indexes: a write checks each key it claims in a unique index
 // against the versions already indexed under it (heap.ClaimOf: live,
@@ -93,8 +106,7 @@
 // both pass. A pending holder is waited for with every lock released
 // (txn.Manager.Wait, cancelled by the context of BeginTx), then the check
 // runs again: the write fails with ErrUniqueViolation if the holder
-// committed, goes ahead if it aborted. Waits form a wait-for graph; the
-// wait that would close a cycle fails with ErrDeadlock instead.
+// committed, goes ahead if it aborted.
 //
 // Row changes (READ COMMITTED, Tx.UpdateRow and DeleteRow): a change of a
 // row that another open transaction changed waits for it the same way; if
@@ -106,12 +118,25 @@
 // row wait. Update and Delete keep "first updater wins" (ErrConflict).
 // DB.LockStats counts waits and deadlocks.
 //
+// Every wait of one party (a transaction, or a vacuum or DDL run outside
+// one) for another is an edge of one wait-for graph (tableUses): a row or
+// unique-key wait to the transaction it waits for, a first use of a table
+// or a wait for its vacuum lock to the DDL or transaction that holds it, a
+// DROP, TRUNCATE or VACUUM FULL to the table's users. The wait that would
+// close a cycle fails with ErrDeadlock (40P01 in the server) instead, its
+// message naming the table and the cycle, as PostgreSQL's deadlock
+// detector does: of the parties of a cycle exactly one fails, and the
+// others go on once its transaction ends. The check and the recording of a
+// wait happen under one lock, and a table-level waiter checks again at
+// each change it wakes for, so no cycle is missed.
+//
 // The catalog is copy-on-write: DDL changes a clone, saves it atomically,
 // then publishes it. Every change that adds or retires relation files
 // (CREATE TABLE/INDEX, VACUUM FULL's swap, DROP TABLE, TRUNCATE) goes
 // through one primitive, switchCatalog: once the catalog's rename may be
 // on disk no error path removes a file. DropTable and TruncateTable take
-// the table's vacuum lock, then its table lock exclusively, then DB.mu.
+// the table's vacuum lock, wait for its users, then take its table lock
+// exclusively, then DB.mu.
 //
 // # Invariants
 //

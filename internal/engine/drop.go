@@ -14,20 +14,21 @@ import (
 // open transaction that used the table to end (ErrTableInUse when ctx is
 // done first; transactions that have not used it wait meanwhile), then
 // takes its table lock exclusively (waiting for running row operations),
-// then db.mu exclusively. The returned unlock frees them all.
-func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
+// then db.mu exclusively. The returned unlock frees them all. A wait that
+// would close a cycle of waits fails with ErrDeadlock, which names the DDL
+// by what ("DROP TABLE", say).
+func (db *DB) lockForDDL(ctx context.Context, what, table string) (func(), error) {
 	if _, err := db.Table(table); err != nil {
 		return nil, err
 	}
-	vl := db.vacuumLock(table)
-	select {
-	case vl <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
-	}
-	release, err := db.uses.exclude(ctx, table)
+	who := opNode(fmt.Sprintf("%s %q", what, table))
+	unlockVacuum, _, err := db.uses.lockVacuum(ctx, table, who, false)
 	if err != nil {
-		<-vl
+		return nil, err
+	}
+	release, err := db.uses.exclude(ctx, table, who)
+	if err != nil {
+		unlockVacuum()
 		return nil, err
 	}
 	tl := db.tableLock(table)
@@ -37,7 +38,7 @@ func (db *DB) lockForDDL(ctx context.Context, table string) (func(), error) {
 		db.mu.Unlock()
 		tl.Unlock()
 		release()
-		<-vl
+		unlockVacuum()
 	}, nil
 }
 
@@ -56,7 +57,7 @@ func (db *DB) DropTable(ctx context.Context, name string) error {
 	if db.opts.Standby {
 		return ErrReadOnly
 	}
-	unlock, err := db.lockForDDL(ctx, name)
+	unlock, err := db.lockForDDL(ctx, "DROP TABLE", name)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (db *DB) TruncateTable(ctx context.Context, name string) error {
 	if db.opts.Standby {
 		return ErrReadOnly
 	}
-	unlock, err := db.lockForDDL(ctx, name)
+	unlock, err := db.lockForDDL(ctx, "TRUNCATE", name)
 	if err != nil {
 		return err
 	}

@@ -81,14 +81,13 @@ type DB struct {
 	// catGen counts the catalogs db.cat has held (setCatalog): a plan made from one
 	// generation's tables stays valid while the count is unchanged.
 	catGen atomic.Uint64
-	// hmu serializes the creation of handles and table locks, and guards
-	// vlocks. Every statement looks its table's lock and handles up, so the
-	// lookups take no lock: handles and tlocks are sync.Maps.
+	// hmu serializes the creation of handles and table locks. Every
+	// statement looks its table's lock and handles up, so the lookups take
+	// no lock: handles and tlocks are sync.Maps.
 	hmu     sync.Mutex
-	handles sync.Map                 // *heap.Rel or *btree.Index, by storage.RelFileNode
-	tlocks  sync.Map                 // *sync.RWMutex, table locks by name, see tableLock
-	vlocks  map[string]chan struct{} // per-table vacuum locks by name, see vacuumLock
-	uses    tableUses                // open transactions per table, for DROP and TRUNCATE
+	handles sync.Map  // *heap.Rel or *btree.Index, by storage.RelFileNode
+	tlocks  sync.Map  // *sync.RWMutex, table locks by name, see tableLock
+	uses    tableUses // table users, vacuum locks and the wait-for graph (tableuse.go)
 
 	sysID  uint64 // the directory's system identifier (control file)
 	closed atomic.Bool
@@ -247,7 +246,6 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{dir: dir, opts: opts, fs: fsys, lock: lk,
-		vlocks:  map[string]chan struct{}{},
 		ckptReq: make(chan struct{}, 1), followWake: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := db.start(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, errors.Join(err, db.release()))

@@ -10,6 +10,7 @@ import (
 	"github.com/vacuumops/vacuum-operator/internal/engine/heap"
 	"github.com/vacuumops/vacuum-operator/internal/engine/page"
 	"github.com/vacuumops/vacuum-operator/internal/engine/row"
+	"github.com/vacuumops/vacuum-operator/internal/engine/txn"
 )
 
 // Recheck is the caller's condition and new values for a row, called by
@@ -98,7 +99,7 @@ func (tx *Tx) modifyRow(table string, tid page.TID, f Recheck) (page.TID, bool, 
 			rel := t.Rel
 			unlock()
 			unlock = func() {}
-			if err := tx.db.txns.Wait(tx.ctx, tx.t.XID(), cue.Xmax); err != nil {
+			if err := tx.waitFor(cue.Xmax); err != nil {
 				return page.TID{}, false, fmt.Errorf("update %q at %v: %w", table, tid, err)
 			}
 			if unlock, err = tx.enter(table); err != nil {
@@ -187,15 +188,24 @@ func (tx *Tx) applyRow(t **catalog.Table, unlock *func(), tid page.TID, old, val
 }
 
 // LockStats counts the waits of row changes and unique-key checks since
-// Open (for the server's views: pg_locks-like figures).
+// Open, and the deadlocks of every wait (for the server's views:
+// pg_locks-like figures).
 type LockStats struct {
-	Waits     int64 // waits that found the other transaction running
-	Deadlocks int64 // waits refused with ErrDeadlock
+	Waits     int64 // row and unique-key waits that found the other transaction running
+	Deadlocks int64 // waits refused with ErrDeadlock, table-level ones too
 }
 
 // LockStats returns the wait counters.
 func (db *DB) LockStats() LockStats {
-	return LockStats{Waits: db.txns.Waits(), Deadlocks: db.txns.Deadlocks()}
+	return LockStats{Waits: db.txns.Waits(), Deadlocks: db.txns.Deadlocks() + db.uses.deadlocks.Load()}
+}
+
+// waitFor makes tx wait (until its context is done) for transaction x,
+// which changed a row or holds a unique key tx needs, to end. The wait
+// is an edge of the engine's wait-for graph (tableUses), so it fails with
+// ErrDeadlock when it would close a cycle, table-level waits included.
+func (tx *Tx) waitFor(x txn.XID) error {
+	return tx.db.uses.waitTx(tx, x, func() error { return tx.db.txns.Wait(tx.ctx, tx.t.XID(), x) })
 }
 
 // uniqueKeysUnchanged reports whether vals have old's key in every unique index of t.

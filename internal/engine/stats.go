@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/vacuumops/vacuum-operator/internal/engine/buffer"
+	"github.com/vacuumops/vacuum-operator/internal/engine/catalog"
 	"github.com/vacuumops/vacuum-operator/internal/engine/usage"
 	"github.com/vacuumops/vacuum-operator/internal/engine/vfs"
 	"github.com/vacuumops/vacuum-operator/internal/engine/wal"
@@ -41,20 +43,17 @@ type IndexStats struct {
 }
 
 // Stats scans every table and index (with a bulk-read ring, so the scan
-// does not flush the pool) and returns their statistics.
+// does not flush the pool) and returns their statistics: of the tables
+// catalogued when it starts and not dropped before their turn, each as
+// catalogued at its turn (eachTable).
 func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if db.closed.Load() {
-		return nil, ErrClosed
-	}
 	horizon := db.txns.OldestXmin()
 	var out []TableStats
-	for _, t := range db.cat.Tables {
+	err := db.eachTable(ctx, func(t *catalog.Table) error {
 		s := db.pool.NewStrategy(buffer.BulkRead, 0, nil)
 		c, err := db.heapRel(t.Rel).CountTuplesReadOnly(ctx, horizon, s)
 		if err != nil {
-			return nil, fmt.Errorf("stats of %q: %w", t.Name, err)
+			return fmt.Errorf("stats of %q: %w", t.Name, err)
 		}
 		ts := TableStats{Name: t.Name, Columns: slices.Clone(t.Columns), Pages: c.Pages, AllVisiblePages: c.AllVisible,
 			LiveTuples: c.Live + c.DeleteInProgress, DeadTuples: c.Dead, RecentlyDeadTuples: c.RecentlyDead,
@@ -63,18 +62,76 @@ func (db *DB) Stats(ctx context.Context) ([]TableStats, error) {
 		for _, ix := range t.Indexes {
 			cs, err := db.indexTree(ix.Rel).Cleanup(s)
 			if err != nil {
-				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+				return fmt.Errorf("stats of index %q: %w", ix.Name, err)
 			}
 			layout, err := db.indexTree(ix.Rel).Layout(s)
 			if err != nil {
-				return nil, fmt.Errorf("stats of index %q: %w", ix.Name, err)
+				return fmt.Errorf("stats of index %q: %w", ix.Name, err)
 			}
 			ts.Indexes = append(ts.Indexes, IndexStats{Name: ix.Name, Column: ix.Columns[0], Columns: slices.Clone(ix.Columns),
 				Layout: layout, Pages: cs.Pages, Entries: cs.Entries})
 		}
 		out = append(out, ts)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// eachTable calls fn for every table catalogued now, one table at a time,
+// each under its table lock and db.mu held shared, as a statement holds
+// them for one operation: its files stay as the catalog names them (DROP,
+// TRUNCATE and VACUUM FULL's swap take the table lock exclusively), and
+// the DB stays open. Between two tables it holds no lock, so a DDL (a
+// CREATE TABLE, say) waits for one table's turn, not for the whole walk,
+// and so do the transactions queued behind it (Go's RWMutex lets no new
+// reader past a waiting writer): Stats and Check once held db.mu across
+// every table, and a DDL queued behind them stalled every new transaction
+// until they ended. A table dropped before its turn is skipped; fn sees
+// each table as catalogued at its turn. fn's error, or ctx's, ends the walk.
+func (db *DB) eachTable(ctx context.Context, fn func(t *catalog.Table) error) error {
+	db.mu.RLock()
+	closed := db.closed.Load()
+	names := make([]string, 0, len(db.cat.Tables))
+	for _, t := range db.cat.Tables {
+		names = append(names, t.Name)
+	}
+	db.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := db.withTable(name, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withTable calls fn for the named table under its table lock and db.mu,
+// both held shared (nothing if the table is gone).
+func (db *DB) withTable(name string, fn func(t *catalog.Table) error) error {
+	tl := db.tableLock(name)
+	tl.RLock()
+	defer tl.RUnlock()
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	t, err := db.cat.Table(name)
+	if errors.Is(err, ErrNoSuchTable) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fn(t)
 }
 
 // RuntimeStats are process-wide counters of the open DB.

@@ -178,7 +178,7 @@ func (tx *Tx) claimUniqueWaiting(t **catalog.Table, unlock *func(), vals []any, 
 		name, rel := (*t).Name, (*t).Rel
 		(*unlock)()
 		*unlock = func() {}
-		if err := tx.db.txns.Wait(tx.ctx, tx.t.XID(), wait); err != nil {
+		if err := tx.waitFor(wait); err != nil {
 			return nil, err
 		}
 		u, err := tx.enter(name)

@@ -31,7 +31,8 @@ type truncation struct {
 
 // Truncate empties table inside the transaction: it waits (until ctx or
 // the transaction's context is done: ErrTableInUse) for a running vacuum
-// of the table and for every other open transaction that used it, then
+// of the table and for every other open transaction that used it (a wait
+// that would close a cycle of waits fails with ErrDeadlock), then
 // switches the table to new, empty files. Until the transaction ends,
 // other transactions that use the table wait before their first use, and
 // vacuums of it wait. Commit keeps the empty files (and what the
@@ -56,29 +57,20 @@ func (tx *Tx) Truncate(ctx context.Context, table string) error {
 		defer cancel()
 		stop := context.AfterFunc(tx.ctx, cancel)
 		defer stop()
-		vl := db.vacuumLock(table)
-		for locked := false; !locked; {
-			// A DROP, TRUNCATE or VACUUM FULL holding the vacuum lock waits for the
-			// table's users to end: if tx is one, waiting for the lock would wait for
-			// good (PostgreSQL's lock upgrade deadlock).
-			waited, changed := db.uses.ddlWaitsFor(table, tx)
-			if waited {
-				return fmt.Errorf("table %q: a DROP, TRUNCATE or VACUUM FULL of it waits for this transaction, which used it: %w", table, ErrDeadlock)
-			}
-			select {
-			case vl <- struct{}{}:
-				locked = true
-			case <-changed:
-			case <-ctx.Done():
-				return fmt.Errorf("table %q: waiting for a vacuum of it: %w", table, ctx.Err())
-			}
-		}
-		release, err := db.uses.excludeFor(ctx, table, tx)
+		// The vacuum lock's holder (a DROP, TRUNCATE or VACUUM FULL, or another
+		// transaction's TRUNCATE) may wait, directly or through others, for this
+		// transaction: for one that used the table, PostgreSQL's lock upgrade
+		// deadlock. The wait-for graph refuses such a wait with ErrDeadlock.
+		unlockVacuum, _, err := db.uses.lockVacuum(ctx, table, txNode(tx), false)
 		if err != nil {
-			<-vl
 			return err
 		}
-		tx.truncs = append(tx.truncs, truncation{table: table, release: func() { release(); <-vl }})
+		release, err := db.uses.excludeFor(ctx, table, txNode(tx), tx)
+		if err != nil {
+			unlockVacuum()
+			return err
+		}
+		tx.truncs = append(tx.truncs, truncation{table: table, release: func() { release(); unlockVacuum() }})
 		if err := db.uses.use(ctx, tx, table); err != nil {
 			return err // not reached: the table is tx's own now
 		}

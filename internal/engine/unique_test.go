@@ -175,7 +175,7 @@ func TestCrossedUniqueWaitsGiveExactlyOneDeadlock(t *testing.T) {
 	if err := a.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if n := db.txns.Deadlocks(); n != 1 {
+	if n := db.LockStats().Deadlocks; n != 1 {
 		t.Fatalf("%d deadlocks reported, want exactly 1", n)
 	}
 }

@@ -70,27 +70,8 @@ func (db *DB) target(name string) (*vacuum.Target, *vacuumTable, error) {
 	return t, vt, nil
 }
 
-// vacuumLock returns the named table's vacuum lock: a one-slot semaphore
-// that every lazy vacuum and VACUUM FULL of the table holds from before its
-// Target is built until it returns, so two never work on one table at once.
-// DROP and TRUNCATE hold it too. Lock order: the vacuum lock, then the wait
-// for the table's users (tableUses.exclude), then the table's lock, then
-// db.mu. A transaction that used the table never waits for the vacuum lock
-// while its holder waits for the table's users: Tx.Truncate fails with
-// ErrDeadlock instead (tableUses.ddlWaitsFor).
-func (db *DB) vacuumLock(name string) chan struct{} {
-	db.hmu.Lock()
-	defer db.hmu.Unlock()
-	l, ok := db.vlocks[name]
-	if !ok {
-		l = make(chan struct{}, 1)
-		db.vlocks[name] = l
-	}
-	return l
-}
-
-// lockedTarget takes the named table's vacuum lock, waiting for another
-// vacuum of the table to finish (until ctx is done), or failing at once
+// lockedTarget takes the named table's vacuum lock (tableUses.lockVacuum),
+// waiting for another vacuum of the table to finish (until ctx is done), or failing at once
 // with vacuum.ErrVacuumInProgress when noWait, and then returns the
 // table's Target, built under the lock (so a FULL that finished meanwhile
 // is seen). Its Table.Release lets the lock go; Batch.Vacuum and
@@ -110,19 +91,17 @@ func (db *DB) lockedTarget(ctx context.Context, name string, noWait, full bool) 
 	if _, err := db.Table(name); err != nil {
 		return nil, err
 	}
-	l := db.vacuumLock(name)
-	if noWait {
-		select {
-		case l <- struct{}{}:
-		default:
-			return nil, fmt.Errorf("table %q: %w", name, vacuum.ErrVacuumInProgress)
-		}
-	} else {
-		select {
-		case l <- struct{}{}:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("table %q: waiting for another vacuum of it: %w", name, ctx.Err())
-		}
+	what := "VACUUM"
+	if full {
+		what = "VACUUM FULL"
+	}
+	who := opNode(fmt.Sprintf("%s %q", what, name))
+	unlockVacuum, ok, err := db.uses.lockVacuum(ctx, name, who, noWait)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("table %q: %w", name, vacuum.ErrVacuumInProgress)
 	}
 	excluded := func() {}
 	if full {
@@ -132,9 +111,9 @@ func (db *DB) lockedTarget(ctx context.Context, name string, noWait, full bool) 
 			cancel()
 			wctx = c
 		}
-		release, err := db.uses.exclude(wctx, name)
+		release, err := db.uses.exclude(wctx, name, who)
 		if err != nil {
-			<-l
+			unlockVacuum()
 			if noWait {
 				return nil, fmt.Errorf("table %q: %w (SKIP_LOCKED)", name, ErrTableInUse)
 			}
@@ -143,7 +122,7 @@ func (db *DB) lockedTarget(ctx context.Context, name string, noWait, full bool) 
 		excluded = release
 	}
 	var once sync.Once
-	unlock := func() { once.Do(func() { excluded(); <-l }) }
+	unlock := func() { once.Do(func() { excluded(); unlockVacuum() }) }
 	t, vt, err := db.target(name)
 	if err != nil {
 		unlock()

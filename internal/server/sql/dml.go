@@ -68,7 +68,7 @@ func (w *writer) writeError(err error, vals []any) error {
 	case errors.As(err, &ve) && errors.Is(err, row.ErrInvalidText):
 		return pgerr.New("22021", "invalid byte sequence for encoding \"UTF8\"")
 	case errors.Is(err, engine.ErrDeadlock):
-		return pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
+		return deadlockDetected(err)
 	}
 	return engineError(err)
 }

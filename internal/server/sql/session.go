@@ -608,6 +608,15 @@ func notice(code, format string, args ...any) *pgerr.Error {
 	return e
 }
 
+// deadlockDetected is 40P01 for the engine's ErrDeadlock err, its DETAIL the engine's
+// account of the cycle (each wait, with its table), as PostgreSQL's names the processes
+// and locks of the cycle.
+func deadlockDetected(err error) *pgerr.Error {
+	e := pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
+	e.Detail = strings.TrimSuffix(err.Error(), ": "+engine.ErrDeadlock.Error()) + "."
+	return e
+}
+
 // engineError maps the engine's errors to SQLSTATEs.
 func engineError(err error) error {
 	var pe *pgerr.Error
@@ -615,7 +624,7 @@ func engineError(err error) error {
 	case errors.As(err, &pe):
 		return pe
 	case errors.Is(err, engine.ErrDeadlock):
-		return pgerr.Wrap(err, pgerr.DeadlockDetected, "deadlock detected")
+		return deadlockDetected(err)
 	case errors.Is(err, engine.ErrConflict):
 		return pgerr.Wrap(err, pgerr.SerializationFailure, "could not serialize access due to concurrent update")
 	case errors.Is(err, engine.ErrNoSuchTable):
