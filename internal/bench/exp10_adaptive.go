@@ -374,8 +374,10 @@ func (r *runner) exp10Latency(ctx context.Context) (*exp10Part, error) {
 	if err != nil {
 		return nil, err
 	}
+	// --log-adaptive: each change of the law's decision, with what its judgement read, goes
+	// to the server's log (kept with --work), so a run the law lost can be read afterwards.
 	args := append([]string{"--buffer-pool", strconv.FormatInt(sz.AdaptPoolBytes, 10),
-		"--checkpoint-wal-size", exp8CheckpointWAL, "--metrics-listen", metrics}, strings.Fields(os.Getenv(Exp10ServeArgsEnv))...)
+		"--checkpoint-wal-size", exp8CheckpointWAL, "--metrics-listen", metrics, "--log-adaptive"}, strings.Fields(os.Getenv(Exp10ServeArgsEnv))...)
 	ours, err := r.startOurs(ctx, "exp10-engine-server", args...)
 	if err != nil {
 		return nil, err

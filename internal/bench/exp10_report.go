@@ -125,7 +125,8 @@ func exp10Section(r *runner, parts ...*exp10Part) (*Section, error) {
 		Tables: []*Table{sum, targets, runs},
 		Setup: []string{
 			sentence("foreground p99 target: the engine server in this process (--buffer-pool %s, --checkpoint-wal-size %s: where "+
-				"PostgreSQL's default max_wal_size requests a checkpoint) and PostgreSQL 15 (shared_buffers %s, "+
+				"PostgreSQL's default max_wal_size requests a checkpoint; --log-adaptive, its log kept in the work directory as "+
+				"exp10-engine-server/server.log) and PostgreSQL 15 (shared_buffers %s, "+
 				"durable settings), each with pgbench -i -I dtgp -s %d; the load PostgreSQL 15's pgbench select-only -M prepared "+
 				"-R %d -c %d -j %d, run in %s chunks for as long as each block of VACUUMs lasts; before each VACUUM an UPDATE of every "+
 				"%dth account, a scan that sets the new versions' hint bits, a CHECKPOINT and %s to settle, then VACUUM pgbench_accounts through package online (the runner pod's path)",

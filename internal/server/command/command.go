@@ -137,7 +137,7 @@ type serveFlags struct {
 	data, listen, metricsListen, pprofListen, usersFile, authMethod, database, tlsCert, tlsKey, vacuumSched string
 	bufferPool, checkpointWAL                                                                               cliflag.Quantity
 	maxConnections, gomaxprocs, vacuumNice                                                                  int
-	init, upgrade, directIO                                                                                 bool
+	init, upgrade, directIO, logAdaptive                                                                    bool
 	maxSlotWALKeep                                                                                          string
 	standby                                                                                                 standbyFlags
 	synchronousStandby                                                                                      string
@@ -187,6 +187,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		"nice steps a VACUUM's worker threads run below the foreground's, with the lowest best-effort I/O priority (Linux only; 0 = same priority; moot with --vacuum-sched idle)")
 	fs.StringVar(&f.vacuumSched, "vacuum-sched", defaultVacuumSched,
 		"scheduling policy of a VACUUM's worker threads: normal (at --vacuum-nice) or idle (SCHED_IDLE: they run only on a core no other thread wants; Linux only)")
+	fs.BoolVar(&f.logAdaptive, "log-adaptive", false,
+		"log each change of an adaptive throttle's decision (budget, binding, HardStop's pause) with what its judgement read: a line per change")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, SSLRequest is accepted")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.maxSlotWALKeep, "max-slot-wal-keep-size", "-1",
@@ -244,6 +246,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg.DB, cfg.Logf = db, logf
 	cfg.VacuumPriority = osthread.Priority{Nice: f.vacuumNice, Idle: f.vacuumSched == vacuumSchedIdle}
+	cfg.LogAdaptive = f.logAdaptive
 	primary, err := replication.NewPrimary(replication.PrimaryConfig{DB: db, MaxSlotWALKeepSize: keep,
 		SynchronousStandby: f.synchronousStandby, Logf: logf})
 	if err != nil {

@@ -45,7 +45,9 @@ func Start(t testing.TB, cfg wire.Config) *Server {
 		cfg.Auth = wire.AuthTrust
 	}
 	cfg.DB = db
-	cfg.Logf = t.Logf
+	if cfg.Logf == nil {
+		cfg.Logf = t.Logf
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = db.Close()

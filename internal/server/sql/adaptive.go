@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -221,6 +222,11 @@ type adaptiveRun struct {
 	ctx     context.Context // the VACUUM's: the control goroutine ends with it (nil before start)
 	running bool            // the control goroutine runs (only while a target is set)
 	wg      sync.WaitGroup
+
+	// logf, when set, gets a line at each change of the decision (Vacuums.SetAdaptiveLog),
+	// with what the control goroutine's last sample read (read, its own).
+	logf func(format string, args ...any)
+	read string
 }
 
 func newAdaptiveRun(run *vacuum.Batch, t adaptiveTargets, ceiling throttle.Settings, lat *latency.Recorder, lag func() ReplicationLag) *adaptiveRun {
@@ -577,6 +583,10 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 				v = stop
 			}
 			s = adaptive.Sample{Value: v.Seconds(), Fresh: j.Count > 0 && j.Enough}
+			if a.logf != nil {
+				a.read = fmt.Sprintf("latency p%.2f of %d statements %s (%d over the %s target; judged as %s, fresh %v)",
+					q, j.Count, j.Quantile, j.Above, t.latency, v, s.Fresh)
+			}
 		}
 		out = append(out, s)
 	}
@@ -587,6 +597,13 @@ func (a *adaptiveRun) sample(t adaptiveTargets, since time.Time) []adaptive.Samp
 		}
 		if t.lagBytes > 0 {
 			out = append(out, adaptive.Sample{Value: float64(lag.Bytes), Fresh: lag.Standbys > 0})
+		}
+		if a.logf != nil {
+			l := fmt.Sprintf("lag %d bytes, %s over %d standbys", lag.Bytes, lag.Delay, lag.Standbys)
+			if a.read != "" {
+				l = a.read + "; " + l
+			}
+			a.read = l
 		}
 		if t.lagDelay > 0 {
 			out = append(out, adaptive.Sample{Value: lag.Delay.Seconds(), Fresh: lag.Standbys > 0 && lag.Delay >= 0})
@@ -687,9 +704,14 @@ func (a *adaptiveRun) steer(ctx context.Context, ctl *adaptive.Controller, targe
 			if dec.Paused {
 				since = time.Time{}
 			}
+			a.read = ""
 			d := ctl.Step(a.sample(targets, since), u)
 			if d.Budget != dec.Budget || d.Paused != dec.Paused {
 				changed = now
+			}
+			if a.logf != nil && d != dec {
+				a.logf("%s; budget %.0f -> %.0f per mille%s, bound by %s; the budget's use %.2f", a.read,
+					1000*dec.Budget, 1000*d.Budget, pausedNote(d.Paused), d.Binding, u)
 			}
 			dec = d
 			a.apply(d, dt)
@@ -720,4 +742,12 @@ func (a *adaptiveRun) apply(d adaptive.Decision, dt time.Duration) {
 		a.ownPause = false
 	}
 	a.dec = d
+}
+
+// pausedNote is ", paused" for a decision HardStop pauses the run with.
+func pausedNote(paused bool) string {
+	if paused {
+		return ", paused"
+	}
+	return ""
 }

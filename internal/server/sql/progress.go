@@ -33,6 +33,32 @@ type Vacuums struct {
 	// logf tells the server's log, once (lowerWarn), that VACUUM threads could not be lowered.
 	logf      func(format string, args ...any)
 	lowerWarn sync.Once
+	// adaptiveLog: every change of an adaptive throttle's decision goes to adaptiveLogf
+	// (SetAdaptiveLog).
+	adaptiveLogf func(format string, args ...any)
+}
+
+// SetAdaptiveLog makes every VACUUM of the server that an adaptive throttle steers log
+// each change of the law's decision (budget, binding, HardStop's pause) through logf, with
+// what its last judgement read: a line per change, never one per control period. A nil
+// logf logs nothing (the default).
+func (v *Vacuums) SetAdaptiveLog(logf func(format string, args ...any)) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.adaptiveLogf = logf
+	v.mu.Unlock()
+}
+
+// adaptiveLogger is SetAdaptiveLog's logf (nil: none).
+func (v *Vacuums) adaptiveLogger() func(format string, args ...any) {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.adaptiveLogf
 }
 
 // SetThreadPriority makes every VACUUM of the server run its workers on OS threads

@@ -130,6 +130,12 @@ func (s *Session) planVacuum(vs *pg.VacuumStmt) (*plan, error) {
 		}
 		rv := &runningVacuum{pid: s.pid, run: run, full: opts.Full, mwm: opts.MaintenanceWorkMem}
 		rv.adapt = newAdaptiveRun(run, targets, *opts.Throttle, s.latency, s.vacuums.replicationLag)
+		if logf := s.vacuums.adaptiveLogger(); logf != nil {
+			pid := s.pid
+			rv.adapt.logf = func(format string, args ...any) {
+				logf("adaptive throttle of VACUUM (pid %d): "+format, append([]any{pid}, args...)...)
+			}
+		}
 		steerCtx, stopSteering := context.WithCancel(x.ctx)
 		rv.adapt.start(steerCtx)
 		defer func() { stopSteering(); rv.adapt.stop() }()

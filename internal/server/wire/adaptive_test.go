@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,10 +112,17 @@ func serverP99(s *testServer) time.Duration {
 // p99 (measured at the test's start, so the target is missed whatever the vacuum does):
 // within 3 s the view shows a budget below 1000 and the run's cost delay stretched past
 // the ceiling's by the budget; a bad value is 22023; setting the target back to 0
-// restores the ceiling, with the time bound below it counted.
+// restores the ceiling, with the time bound below it counted. With LogAdaptive the server's
+// log has a line for the cut, with what the judgement read.
 func TestAdaptiveThrottleCutsTheBudgetLiveWhenTheForegroundMissesItsTarget(t *testing.T) {
 	start := time.Now()
-	s := startServer(t, wire.Config{})
+	var logMu sync.Mutex
+	var logged []string
+	s := startServer(t, wire.Config{LogAdaptive: true, Logf: func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}})
 	ctl := connect(t, s.url("ctl", "", "postgres"))
 	const fgRows = 1000
 	mustExec(t, ctl, "CREATE TABLE fg (id bigint PRIMARY KEY, n bigint)")
@@ -169,6 +179,14 @@ func TestAdaptiveThrottleCutsTheBudgetLiveWhenTheForegroundMissesItsTarget(t *te
 	}
 	if want := 20000 * 1000 / int64(*r.budget); r.costDly < want*9/10 || r.costDly > want*11/10 {
 		t.Fatalf("cost delay %d µs at budget %d‰, want the ceiling's 20000 µs stretched to ~%d", r.costDly, *r.budget, want)
+	}
+	cut := regexp.MustCompile(fmt.Sprintf(`^adaptive throttle of VACUUM \(pid %d\): latency p[0-9.]+ of \d+ statements \S+ \(\d+ over the \S+ target; judged as \S+, fresh true\); budget 1000 -> \d+ per mille(, paused)?, bound by \w+; the budget's use [0-9.]+$`, pid))
+	logMu.Lock()
+	found := slices.ContainsFunc(logged, cut.MatchString)
+	lines := slices.Clone(logged)
+	logMu.Unlock()
+	if !found {
+		t.Fatalf("the server logged no line for the cut from the ceiling; its log:\n%s", strings.Join(lines, "\n"))
 	}
 	// A bad value is refused with 22023 and changes nothing.
 	if _, err := ctl.Exec(context.Background(), "SELECT vacuum_set_throttle($1, 'vacuum_adaptive_floor_per_mille', '0')", int32(pid)); sqlstate(err) != "22023" {

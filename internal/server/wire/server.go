@@ -70,7 +70,10 @@ type Config struct {
 	// VacuumPriority lowers the OS threads of every VACUUM's workers
 	// (sql.Vacuums.SetThreadPriority; the zero value: the foreground's priority).
 	VacuumPriority osthread.Priority
-	Logf           func(format string, args ...any)
+	// LogAdaptive logs each change of an adaptive throttle's decision through Logf, with
+	// what its judgement read (sql.Vacuums.SetAdaptiveLog).
+	LogAdaptive bool
+	Logf        func(format string, args ...any)
 }
 
 // Server accepts PostgreSQL connections for one engine database.
@@ -105,6 +108,9 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, conns: map[uint32]*conn{}, pending: map[*conn]struct{}{}, vacuums: sql.NewVacuums(), latency: latency.New()}
 	s.vacuums.SetReplicationLag(cfg.ReplicationLag)
 	s.vacuums.SetThreadPriority(cfg.VacuumPriority, cfg.Logf)
+	if cfg.LogAdaptive {
+		s.vacuums.SetAdaptiveLog(cfg.Logf)
+	}
 	s.vacuums.SetStandbyReplay(cfg.StandbyReplay)
 	s.nextPID.Store(uint32(1000 + time.Now().UnixNano()%1000))
 	return s
