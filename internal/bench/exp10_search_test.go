@@ -538,6 +538,24 @@ func TestExperiment10DrawsNoVerdictFromATargetTheUnthrottledVacuumBarelyMoves(t 
 	}
 }
 
+// exp10TestSection is experiment 10's section of part as a latency half (alone 1 ms,
+// beside the unthrottled VACUUM 6 ms) with one adaptive run of 5 s, bound by the target and by
+// the floor or HardStop for the seconds given, and one fixed run at 1 ms of 9 s; both held
+// every window at p99 2 ms.
+func exp10TestSection(t *testing.T, r *runner, part *exp10Part, bound, floor float64) *Section {
+	t.Helper()
+	part.name, part.ceiling, part.alone, part.unthrottled, part.goal = exp10Latency, 500*time.Microsecond, 1, 6, chooseTarget(1, 6, 0)
+	part.runs = []exp10Run{
+		{exp10Setting: exp10Setting{adaptive: true, delay: 500 * time.Microsecond, round: 1}, system: sysOurs, seconds: 5, figure: 2, held: 5, total: 5, bound: bound, floor: floor},
+		{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 2, held: 9, total: 9},
+	}
+	sec, err := exp10Section(r, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}
+
 // TestExperiment10SaysWhatBoundTheAdaptiveRunsRate: adaptive runs the ceiling bound for half
 // their time or more ran below every fixed delay the search measures: their rule does not hold
 // and the headline says so beside the verdict (a run's "goal met" with the law at the ceiling
@@ -558,14 +576,7 @@ func TestExperiment10SaysWhatBoundTheAdaptiveRunsRate(t *testing.T) {
 		{name: "mostly the floor", bound: 0.5, floor: 4, wantLaw: true, wantNote: "their rate was mostly the floor's or HardStop's: the target bound them 10 % of their time, the floor or HardStop 80 %, the ceiling 10 %"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			part := &exp10Part{name: exp10Latency, ceiling: 500 * time.Microsecond, alone: 1, unthrottled: 6, goal: chooseTarget(1, 6, 0), runs: []exp10Run{
-				{exp10Setting: exp10Setting{adaptive: true, delay: 500 * time.Microsecond, round: 1}, system: sysOurs, seconds: 5, figure: 2, held: 5, total: 5, bound: tc.bound, floor: tc.floor},
-				{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 2, held: 9, total: 9},
-			}}
-			sec, err := exp10Section(r, part)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sec := exp10TestSection(t, r, &exp10Part{}, tc.bound, tc.floor)
 			if got := sec.Rules[1].Holds; got != tc.wantLaw {
 				t.Errorf("the law rule holds %v, want %v (%s)", got, tc.wantLaw, sec.Rules[1].Conclusion())
 			}
@@ -604,15 +615,7 @@ func TestExperiment10SaysHowManyWindowsTheLoadAloneHeld(t *testing.T) {
 		{name: "some missed", windows: 9, held: 7, wantRule: true, wantHeadlineCut: "(the load alone held the target in only 78 % of its 9 windows)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			part := &exp10Part{name: exp10Latency, ceiling: 500 * time.Microsecond, alone: 1, unthrottled: 6, goal: chooseTarget(1, 6, 0),
-				aloneWindows: tc.windows, aloneHeld: tc.held, runs: []exp10Run{
-					{exp10Setting: exp10Setting{adaptive: true, delay: 500 * time.Microsecond, round: 1}, system: sysOurs, seconds: 5, figure: 2, held: 5, total: 5, bound: 4},
-					{exp10Setting: exp10Setting{delay: 1 * msec, round: 1}, system: sysOurs, seconds: 9, figure: 2, held: 9, total: 9},
-				}}
-			sec, err := exp10Section(r, part)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sec := exp10TestSection(t, r, &exp10Part{aloneWindows: tc.windows, aloneHeld: tc.held}, 4, 0)
 			var rule *Rule
 			for i := range sec.Rules {
 				if strings.Contains(sec.Rules[i].Statement, "the load alone held the target") {

@@ -32,29 +32,14 @@ func BenchmarkUpdateRowByKey(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	var tx *Tx
-	for i := 0; i < b.N; i++ {
-		if tx == nil {
-			tx = mustTx(b, db)
-		}
+	inRowChangeBatches(b, db, b.N, func(tx *Tx, _ int) {
 		k := rng.Intn(len(tids))
 		ntid, ok, err := tx.UpdateRow("t", tids[k], recheck)
 		if err != nil || !ok {
 			b.Fatalf("update of id %d at %v: updated %v, %v", k, tids[k], ok, err)
 		}
 		tids[k] = ntid
-		if i%rowChangeBenchCommitEvery == rowChangeBenchCommitEvery-1 {
-			if err := tx.Commit(); err != nil {
-				b.Fatal(err)
-			}
-			tx = nil
-		}
-	}
-	if tx != nil {
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	})
 }
 
 // BenchmarkDeleteRowByKey is BenchmarkUpdateRowByKey for Tx.DeleteRow: each op deletes
@@ -66,15 +51,24 @@ func BenchmarkDeleteRowByKey(b *testing.B) {
 	recheck := func(cur []any) ([]any, bool, error) { return nil, i64(cur[0]) >= 0, nil }
 	b.ReportAllocs()
 	b.ResetTimer()
-	var tx *Tx
-	for i := 0; i < b.N; i++ {
-		if tx == nil {
-			tx = mustTx(b, db)
-		}
+	inRowChangeBatches(b, db, b.N, func(tx *Tx, i int) {
 		ok, err := tx.DeleteRow("t", tids[i], recheck)
 		if err != nil || !ok {
 			b.Fatalf("delete of id %d at %v: deleted %v, %v", i, tids[i], ok, err)
 		}
+	})
+}
+
+// inRowChangeBatches calls change n times, i from 0, in transactions of
+// rowChangeBenchCommitEvery calls each (the last may be shorter), and commits each.
+func inRowChangeBatches(b *testing.B, db *DB, n int, change func(tx *Tx, i int)) {
+	b.Helper()
+	var tx *Tx
+	for i := range n {
+		if tx == nil {
+			tx = mustTx(b, db)
+		}
+		change(tx, i)
 		if i%rowChangeBenchCommitEvery == rowChangeBenchCommitEvery-1 {
 			if err := tx.Commit(); err != nil {
 				b.Fatal(err)

@@ -112,20 +112,7 @@ func TestStatsAndCheckHoldUpACreateTableForOneTableNotTheWholeScan(t *testing.T)
 			gfs := &gateFS{FS: vfs.NewOS(t.Logf)}
 			opts.FS = gfs
 			db, dir := newDB(t, opts)
-			for _, name := range []string{"t1", "t2", "t3"} {
-				if err := db.CreateTable(name, balanceCols); err != nil {
-					t.Fatal(err)
-				}
-				tx := mustTx(t, db)
-				for id := 1; id <= 3; id++ {
-					if _, err := tx.Insert(name, []any{id, int64(0)}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := tx.Commit(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			balanceTables(t, db, "t1", "t2", "t3")
 			// Reopen, so that Stats reads the tables from their files, not the pool.
 			closeDB(t, db)
 			db, err := Open(dir, opts)

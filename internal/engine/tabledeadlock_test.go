@@ -18,11 +18,10 @@ import (
 // hung for good: only a cancel ended such a wait, and the engine server has no
 // lock_timeout.
 
-// twoTables makes tables a and b (id, balance), each with rows 1..3.
-func twoTables(t *testing.T) *DB {
+// balanceTables makes each named table (id, balance) in db, with rows 1..3.
+func balanceTables(t *testing.T, db *DB, names ...string) {
 	t.Helper()
-	db, _ := newDB(t, testOpts())
-	for _, name := range []string{"a", "b"} {
+	for _, name := range names {
 		if err := db.CreateTable(name, balanceCols); err != nil {
 			t.Fatal(err)
 		}
@@ -36,6 +35,13 @@ func twoTables(t *testing.T) *DB {
 			t.Fatal(err)
 		}
 	}
+}
+
+// twoTables makes tables a and b (id, balance), each with rows 1..3.
+func twoTables(t *testing.T) *DB {
+	t.Helper()
+	db, _ := newDB(t, testOpts())
+	balanceTables(t, db, "a", "b")
 	return db
 }
 
