@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,13 @@ import (
 // Pod IPs of the fake runners: a range of loopback addresses of our own, one per test.
 var nextIP atomic.Int32
 
-func freshIP() string { return fmt.Sprintf("127.0.77.%d", 10+nextIP.Add(1)) }
+// freshIP is the next of them: 127.x.77.y, x this process's (loopbackNet), so that two
+// runs of the suite on one machine (two worktrees, say) do not bind the same address.
+func freshIP() string { return fmt.Sprintf("127.%d.77.%d", loopbackNet, 10+nextIP.Add(1)) }
+
+// loopbackNet is the second byte of this process's loopback addresses: 1 to 250, from its
+// process id.
+var loopbackNet = 1 + os.Getpid()%250
 
 func conditionReason(conds []metav1.Condition, typ string) string {
 	if c := meta.FindStatusCondition(conds, typ); c != nil {

@@ -211,8 +211,14 @@ func golden(name string) []byte {
 var nextIP atomic.Int32
 
 // freshIP is a loopback address of this suite's own range (the controllers' suite uses
-// 127.0.77.x), so both suites may run at once.
-func freshIP() string { return fmt.Sprintf("127.0.79.%d", 10+nextIP.Add(1)) }
+// 127.x.77.y), so both suites may run at once; its second byte is this process's
+// (loopbackNet), so two runs of the suite on one machine (two worktrees, say) do not bind
+// the same address either.
+func freshIP() string { return fmt.Sprintf("127.%d.79.%d", loopbackNet, 10+nextIP.Add(1)) }
+
+// loopbackNet is the second byte of this process's loopback addresses: 1 to 250, from its
+// process id.
+var loopbackNet = 1 + os.Getpid()%250
 
 // fakeRunner plays a runner pod's control port at ip: /progress serves the runner's golden
 // progress, and the PUT calls it accepts (with the run's token) are counted by path.
